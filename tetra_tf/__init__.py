@@ -1,0 +1,21 @@
+"""tetra-tf: tetra-tagging constituency parsing (Kitaev & Klein, 2020) in TensorFlow.
+
+tf-models-official builds its networks with `tf_keras` (Keras 2). TensorFlow 2.20's
+`tf.keras` is Keras 3, and mixing the two silently freezes most encoder weights, so
+the legacy Keras is selected here, before anything imports TensorFlow.
+"""
+
+import os
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+
+__version__ = "0.1.0"
+
+
+def __getattr__(name):
+    # Lazy, so that `import tetra_tf` stays light for the tree and tag utilities.
+    if name == "Parser":
+        from tetra_tf.parser import Parser
+
+        return Parser
+    raise AttributeError(f"module 'tetra_tf' has no attribute {name!r}")
