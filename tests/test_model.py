@@ -1,0 +1,102 @@
+"""The tagger model: shapes, masking, and that every encoder weight trains."""
+
+import numpy as np
+import pytest
+
+import tetra_tf  # noqa: F401
+import tensorflow as tf
+
+from tetra_tf import encoders, input_pipeline, train
+from tetra_tf.model import HeadsConfig, TetraTagger, tagging_loss_terms
+from tetra_tf.tags import TagVocabularies
+from tetra_tf.tokenization import SubwordTokenizer
+
+
+@pytest.fixture(scope="module")
+def batch(small_data_dirs, tiny_encoder_dir):
+    pretrained = encoders.load_pretrained_encoder(tiny_encoder_dir)
+    tokenizer = SubwordTokenizer(pretrained.vocab_path, lower_case=True)
+    data = input_pipeline.tokenize_examples(
+        input_pipeline.read_examples(small_data_dirs["train"]), tokenizer)
+    config = input_pipeline.InputConfig(batch_size=4)
+    summary = input_pipeline.summarize(data, config)
+    dataset = input_pipeline.training_dataset(data, config, summary, seed=0)
+    return next(iter(dataset.map(train.model_inputs)))
+
+
+def make_model(encoder_dir, data_dir):
+    vocabs = TagVocabularies.load(data_dir)
+    pretrained = encoders.load_pretrained_encoder(encoder_dir)
+    heads = HeadsConfig(len(vocabs.leaf), len(vocabs.internal), len(vocabs.pos), 0.0)
+    spec = train.TaggerSpec(pretrained.config, heads, 8)
+    return train.build_tagger(spec, pretrained.encoder), spec
+
+
+def test_outputs_have_one_row_per_word(batch, tiny_encoder_dir, small_data_dirs):
+    model, spec = make_model(tiny_encoder_dir, small_data_dirs["train"])
+    outputs = model({k: batch[k] for k in train.MODEL_INPUTS})
+    batch_size, max_words = batch["word_end_positions"].shape
+    assert outputs["leaf_logits"].shape == (batch_size, max_words, spec.heads.num_leaf_tags)
+    assert outputs["internal_logits"].shape == (batch_size, max_words,
+                                                spec.heads.num_internal_tags)
+    assert outputs["pos_logits"].shape == (batch_size, max_words, spec.heads.num_pos_tags)
+
+
+def test_word_features_come_from_each_words_last_subword(batch, tiny_encoder_dir,
+                                                         small_data_dirs):
+    model, _ = make_model(tiny_encoder_dir, small_data_dirs["train"])
+    inputs = {k: batch[k] for k in train.MODEL_INPUTS}
+    features = model.word_features(inputs).numpy()
+    flat = {k: tf.reshape(inputs[k], [-1, inputs[k].shape[-1]]) for k in train.ENCODER_INPUTS}
+    sequence = model.encoder(flat)["sequence_output"].numpy()
+    positions = batch["word_end_positions"].numpy()
+    for row in range(positions.shape[0]):
+        n = int(batch["num_words"][row])
+        np.testing.assert_allclose(features[row, :n], sequence[row, positions[row, :n]],
+                                   atol=1e-6)
+
+
+def test_loss_ignores_padding_and_the_last_fencepost(batch):
+    labels = {k: batch[k] for k in ("leaf_tag_ids", "internal_tag_ids", "pos_tag_ids")}
+    n = batch["num_words"].numpy()
+    assert np.all(labels["internal_tag_ids"].numpy()[np.arange(len(n)), n - 1] == -1)
+    shape = labels["leaf_tag_ids"].shape
+    rng = np.random.default_rng(0)
+    outputs = {key: tf.constant(rng.normal(size=shape + (7,)), tf.float32)
+               for key in ("leaf_logits", "internal_logits", "pos_logits")}
+    labels = {k: tf.minimum(v, 6) for k, v in labels.items()}
+    terms = tagging_loss_terms(outputs, labels)
+    # Scramble every logit where the label is -1: the loss must not move.
+    scrambled = {}
+    for key, label_key in (("leaf_logits", "leaf_tag_ids"),
+                           ("internal_logits", "internal_tag_ids"),
+                           ("pos_logits", "pos_tag_ids")):
+        masked = (labels[label_key].numpy() < 0)[..., None]
+        noise = rng.normal(size=outputs[key].shape) * 100
+        scrambled[key] = tf.constant(np.where(masked, noise, outputs[key].numpy()), tf.float32)
+    again = tagging_loss_terms(scrambled, labels)
+    for key in terms:
+        np.testing.assert_allclose(terms[key][0], again[key][0], rtol=1e-6)
+        assert terms[key][1] == again[key][1]
+    assert terms["leaf_tag_ids"][1] == n.sum()
+    assert terms["internal_tag_ids"][1] == (n - 1).sum()
+
+
+def test_every_encoder_variable_trains(batch, tiny_encoder_dir, small_data_dirs):
+    """A tf_keras encoder inside a Keras 3 model would train only 2 of its variables."""
+    model, _ = make_model(tiny_encoder_dir, small_data_dirs["train"])
+    encoder_variables = model.encoder.trainable_variables
+    assert len(encoder_variables) == len(model.encoder.variables)
+    assert len(model.trainable_variables) == len(encoder_variables) + 6
+    trainer = train.Trainer(model, train.TrainingConfig(warmup_steps=0, weight_decay=0.0), total_steps=10,
+                            strategy=tf.distribute.get_strategy())
+    before = [v.numpy().copy() for v in model.trainable_variables]
+    trainer.train_step(batch)
+    unchanged = [v.name for v, old in zip(model.trainable_variables, before)
+                 if np.array_equal(v.numpy(), old)]
+    # Two kinds of weights get no gradient from any loss: the pooler, which tagging does
+    # not use, and attention key biases, which shift all of a query's logits equally.
+    no_gradient = [name for name in unchanged
+                   if "pooler_transform" in name or "self_attention/key/bias" in name]
+    assert unchanged == no_gradient, f"not updated by a train step: {unchanged}"
+    assert len(no_gradient) == 2 + model.encoder.get_config().get("num_layers", 2)

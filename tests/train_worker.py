@@ -1,0 +1,82 @@
+"""Runs a few training steps in a fresh process, for the distribution tests.
+
+  python tests/train_worker.py compare ENCODER_DIR TRAIN_DIR OUT.json
+      Same batches, same initial weights: default strategy, then MirroredStrategy over two
+      logical CPUs; writes both runs' losses and final weight checksums.
+"""
+
+import json
+import os
+import sys
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import tensorflow as tf  # noqa: E402
+
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(
+    cpu, [tf.config.LogicalDeviceConfiguration(), tf.config.LogicalDeviceConfiguration()])
+
+import numpy as np  # noqa: E402
+
+from tetra_tf import encoders, input_pipeline, train  # noqa: E402
+from tetra_tf.model import HeadsConfig  # noqa: E402
+from tetra_tf.tags import TagVocabularies  # noqa: E402
+from tetra_tf.tokenization import SubwordTokenizer  # noqa: E402
+
+STEPS = 2
+
+
+def run(strategy, encoder_dir, data_dir, initial_weights, batches):
+    vocabs = TagVocabularies.load(data_dir)
+    with strategy.scope():
+        pretrained = encoders.load_pretrained_encoder(encoder_dir)
+        heads = HeadsConfig(len(vocabs.leaf), len(vocabs.internal), len(vocabs.pos), 0.0)
+        model = train.build_tagger(train.TaggerSpec(pretrained.config, heads, 8),
+                                   pretrained.encoder)
+        if initial_weights is not None:
+            model.set_weights(initial_weights)
+        trainer = train.Trainer(model, train.TrainingConfig(warmup_steps=1), total_steps=10,
+                                strategy=strategy)
+    start = model.get_weights()
+    losses = []
+    for batch in batches:
+        distributed = strategy.experimental_distribute_values_from_function(
+            lambda ctx, b=batch: _shard(b, ctx))
+        losses.append(float(trainer.train_step(distributed)))
+    return start, losses, [w.astype(np.float64) for w in model.get_weights()]
+
+
+def _shard(batch, ctx):
+    n = ctx.num_replicas_in_sync
+    size = len(batch["num_words"]) // n
+    i = ctx.replica_id_in_sync_group
+    return {k: v[i * size:(i + 1) * size] for k, v in batch.items()}
+
+
+def main():
+    _, mode, encoder_dir, data_dir, out = sys.argv
+    assert mode == "compare"
+    pretrained = encoders.load_pretrained_encoder(encoder_dir)
+    tokenizer = SubwordTokenizer(pretrained.vocab_path, lower_case=True)
+    data = input_pipeline.tokenize_examples(input_pipeline.read_examples(data_dir), tokenizer)
+    config = input_pipeline.InputConfig(batch_size=8)
+    summary = input_pipeline.summarize(data, config)
+    dataset = input_pipeline.training_dataset(data, config, summary, seed=0)
+    batches = [{k: v.numpy() for k, v in train.model_inputs(b).items()}
+               for _, b in zip(range(STEPS), dataset)]
+    start, single_losses, single = run(tf.distribute.get_strategy(), encoder_dir, data_dir, None,
+                                       batches)
+    mirrored = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    _, mirrored_losses, multi = run(mirrored, encoder_dir, data_dir, start, batches)
+    moved = max(float(np.max(np.abs(a - b))) for a, b in zip(single, start))
+    diff = max(float(np.max(np.abs(a - b))) for a, b in zip(single, multi))
+    with open(out, "w") as f:
+        json.dump({"single_losses": single_losses, "mirrored_losses": mirrored_losses,
+                   "replicas": mirrored.num_replicas_in_sync, "max_weight_change": moved,
+                   "max_weight_difference": diff}, f)
+
+
+if __name__ == "__main__":
+    main()

