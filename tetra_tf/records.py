@@ -1,0 +1,146 @@
+"""The tf.train.Example schema of a tagged sentence, shared by the converter and the reader.
+
+One Example per sentence of n words:
+
+* ``words``: bytes_list, n verbatim PTB tokens (escaped: -LRB-, ``, …);
+* ``pos_tag_ids``: int64_list, n;
+* ``leaf_tag_ids``: int64_list, n;
+* ``internal_tag_ids``: int64_list, n − 1;
+* ``tree``: bytes_list, 1: the cleaned gold tree on one line, ``(TOP (S ...))``.
+
+Tag ids index the tag vocabularies saved next to the records (tags.TagVocabularies); a tag
+unseen in the training vocabulary is stored as UNKNOWN_TAG_ID (−1). Records are sharded
+as ``records-00000-of-00004.tfrecord`` and so on.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from typing import Mapping, Sequence
+
+import tetra_tf  # noqa: F401  (selects legacy Keras before TensorFlow is imported)
+import tensorflow as tf
+
+from tetra_tf.tags import TetraTags
+
+WORDS = "words"
+POS_TAG_IDS = "pos_tag_ids"
+LEAF_TAG_IDS = "leaf_tag_ids"
+INTERNAL_TAG_IDS = "internal_tag_ids"
+TREE = "tree"
+TAG_ID_FEATURES = (POS_TAG_IDS, LEAF_TAG_IDS, INTERNAL_TAG_IDS)
+
+UNKNOWN_TAG_ID = -1
+
+RECORD_FILE_PATTERN = "records-*-of-*.tfrecord"
+_RECORD_FILE_FORMAT = "records-{shard:05d}-of-{num_shards:05d}.tfrecord"
+
+FEATURE_SPEC = {
+    WORDS: tf.io.VarLenFeature(tf.string),
+    POS_TAG_IDS: tf.io.VarLenFeature(tf.int64),
+    LEAF_TAG_IDS: tf.io.VarLenFeature(tf.int64),
+    INTERNAL_TAG_IDS: tf.io.VarLenFeature(tf.int64),
+    TREE: tf.io.FixedLenFeature([], tf.string),
+}
+
+
+def record_file_name(shard: int, num_shards: int) -> str:
+    """Returns the file name of one shard, e.g. records-00000-of-00004.tfrecord."""
+    if not 0 <= shard < num_shards:
+        raise ValueError(f"shard {shard} out of range for {num_shards} shards")
+    return _RECORD_FILE_FORMAT.format(shard=shard, num_shards=num_shards)
+
+
+def _bytes_feature(values: Sequence[bytes]) -> tf.train.Feature:
+    return tf.train.Feature(bytes_list=tf.train.BytesList(value=list(values)))
+
+
+def _int64_feature(values: Sequence[int]) -> tf.train.Feature:
+    return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
+
+
+def make_example(tags: TetraTags, tag_ids: Mapping[str, Sequence[int]],
+                 tree_line: str) -> tf.train.Example:
+    """Builds the Example of one sentence.
+
+    Args:
+      tags: the sentence's tetra-tags (for the words and the lengths).
+      tag_ids: pos_tag_ids, leaf_tag_ids and internal_tag_ids, as given by
+        TagVocabularies.encode(tags, unknown=UNKNOWN_TAG_ID).
+      tree_line: the cleaned gold tree on one line.
+
+    Raises:
+      ValueError: if a length disagrees with the number of words, or the tree is not one line.
+    """
+    n = len(tags.words)
+    expected = {POS_TAG_IDS: n, LEAF_TAG_IDS: n, INTERNAL_TAG_IDS: n - 1}
+    for name, length in expected.items():
+        if name not in tag_ids:
+            raise ValueError(f"tag_ids lacks {name}")
+        if len(tag_ids[name]) != length:
+            raise ValueError(f"{name} has {len(tag_ids[name])} ids for {n} words")
+    if "\n" in tree_line:
+        raise ValueError("the tree must be on one line")
+    features = {
+        WORDS: _bytes_feature([word.encode("utf-8") for word in tags.words]),
+        **{name: _int64_feature(tag_ids[name]) for name in TAG_ID_FEATURES},
+        TREE: _bytes_feature([tree_line.encode("utf-8")]),
+    }
+    return tf.train.Example(features=tf.train.Features(feature=features))
+
+
+def parse_example(serialized: tf.Tensor) -> dict[str, tf.Tensor]:
+    """Parses one serialized Example; usable in tf.data.Dataset.map.
+
+    Returns:
+      words: tf.string [n]; pos_tag_ids, leaf_tag_ids: tf.int32 [n]; internal_tag_ids:
+      tf.int32 [n − 1]; tree: tf.string scalar.
+    """
+    parsed = tf.io.parse_single_example(serialized, FEATURE_SPEC)
+    features = {WORDS: tf.sparse.to_dense(parsed[WORDS], default_value=b"")}
+    for name in TAG_ID_FEATURES:
+        features[name] = tf.cast(tf.sparse.to_dense(parsed[name]), tf.int32)
+    features[TREE] = parsed[TREE]
+    return features
+
+
+def record_files(directory_or_glob: str) -> list[str]:
+    """Returns the sorted record shards in a directory (RECORD_FILE_PATTERN) or matching a glob.
+
+    Raises:
+      FileNotFoundError: if none is found.
+    """
+    if os.path.isdir(directory_or_glob):
+        pattern = os.path.join(directory_or_glob, RECORD_FILE_PATTERN)
+    else:
+        pattern = directory_or_glob
+    paths = sorted(p for p in glob.glob(pattern) if os.path.isfile(p))
+    if not paths:
+        raise FileNotFoundError(
+            f"no TFRecord files match {pattern!r} (write them with tools/convert_ptb.py)")
+    return paths
+
+
+def write_records(examples: Sequence[tf.train.Example], directory: str,
+                  num_shards: int = 1) -> list[str]:
+    """Writes examples to `num_shards` shards in contiguous runs, keeping their order.
+
+    Reading the returned files in order gives the examples back in the order given.
+
+    Returns:
+      The paths written, in shard order.
+    """
+    if num_shards < 1:
+        raise ValueError(f"num_shards must be at least 1, got {num_shards}")
+    os.makedirs(directory, exist_ok=True)
+    paths = []
+    for shard in range(num_shards):
+        begin = shard * len(examples) // num_shards
+        end = (shard + 1) * len(examples) // num_shards
+        path = os.path.join(directory, record_file_name(shard, num_shards))
+        with tf.io.TFRecordWriter(path) as writer:
+            for example in examples[begin:end]:
+                writer.write(example.SerializeToString())
+        paths.append(path)
+    return paths
