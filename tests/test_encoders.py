@@ -534,3 +534,29 @@ def test_vocab_casing_guess(tmp_path):
     cased = tmp_path / "vocab.txt"
     cased.write_text("\n".join(["[PAD]", "[UNK]", "The", "the", "Paris", "of", "New", "##s"]))
     assert not encoders._vocab_is_uncased(str(cased))  # pylint: disable=protected-access
+
+
+def test_load_into_existing_encoder(tmp_path):
+    _write_tiny_hf_dir(tmp_path)
+    reference = encoders.load_pretrained_encoder(str(tmp_path)).encoder
+    target = encoders.build_encoder(encoders.EncoderConfig(**TINY))
+    loaded = encoders.load_pretrained_encoder(str(tmp_path), encoder=target)
+    assert loaded.encoder is target
+    for a, b in zip(reference.variables, target.variables):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+def test_pytorch_weights(tmp_path):
+    torch = pytest.importorskip("torch")
+    plain_dir, torch_dir = tmp_path / "plain", tmp_path / "torch"
+    plain_dir.mkdir()
+    torch_dir.mkdir()
+    weights = _write_tiny_hf_dir(plain_dir)
+    _write_tiny_hf_dir(torch_dir, skip=("model.safetensors",))
+    torch.save({"bert." + k: torch.from_numpy(v) for k, v in weights.items()},
+               str(torch_dir / "pytorch_model.bin"))
+    loaded = encoders.load_pretrained_encoder(str(torch_dir))
+    assert loaded.source == "hf-pytorch"
+    reference = encoders.load_pretrained_encoder(str(plain_dir)).encoder
+    for a, b in zip(reference.variables, loaded.encoder.variables):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())

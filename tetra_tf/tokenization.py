@@ -1,0 +1,270 @@
+"""WordPiece tokenization of treebank words, and packing into encoder windows.
+
+Everything here runs as TensorFlow ops (tensorflow-text), so the same code serves the
+training input pipeline (tf.data) and the exported SavedModel graph.
+
+Words arrive already split (one treebank token each, PTB escapes included). Each word is
+tokenized on its own, so a word's pieces never merge with its neighbours'; a word that
+yields no pieces at all (zero-width space, lone combining mark, control characters, empty
+string) gets one ``[UNK]`` piece so every word has a last piece to take its features from.
+
+Normalization follows HuggingFace's BERT tokenizer rather than tensorflow-text's own
+``lower_case`` mode (which applies NFKC case folding: ``ß`` → ``ss``, ``½`` → ``1⁄2``):
+control characters are dropped, Unicode spaces become spaces, and for uncased vocabularies
+text is NFD-normalized, stripped of nonspacing marks and lowercased. The remaining
+differences from HF are characters whose Unicode category differs between ICU's and
+Rust's Unicode versions, and a word-final capital sigma (``Σ`` → ``ς`` here, ``σ`` in HF).
+"""
+
+from __future__ import annotations
+
+import tetra_tf  # noqa: F401  (selects legacy Keras before TensorFlow is imported)
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+CLS_TOKEN = "[CLS]"
+SEP_TOKEN = "[SEP]"
+PAD_TOKEN = "[PAD]"
+UNK_TOKEN = "[UNK]"
+
+# Whole-token PTB escapes: brackets and the LaTeX-style quotes of the treebank.
+PTB_TOKEN_ESCAPES = {
+    "-LRB-": "(",
+    "-RRB-": ")",
+    "-LSB-": "[",
+    "-RSB-": "]",
+    "-LCB-": "{",
+    "-RCB-": "}",
+    "``": '"',
+    "''": '"',
+    "`": "'",
+}
+# Backslash escapes inside tokens (WSJ: "1\/2", "\*").
+_PTB_BACKSLASH_PATTERN = r"\\([/*])"
+
+
+def unescape_ptb_token(token: str) -> str:
+    """Returns the text a PTB token stands for (``-LRB-`` → ``(``, ``1\\/2`` → ``1/2``).
+
+    Only for the encoder's input: trees keep their tokens verbatim.
+    """
+    if token in PTB_TOKEN_ESCAPES:
+        return PTB_TOKEN_ESCAPES[token]
+    return token.replace("\\/", "/").replace("\\*", "*")
+
+
+def unescape_ptb_tokens(tokens: tf.Tensor) -> tf.Tensor:
+    """In-graph `unescape_ptb_token` on a tf.string tensor of any shape."""
+    tokens = tf.strings.regex_replace(tokens, _PTB_BACKSLASH_PATTERN, r"\1")
+    for escaped, text in PTB_TOKEN_ESCAPES.items():
+        tokens = tf.where(tf.equal(tokens, escaped), text, tokens)
+    return tokens
+
+
+def read_vocab(vocab_path: str) -> list[str]:
+    """The vocabulary tokens, one per line, in id order."""
+    with tf.io.gfile.GFile(vocab_path, "r") as f:
+        return [line.rstrip("\n").rstrip("\r") for line in f]
+
+
+class SubwordTokenizer(tf.Module):
+    """Words → WordPiece ids over a BERT vocab.txt, as TF ops.
+
+    The vocabulary file is a tracked asset: saving a tf.Module that holds this tokenizer
+    with tf.saved_model.save copies it into the SavedModel.
+
+    Attributes:
+      cls_id, sep_id, pad_id, unk_id: ids of [CLS], [SEP], [PAD], [UNK].
+      vocab_size: number of entries in vocab.txt.
+      lower_case: whether text is lowercased and stripped of accents.
+    """
+
+    def __init__(self, vocab_path: str, lower_case: bool, unescape_ptb: bool = True,
+                 name: str | None = None):
+        """Args:
+          vocab_path: the encoder's vocab.txt.
+          lower_case: True for uncased vocabularies.
+          unescape_ptb: map PTB escapes (-LRB-, ``, \\/ ...) to text before tokenizing.
+        """
+        super().__init__(name=name)
+        vocab = read_vocab(vocab_path)
+        ids = {}
+        for index, token in enumerate(vocab):
+            ids.setdefault(token, index)
+        missing = [t for t in (CLS_TOKEN, SEP_TOKEN, PAD_TOKEN, UNK_TOKEN) if t not in ids]
+        if missing:
+            raise ValueError(f"{vocab_path}: vocabulary lacks {', '.join(missing)}")
+        self.cls_id = ids[CLS_TOKEN]
+        self.sep_id = ids[SEP_TOKEN]
+        self.pad_id = ids[PAD_TOKEN]
+        self.unk_id = ids[UNK_TOKEN]
+        self.vocab_size = len(vocab)
+        self.lower_case = bool(lower_case)
+        self.unescape_ptb = bool(unescape_ptb)
+        # Normalization is done by `_normalize` (HF-compatible), so the tokenizer itself only
+        # splits on whitespace/punctuation/CJK and runs WordPiece.
+        self._bert_tokenizer = tf_text.BertTokenizer(
+            vocab_path, token_out_type=tf.int32, unknown_token=UNK_TOKEN, lower_case=False)
+
+    def _normalize(self, words: tf.Tensor) -> tf.Tensor:
+        if self.unescape_ptb:
+            words = unescape_ptb_tokens(words)
+        words = tf.strings.regex_replace(words, r"[\t\n\r\p{Z}]", " ")
+        words = tf.strings.regex_replace(words, r"[\p{C}\x{FFFD}]", "")
+        if self.lower_case:
+            words = tf_text.normalize_utf8(words, "NFD")
+            words = tf.strings.regex_replace(words, r"\p{Mn}", "")
+            words = tf.strings.lower(words, encoding="utf-8")
+        return words
+
+    def tokenize_flat_words(self, words: tf.Tensor) -> tf.RaggedTensor:
+        """Words [N] tf.string → piece ids int32 [N, (P)], every word at least one piece."""
+        words = tf.convert_to_tensor(words, tf.string)
+        pieces = self._bert_tokenizer.tokenize(self._normalize(words))  # [N, (w), (p)]
+        pieces = pieces.merge_dims(1, 2)
+        num_pieces = pieces.row_lengths()
+        # Append [UNK] to every word and keep it only where the word had no pieces.
+        unk = tf.fill([tf.shape(num_pieces)[0], 1], tf.constant(self.unk_id, tf.int32))
+        padded = tf.concat([pieces, tf.RaggedTensor.from_tensor(unk)], axis=1)
+        keep = tf.ragged.range(num_pieces + 1) < tf.maximum(num_pieces, 1)[:, None]
+        return tf.ragged.boolean_mask(padded, keep)
+
+    def tokenize_words(self, words: tf.RaggedTensor | tf.Tensor) -> tf.RaggedTensor:
+        """Words → WordPiece ids, one list of pieces per word.
+
+        Args:
+          words: tf.string RaggedTensor [B, (W)] (or a dense [W] tensor for one sentence).
+
+        Returns:
+          int32 RaggedTensor [B, (W), (P)] (or [W, (P)] for dense [W] input).
+        """
+        if isinstance(words, tf.RaggedTensor):
+            if words.ragged_rank != 1:
+                raise ValueError("words must be a RaggedTensor [batch, (words)]")
+            return words.with_flat_values(self.tokenize_flat_words(words.flat_values))
+        words = tf.convert_to_tensor(words, tf.string)
+        if words.shape.rank != 1:
+            raise ValueError("dense words must have rank 1 (one sentence); batch them as "
+                             "a RaggedTensor [batch, (words)]")
+        return self.tokenize_flat_words(words)
+
+    def tokenize_and_pack(self, words: tf.RaggedTensor, seq_length: int,
+                          num_windows: int | None = None,
+                          max_words: int | None = None) -> dict[str, tf.Tensor]:
+        """`tokenize_words` then `pack_windows` with this vocabulary's special ids."""
+        return pack_windows(self.tokenize_words(words), seq_length, num_windows=num_windows,
+                            max_words=max_words, cls_id=self.cls_id, sep_id=self.sep_id,
+                            pad_id=self.pad_id)
+
+
+def num_windows_for(num_pieces: int, seq_length: int) -> int:
+    """Windows `pack_windows` uses for a sentence of `num_pieces` pieces (Python ints)."""
+    content, stride = _window_sizes(seq_length)
+    return 1 + max(0, -(-(num_pieces - content) // stride))
+
+
+def _window_sizes(seq_length: int) -> tuple[int, int]:
+    content = seq_length - 2
+    if content < 2:
+        raise ValueError(f"seq_length must be at least 4, got {seq_length}")
+    return content, content // 2
+
+
+def pack_windows(word_pieces: tf.RaggedTensor, seq_length: int,
+                 num_windows: int | None = None, max_words: int | None = None,
+                 cls_id: int = 101, sep_id: int = 102, pad_id: int = 0
+                 ) -> dict[str, tf.Tensor]:
+    """Packs per-word pieces into overlapping [CLS] … [SEP] encoder windows.
+
+    Each window holds C = seq_length − 2 pieces; windows start every stride = C // 2 pieces,
+    so a sentence of P pieces needs F = 1 + max(0, ceil((P − C) / stride)) windows. Each word
+    is represented by its last piece, read from the window where that piece is most central:
+    window k = clamp(floor((p − C // 4) / stride), 0, F − 1) for piece index p.
+
+    Args:
+      word_pieces: int RaggedTensor [B, (W), (P)] from `SubwordTokenizer.tokenize_words`.
+      seq_length: encoder input length L (at most the encoder's max_sequence_length).
+      num_windows: static F (e.g. 1 for training; sentences must then fit, which is
+        asserted); None: as many as the longest sentence of the batch needs.
+      max_words: static W to pad the word dimension to (asserted to fit); None: the batch's
+        longest sentence.
+      cls_id, sep_id, pad_id: special piece ids (defaults: BERT uncased vocab).
+
+    Returns:
+      input_word_ids, input_mask, input_type_ids: int32 [B, F, L]; empty windows are all
+        padding with input_mask 0.
+      word_end_positions: int32 [B, W], index of each word's feature in that sentence's
+        flattened F·L positions (0 for padded words).
+      num_words: int32 [B].
+    """
+    if not isinstance(word_pieces, tf.RaggedTensor) or word_pieces.ragged_rank != 2:
+        raise ValueError("word_pieces must be a RaggedTensor [batch, (words), (pieces)]")
+    if num_windows is not None and num_windows < 1:
+        raise ValueError(f"num_windows must be positive, got {num_windows}")
+    content, stride = _window_sizes(seq_length)
+    word_pieces = tf.cast(word_pieces, tf.int32)
+    sentence_pieces = word_pieces.merge_dims(1, 2)  # [B, (T)]
+    num_pieces = tf.cast(sentence_pieces.row_lengths(), tf.int32)  # [B]
+    num_words = tf.cast(word_pieces.row_lengths(), tf.int32)  # [B]
+    batch_size = tf.shape(num_words)[0]
+
+    max_pieces = tf.reduce_max(tf.concat([num_pieces, [0]], axis=0))
+    checks = []
+    if num_windows is None:
+        windows = 1 + tf.maximum(0, (max_pieces - content + stride - 1) // stride)
+    else:
+        windows = num_windows
+        capacity = content + (num_windows - 1) * stride
+        checks.append(tf.debugging.assert_less_equal(
+            max_pieces, capacity,
+            message=f"a sentence has more subword pieces than {num_windows} window(s) of "
+                    f"seq_length {seq_length} hold ({capacity})"))
+    if max_words is not None:
+        checks.append(tf.debugging.assert_less_equal(
+            tf.reduce_max(tf.concat([num_words, [0]], axis=0)), max_words,
+            message=f"a sentence has more than max_words={max_words} words"))
+    with tf.control_dependencies(checks):
+        padded_length = tf.identity(content + (windows - 1) * stride)
+        num_words = tf.identity(num_words)
+
+    # Dense pieces [B, content + (F − 1)·stride], then each window's slice [B, F, C].
+    dense_pieces = sentence_pieces.to_tensor(default_value=pad_id)
+    dense_pieces = tf.pad(dense_pieces,
+                          [[0, 0], [0, padded_length - tf.shape(dense_pieces)[1]]],
+                          constant_values=pad_id)
+    window_starts = tf.range(windows) * stride  # [F]
+    gather_index = window_starts[:, None] + tf.range(content)[None, :]  # [F, C]
+    window_pieces = tf.gather(dense_pieces, gather_index, axis=1)  # [B, F, C]
+
+    # Pieces in each window, then [CLS] + pieces + [SEP] + padding.
+    pieces_in_window = tf.clip_by_value(num_pieces[:, None] - window_starts[None, :],
+                                        0, content)  # [B, F]
+    ids = tf.concat([tf.fill([batch_size, windows, 1], cls_id), window_pieces,
+                     tf.fill([batch_size, windows, 1], pad_id)], axis=2)  # [B, F, L]
+    positions = tf.range(seq_length)[None, None, :]
+    sep_position = pieces_in_window[:, :, None] + 1
+    real = (positions <= sep_position) & (pieces_in_window[:, :, None] > 0)
+    ids = tf.where(positions == sep_position, sep_id, ids)
+    ids = tf.where(real, ids, pad_id)
+    input_mask = tf.cast(real, tf.int32)
+
+    # Feature position of each word: its last piece, in the window where it is most central.
+    word_lengths = tf.cast(word_pieces.values.row_lengths(), tf.int32)  # [N words]
+    sentence_of_word = tf.cast(word_pieces.value_rowids(), tf.int32)
+    sentence_start = tf.cast(sentence_pieces.row_starts(), tf.int32)
+    last_piece = tf.cumsum(word_lengths) - 1 - tf.gather(sentence_start, sentence_of_word)
+    window = tf.clip_by_value(tf.math.floordiv(last_piece - content // 4, stride),
+                              0, windows - 1)
+    flat_position = window * seq_length + (last_piece - window * stride) + 1
+    word_end_positions = word_pieces.with_values(flat_position).to_tensor(
+        default_value=0, shape=None if max_words is None else [None, max_words])
+
+    static_windows = num_windows
+    outputs = {
+        "input_word_ids": tf.ensure_shape(ids, [None, static_windows, seq_length]),
+        "input_mask": tf.ensure_shape(input_mask, [None, static_windows, seq_length]),
+        "input_type_ids": tf.zeros_like(ids),
+        "word_end_positions": tf.ensure_shape(word_end_positions, [None, max_words]),
+        "num_words": num_words,
+    }
+    return outputs
