@@ -1,0 +1,787 @@
+#!/usr/bin/env python3
+"""A local server that speaks TensorFlow Serving's REST API, for machines without TF Serving.
+
+  python serving/server.py --model_base_path=models/tetra --model_name=tetra \
+      --rest_api_port=8501 [--rest_api_host=127.0.0.1]
+
+Serves the highest numeric version under --model_base_path (TF Serving's layout:
+BASE/1/saved_model.pb, BASE/2/...), built generically from the SavedModel's signatures:
+
+  GET  /v1/models/NAME[/versions/N]             model status
+  GET  /v1/models/NAME[/versions/N]/metadata    signature defs
+  POST /v1/models/NAME[/versions/N]:predict     {"instances": [...]} -> {"predictions": [...]}
+                                                {"inputs": ...}      -> {"outputs": ...}
+
+Request and response bodies follow TF Serving's JSON formats: strings are UTF-8 text, binary
+inputs may be sent as {"b64": "..."}, and string outputs whose name ends in "_bytes" are
+returned as {"b64": "..."}. Errors are {"error": "message"} with a 4xx code for bad requests
+(413 for a body over --max_request_bytes) and 500 for internal failures; the server keeps
+serving after any of them. String inputs named in --sentence_inputs are checked before
+TensorFlow sees them: valid UTF-8, at least one word, at most --max_words_per_sentence words;
+so are pre-split rows of --word_inputs (with their num_words). TensorFlow Text is imported
+(when installed) before loading, for models that use its ops. See serving/README.md.
+
+Exit codes: 0 after a clean shutdown (SIGINT or SIGTERM); 2 for a usage or input error (bad
+flags, no servable version under --model_base_path); 1 for any other failure (the model
+fails to load, the port is taken).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import dataclasses
+import json
+import logging
+import os
+import re
+import signal
+import socket
+import sys
+import threading
+import time
+import traceback
+from typing import Any, Callable, Iterable
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # Keras 2, before TensorFlow is imported.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import flask  # noqa: E402
+import numpy as np  # noqa: E402
+from absl import app, flags  # noqa: E402
+from absl import logging as absl_logging  # noqa: E402
+from werkzeug import exceptions as http_errors  # noqa: E402
+from werkzeug import serving as werkzeug_serving  # noqa: E402
+
+PROGRAM = "server.py"
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+DEFAULT_SIGNATURE = "serving_default"
+MAX_INPUT_RANK = 8  # Deeper JSON nesting in an input is rejected before it becomes a tensor.
+NUM_WORDS_INPUT = "num_words"  # With a word input: how many leading entries of a row are words.
+
+_PREDICT_PATH = re.compile(r"/v1/models/([^/:]+)(?:/versions/(\d+))?:(classify|regress|predict)",
+                           re.IGNORECASE)
+_METADATA_PATH = re.compile(r"/v1/models/([^/:]+)(?:/versions/(\d+))?/metadata", re.IGNORECASE)
+_STATUS_PATH = re.compile(r"/v1/models(?:/([^/:]+))?(?:/versions/(\d+))?", re.IGNORECASE)
+
+
+class UsageError(Exception):
+    """A mistake in the command line or its inputs (exit code 2)."""
+
+
+class RequestError(Exception):
+    """A request that cannot be served; becomes {"error": message} with this HTTP status."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """Bounds on one predict request, checked before TensorFlow sees it."""
+
+    max_batch_size: int = 64
+    max_words_per_sentence: int = 1000
+    max_words_per_request: int = 16384
+    sentence_inputs: tuple[str, ...] = ("sentences",)
+    word_inputs: tuple[str, ...] = ("words",)
+
+
+# ----------------------------------------------------------------------------------------
+# The model: version discovery, loading, metadata and predict.
+
+
+def find_latest_version(base_path: str) -> tuple[int, str]:
+    """Returns (version, export_dir) of the highest numeric version holding a SavedModel.
+
+    Raises:
+      UsageError: base_path is not a directory or holds no version directory with a
+        saved_model.pb (or .pbtxt).
+    """
+    if not os.path.isdir(base_path):
+        raise UsageError(f"--model_base_path {base_path!r} is not a directory")
+    if os.path.isfile(os.path.join(base_path, "saved_model.pb")):
+        raise UsageError(f"{base_path!r} is a SavedModel itself; --model_base_path is the "
+                         "directory above its numbered version directories")
+    versions = []
+    for entry in os.listdir(base_path):
+        export_dir = os.path.join(base_path, entry)
+        if entry.isdigit() and any(
+                os.path.isfile(os.path.join(export_dir, name))
+                for name in ("saved_model.pb", "saved_model.pbtxt")):
+            versions.append((int(entry), export_dir))
+    if not versions:
+        raise UsageError(f"no servable version under {base_path!r} (expected numbered "
+                         "directories such as 1/saved_model.pb)")
+    return max(versions)
+
+
+def _read_signature_defs(export_dir: str, tags: str = "serve") -> dict[str, Any]:
+    """Returns the SignatureDef protos of the MetaGraph tagged `tags`, by signature name."""
+    from google.protobuf import text_format
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    saved_model = saved_model_pb2.SavedModel()
+    binary_path = os.path.join(export_dir, "saved_model.pb")
+    if os.path.isfile(binary_path):
+        with open(binary_path, "rb") as f:
+            saved_model.ParseFromString(f.read())
+    else:
+        with open(os.path.join(export_dir, "saved_model.pbtxt"), encoding="utf-8") as f:
+            text_format.Parse(f.read(), saved_model)
+    for meta_graph in saved_model.meta_graphs:
+        if tags in meta_graph.meta_info_def.tags:
+            return dict(meta_graph.signature_def)
+    raise ValueError(f"{export_dir}: no MetaGraph tagged {tags!r}")
+
+
+def _signature_def_json(signature_def: Any) -> dict[str, Any]:
+    """A SignatureDef as TF Serving prints it (proto JSON, snake_case, defaults included)."""
+    from google.protobuf import json_format
+
+    return json_format.MessageToDict(signature_def, preserving_proto_field_name=True,
+                                     always_print_fields_with_no_presence=True)
+
+
+class ServedModel:
+    """One loaded SavedModel version: its signatures, metadata and a guarded predict."""
+
+    def __init__(self, name: str, version: int, export_dir: str,
+                 max_concurrent_predictions: int = 1) -> None:
+        """Loads export_dir (importing tensorflow_text first, when installed).
+
+        Args:
+          name: the model name in request paths.
+          version: the version number reported and accepted in paths.
+          export_dir: the SavedModel directory.
+          max_concurrent_predictions: model calls allowed to run at once; others wait.
+        """
+        import tensorflow as tf
+
+        try:
+            import tensorflow_text  # noqa: F401 - registers the TF Text ops the model may use.
+        except ImportError:
+            pass
+        self.name = name
+        self.version = version
+        self.export_dir = export_dir
+        self._tf = tf
+        self._signature_defs = _read_signature_defs(export_dir)
+        self._loaded = tf.saved_model.load(export_dir, tags=["serve"])
+        self._functions = dict(self._loaded.signatures)
+        self._input_specs = {
+            name: dict(function.structured_input_signature[1])
+            for name, function in self._functions.items()}
+        self._model_calls = threading.BoundedSemaphore(max_concurrent_predictions)
+
+    @property
+    def signature_names(self) -> list[str]:
+        return sorted(self._functions)
+
+    def check_version(self, model_name: str, version: str | None, missing: str) -> None:
+        """Raises a 404 RequestError unless model_name/version name this model."""
+        if model_name != self.name:
+            raise RequestError(missing.format(spec=f"Latest({model_name})"), 404)
+        if version is not None and int(version) != self.version:
+            raise RequestError(missing.format(spec=f"Specific({model_name}, {version})"), 404)
+
+    def status_json(self) -> dict[str, Any]:
+        return {"model_version_status": [{
+            "version": str(self.version), "state": "AVAILABLE",
+            "status": {"error_code": "OK", "error_message": ""}}]}
+
+    def metadata_json(self) -> dict[str, Any]:
+        signature_defs = {name: _signature_def_json(signature_def)
+                          for name, signature_def in sorted(self._signature_defs.items())}
+        return {"model_spec": {"name": self.name, "signature_name": "",
+                               "version": str(self.version)},
+                "metadata": {"signature_def": {"signature_def": signature_defs}}}
+
+    def predict(self, body: bytes, limits: Limits) -> tuple[dict[str, Any], int]:
+        """Runs a TF Serving predict request body; returns (response JSON, batch size).
+
+        Raises:
+          RequestError: the request is malformed or out of limits (4xx), or the model
+            failed (500).
+        """
+        request = _parse_json_object(body)
+        signature_name = request.get("signature_name", DEFAULT_SIGNATURE)
+        if not isinstance(signature_name, str):
+            raise RequestError("'signature_name' must be a string")
+        signature_name = signature_name or DEFAULT_SIGNATURE
+        if signature_name not in self._functions:
+            # TF Serving answers an unknown signature with INVALID_ARGUMENT, i.e. HTTP 400.
+            raise RequestError(f'Serving signature name: "{signature_name}" not found in '
+                               f"signature def (available: {', '.join(self.signature_names)})")
+        specs = self._input_specs[signature_name]
+        inputs, row_format = _request_inputs(request, specs, limits)
+        batch_size = _check_batch(inputs, limits)
+        outputs = self._call(signature_name, inputs, specs)
+        if row_format:
+            return {"predictions": _rows_json(outputs, batch_size)}, batch_size
+        if len(outputs) == 1:
+            return {"outputs": _array_json(*next(iter(outputs.items())))}, batch_size
+        return {"outputs": {name: _array_json(name, value)
+                            for name, value in outputs.items()}}, batch_size
+
+    def _call(self, signature_name: str, inputs: dict[str, np.ndarray],
+              specs: dict[str, Any]) -> dict[str, np.ndarray]:
+        tf = self._tf
+        tensors = {name: tf.constant(value, dtype=specs[name].dtype)
+                   for name, value in inputs.items()}
+        with self._model_calls:
+            try:
+                outputs = self._functions[signature_name](**tensors)
+            except tf.errors.InvalidArgumentError as e:
+                raise RequestError(f"Invalid argument: {_tf_error_summary(e.message)}",
+                                   400) from e
+            except Exception as e:  # noqa: BLE001 - any model failure is a 500, not a crash.
+                absl_logging.error("model call failed:\n%s", traceback.format_exc())
+                raise RequestError(f"Internal: {type(e).__name__}: {_first_line(str(e))}",
+                                   500) from e
+        if not isinstance(outputs, dict):
+            outputs = {"output_0": outputs}
+        return {name: value.numpy() for name, value in outputs.items()}
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else "(no message)"
+
+
+def _tf_error_summary(message: str, max_chars: int = 500) -> str:
+    """The informative part of a TF runtime error (e.g. a failed assertion's text)."""
+    noise = ("Graph execution error", "Detected at node", "<stack traces", "[[")
+    lines = [line.strip() for line in message.splitlines()]
+    kept = [line for line in lines if line and not line.startswith(noise)]
+    summary = re.sub(r"\s*\[Op:[^\]]*\]$", "", " ".join(kept)) or _first_line(message)
+    return summary[:max_chars]
+
+
+# ----------------------------------------------------------------------------------------
+# Request decoding and checks.
+
+
+def _parse_json_object(body: bytes) -> dict[str, Any]:
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise RequestError(f"Request body is not valid UTF-8: byte {e.start}") from e
+    try:
+        request = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise RequestError(f"JSON Parse error: {e.msg} at offset {e.pos}") from e
+    except RecursionError as e:
+        raise RequestError("JSON Parse error: nested too deeply") from e
+    if not isinstance(request, dict):
+        raise RequestError("Request body must be a JSON object with 'instances' or 'inputs'")
+    return request
+
+
+def _is_b64(value: Any) -> bool:
+    return isinstance(value, dict) and list(value) == ["b64"]
+
+
+def _request_inputs(request: dict[str, Any], specs: dict[str, Any],
+                    limits: Limits) -> tuple[dict[str, np.ndarray], bool]:
+    """Returns ({input name: array}, row_format) from a row or columnar request."""
+    has_instances, has_inputs = "instances" in request, "inputs" in request
+    if has_instances == has_inputs:
+        raise RequestError("Missing 'inputs' or 'instances' key" if not has_instances else
+                           "Not formatted correctly expecting only one of 'inputs' or "
+                           "'instances' keys exist")
+    names = sorted(specs)
+    if has_instances:
+        instances = request["instances"]
+        if not isinstance(instances, list) or not instances:
+            raise RequestError("Expecting 'instances' to be a non-empty list/array")
+        if len(instances) > limits.max_batch_size:
+            raise RequestError(f"Too many instances: {len(instances)} > --max_batch_size="
+                               f"{limits.max_batch_size}")
+        columns: dict[str, list[Any]] = {name: [] for name in names}
+        for index, instance in enumerate(instances):
+            if isinstance(instance, dict) and not _is_b64(instance):
+                _check_input_names(instance, names, f"instance {index}")
+                for name in names:
+                    columns[name].append(instance[name])
+            elif len(names) == 1:
+                columns[names[0]].append(instance)
+            else:
+                raise RequestError(f"instance {index}: expected an object with the named "
+                                   f"inputs {names}")
+        values = columns
+    else:
+        value = request["inputs"]
+        if isinstance(value, dict) and not _is_b64(value):
+            _check_input_names(value, names, "'inputs'")
+            values = value
+        elif len(names) == 1:
+            values = {names[0]: value}
+        else:
+            raise RequestError(f"'inputs' must be an object with the named inputs {names}")
+    arrays = {name: _json_to_array(values[name], specs[name], name) for name in names}
+    for name in names:
+        if arrays[name].dtype != object:
+            continue
+        if name in limits.sentence_inputs:
+            _check_sentences(name, arrays[name], limits)
+        elif name in limits.word_inputs and arrays[name].ndim >= 2:
+            _check_word_rows(name, arrays[name], arrays.get(NUM_WORDS_INPUT), limits)
+    return arrays, has_instances
+
+
+def _check_input_names(value: dict[str, Any], names: list[str], where: str) -> None:
+    missing = [name for name in names if name not in value]
+    unknown = sorted(set(value) - set(names))
+    if missing:
+        raise RequestError(f"{where}: missing named input(s) {missing} (expected {names})")
+    if unknown:
+        raise RequestError(f"{where}: unknown input(s) {unknown} (expected {names})")
+
+
+def _flatten(value: Any, depth: int = 0) -> tuple[list[int], list[Any]]:
+    """Returns (shape, leaves in row-major order) of a rectangular nested JSON list."""
+    if not isinstance(value, list):
+        return [], [value]
+    if depth >= MAX_INPUT_RANK:
+        raise RequestError(f"input nested deeper than {MAX_INPUT_RANK} levels")
+    if not value:
+        return [0], []
+    shape, leaves = None, []
+    for item in value:
+        item_shape, item_leaves = _flatten(item, depth + 1)
+        if shape is None:
+            shape = item_shape
+        elif item_shape != shape:
+            raise RequestError("input lists are ragged (all rows must have the same length)")
+        leaves.extend(item_leaves)
+    return [len(value)] + shape, leaves
+
+
+def _json_to_array(value: Any, spec: Any, name: str) -> np.ndarray:
+    """Converts a JSON input to an array of spec's dtype and a shape compatible with spec."""
+    shape, leaves = _flatten(value)
+    dtype = spec.dtype
+    if dtype.is_floating or dtype.is_integer or dtype.is_bool:
+        for leaf in leaves:
+            ok = (isinstance(leaf, bool) if dtype.is_bool else
+                  isinstance(leaf, int) and not isinstance(leaf, bool) if dtype.is_integer else
+                  isinstance(leaf, (int, float)) and not isinstance(leaf, bool))
+            if not ok:
+                raise RequestError(f"input '{name}' expects {dtype.name} values, got "
+                                   f"{type(leaf).__name__}")
+        if dtype.is_integer and leaves and not (dtype.min <= min(leaves)
+                                                and max(leaves) <= dtype.max):
+            raise RequestError(f"input '{name}': value out of range for {dtype.name}")
+        array = np.array(leaves, dtype=dtype.as_numpy_dtype).reshape(shape)
+    elif dtype.name == "string":
+        array = np.empty(len(leaves), dtype=object)
+        array[:] = [_string_leaf(leaf, name) for leaf in leaves]
+        array = array.reshape(shape)
+    else:
+        raise RequestError(f"input '{name}' has dtype {dtype.name}, which this server "
+                           "does not accept as JSON", 400)
+    if not spec.shape.is_compatible_with(array.shape):
+        expected = spec.shape.as_list() if spec.shape.rank is not None else "any shape"
+        raise RequestError(f"input '{name}' has shape {list(array.shape)}, but the signature "
+                           f"expects {expected} (None: any size)")
+    return array
+
+
+def _string_leaf(leaf: Any, name: str) -> bytes:
+    if isinstance(leaf, str):
+        try:
+            return leaf.encode("utf-8")
+        except UnicodeEncodeError as e:  # Lone surrogates from "\ud800"-style escapes.
+            raise RequestError(f"input '{name}' is not valid UTF-8 (unpaired surrogate "
+                               f"at character {e.start})") from e
+    if _is_b64(leaf) and isinstance(leaf["b64"], str):
+        try:
+            return base64.b64decode(leaf["b64"], validate=True)
+        except (binascii.Error, ValueError) as e:
+            raise RequestError(f"input '{name}': invalid base64 in {{\"b64\": ...}}") from e
+    raise RequestError(f"input '{name}' expects strings (or {{\"b64\": \"...\"}}), got "
+                       f"{type(leaf).__name__}")
+
+
+def _check_sentences(name: str, array: np.ndarray, limits: Limits) -> None:
+    total_words = 0
+    for index, sentence in enumerate(array.reshape(-1)):
+        try:
+            text = sentence.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise RequestError(f"input '{name}' sentence {index} is not valid UTF-8 "
+                               f"(byte {e.start})") from e
+        num_words = len(text.split())
+        if num_words == 0:
+            raise RequestError(f"input '{name}' sentence {index} is empty (no words)")
+        if num_words > limits.max_words_per_sentence:
+            raise RequestError(f"input '{name}' sentence {index} has {num_words} words, more "
+                               f"than --max_words_per_sentence={limits.max_words_per_sentence}")
+        total_words += num_words
+    if total_words > limits.max_words_per_request:
+        raise RequestError(f"input '{name}' has {total_words} words in all, more than "
+                           f"--max_words_per_request={limits.max_words_per_request}")
+
+
+def _check_word_rows(name: str, words: np.ndarray, num_words: np.ndarray | None,
+                     limits: Limits) -> None:
+    """Checks pre-split sentences: rows of words [..., W], with num_words [...] words each."""
+    width = words.shape[-1]
+    if width > limits.max_words_per_sentence:
+        raise RequestError(f"input '{name}' has rows of {width} words, more than "
+                           f"--max_words_per_sentence={limits.max_words_per_sentence}")
+    if words.size > limits.max_words_per_request:
+        raise RequestError(f"input '{name}' has {words.size} words in all, more than "
+                           f"--max_words_per_request={limits.max_words_per_request}")
+    rows = words.reshape(-1, width)
+    if num_words is None:
+        counts = np.full(len(rows), width)
+    elif num_words.shape == words.shape[:-1]:
+        counts = num_words.reshape(-1)
+    else:
+        raise RequestError(f"input '{NUM_WORDS_INPUT}' has shape {list(num_words.shape)}; "
+                           f"expected {list(words.shape[:-1])} to match '{name}'")
+    for index, (row, count) in enumerate(zip(rows, counts)):
+        if not 1 <= count <= width:
+            raise RequestError(f"sentence {index}: {NUM_WORDS_INPUT}={count} is not between 1 "
+                               f"and the width of '{name}' ({width})")
+        for position, word in enumerate(row[:count]):
+            try:
+                text = word.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise RequestError(f"input '{name}' sentence {index} word {position} is not "
+                                   "valid UTF-8") from e
+            if not text or len(text.split()) != 1 or text.strip() != text:
+                raise RequestError(f"input '{name}' sentence {index} word {position} "
+                                   f"({text!r}) is empty or contains whitespace")
+
+
+def _check_batch(inputs: dict[str, np.ndarray], limits: Limits) -> int:
+    """Returns the batch size (the leading dimension of the inputs), checked against limits."""
+    sizes = {value.shape[0] for value in inputs.values() if value.ndim > 0}
+    batch_size = max(sizes) if sizes else 1
+    if 0 in sizes:
+        raise RequestError("empty batch: inputs need at least one element")
+    if batch_size > limits.max_batch_size:
+        raise RequestError(f"batch of {batch_size} > --max_batch_size={limits.max_batch_size}")
+    return batch_size
+
+
+# ----------------------------------------------------------------------------------------
+# Response encoding.
+
+
+def _array_json(name: str, array: np.ndarray) -> Any:
+    """An output array as nested JSON lists, strings as UTF-8 text (b64 for *_bytes)."""
+    if array.dtype == object or array.dtype.kind == "S":
+        if name.endswith("_bytes"):
+            convert: Callable[[Any], Any] = (
+                lambda b: {"b64": base64.b64encode(b).decode("ascii")})
+        else:
+            convert = lambda b: b.decode("utf-8", errors="replace")  # noqa: E731
+    elif array.dtype == np.float32:
+        convert = _shortest_float
+    else:
+        return array.tolist()
+    flat = [convert(x) for x in array.reshape(-1)]
+    if array.ndim == 0:
+        return flat[0]
+    return _reshape(flat, list(array.shape))
+
+
+def _shortest_float(value: np.float32) -> float:
+    """A float32 as the double with its shortest repr (0.1, not 0.10000000149011612)."""
+    if not np.isfinite(value):
+        return float(value)
+    return float(np.format_float_positional(value, unique=True))
+
+
+def _reshape(flat: list[Any], shape: list[int]) -> list[Any]:
+    if len(shape) == 1:
+        return flat
+    step = len(flat) // shape[0] if shape[0] else 0
+    return [_reshape(flat[i * step:(i + 1) * step], shape[1:]) for i in range(shape[0])]
+
+
+def _rows_json(outputs: dict[str, np.ndarray], batch_size: int) -> list[Any]:
+    """Row format: one prediction per instance (a bare value when there is one output)."""
+    for name, value in outputs.items():
+        if value.ndim == 0 or value.shape[0] != batch_size:
+            raise RequestError(f"Internal: output '{name}' has shape {list(value.shape)}, not "
+                               f"batch-major with batch size {batch_size}; use the columnar "
+                               "'inputs' format", 500)
+    columns = {name: _array_json(name, value) for name, value in outputs.items()}
+    if len(columns) == 1:
+        return next(iter(columns.values()))
+    return [{name: column[i] for name, column in columns.items()} for i in range(batch_size)]
+
+
+# ----------------------------------------------------------------------------------------
+# The HTTP application.
+
+
+def _json_response(payload: Any, status: int = 200) -> flask.Response:
+    body = json.dumps(payload, ensure_ascii=False, indent=None).encode("utf-8")
+    return flask.Response(body, status=status, mimetype="application/json")
+
+
+def create_app(model: ServedModel, limits: Limits,
+               max_request_bytes: int = 1 << 20) -> flask.Flask:
+    """A Flask app serving `model` with TF Serving's REST paths and JSON formats."""
+    flask_app = flask.Flask("tetra_serving")
+    flask_app.config["MAX_CONTENT_LENGTH"] = max_request_bytes
+    methods = ["GET", "POST", "PUT", "PATCH", "DELETE"]
+
+    @flask_app.before_request
+    def _start_clock() -> None:
+        flask.g.start_time = time.perf_counter()
+        flask.g.batch_size = None
+
+    @flask_app.after_request
+    def _log_request(response: flask.Response) -> flask.Response:
+        elapsed_ms = (time.perf_counter() - flask.g.get("start_time", time.perf_counter())) * 1e3
+        batch = flask.g.get("batch_size")
+        absl_logging.info("%s %s %s %d %.1fms%s", flask.request.remote_addr,
+                          flask.request.method, flask.request.path, response.status_code,
+                          elapsed_ms, f" batch={batch}" if batch is not None else "")
+        return response
+
+    @flask_app.errorhandler(RequestError)
+    def _request_error(error: RequestError) -> flask.Response:
+        return _json_response({"error": str(error)}, error.status)
+
+    @flask_app.errorhandler(http_errors.HTTPException)
+    def _http_error(error: http_errors.HTTPException) -> flask.Response:
+        message = error.description or error.name
+        if isinstance(error, http_errors.RequestEntityTooLarge):
+            message = f"Request body is larger than --max_request_bytes={max_request_bytes}"
+        response = _json_response({"error": message}, error.code or 500)
+        if isinstance(error, http_errors.MethodNotAllowed) and error.valid_methods:
+            response.headers["Allow"] = ", ".join(error.valid_methods)
+        return response
+
+    @flask_app.errorhandler(Exception)
+    def _internal_error(error: Exception) -> flask.Response:
+        absl_logging.error("internal error:\n%s", traceback.format_exc())
+        return _json_response({"error": f"Internal: {type(error).__name__}: {error}"}, 500)
+
+    @flask_app.route("/", defaults={"path": ""}, methods=methods)
+    @flask_app.route("/<path:path>", methods=methods)
+    def _dispatch(path: str) -> flask.Response:
+        path = flask.request.path
+        method = flask.request.method
+        match = _PREDICT_PATH.fullmatch(path)
+        if match:
+            _require_method(method, "POST")
+            model_name, version, verb = match.groups()
+            model.check_version(model_name, version, "Servable not found for request: {spec}")
+            if verb.lower() != "predict":
+                raise RequestError(f"Unimplemented: this server supports :predict only, not "
+                                   f":{verb}", 501)
+            body = flask.request.get_data(cache=False)
+            payload, flask.g.batch_size = model.predict(body, limits)
+            return _json_response(payload)
+        match = _METADATA_PATH.fullmatch(path)
+        if match:
+            _require_method(method, "GET")
+            model_name, version = match.groups()
+            model.check_version(model_name, version, "Servable not found for request: {spec}")
+            return _json_response(model.metadata_json())
+        match = _STATUS_PATH.fullmatch(path)
+        if match:
+            _require_method(method, "GET")
+            model_name, version = match.groups()
+            if not model_name:
+                raise RequestError("Missing model name in request.")
+            if model_name != model.name:
+                raise RequestError(f"Could not find any versions of model {model_name}", 404)
+            if version is not None and int(version) != model.version:
+                raise RequestError(f"Could not find version {version} of model "
+                                   f"{model_name}", 404)
+            return _json_response(model.status_json())
+        raise RequestError(f"Malformed request: {method} {path} (no such endpoint)", 404)
+
+    return flask_app
+
+
+def _require_method(method: str, allowed: str) -> None:
+    if method != allowed and not (method == "HEAD" and allowed == "GET"):
+        raise http_errors.MethodNotAllowed(
+            valid_methods=[allowed],
+            description=f"Malformed request: {method} is not allowed here, use {allowed}")
+
+
+class _InFlightCounter:
+    """WSGI middleware counting requests in progress, so shutdown can wait for them."""
+
+    def __init__(self, wsgi_app: Callable[..., Iterable[bytes]]) -> None:
+        self._wsgi_app = wsgi_app
+        self._count = 0
+        self._idle = threading.Condition()
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        with self._idle:
+            self._count += 1
+        try:
+            return self._wsgi_app(environ, start_response)
+        finally:
+            with self._idle:
+                self._count -= 1
+                self._idle.notify_all()
+
+    def wait_idle(self, timeout_s: float) -> bool:
+        with self._idle:
+            return self._idle.wait_for(lambda: self._count == 0, timeout=timeout_s)
+
+
+def serve(flask_app: flask.Flask, host: str, port: int, shutdown_timeout_s: float,
+          on_ready: Callable[[int], None] | None = None) -> None:
+    """Serves flask_app with a threaded Werkzeug server until SIGINT or SIGTERM."""
+    counter = _InFlightCounter(flask_app.wsgi_app)
+    flask_app.wsgi_app = counter  # type: ignore[method-assign]
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # One log line per request: ours.
+    server = werkzeug_serving.make_server(host, port, flask_app, threaded=True)
+    stop = threading.Event()
+    previous = {sig: signal.signal(sig, lambda *_: stop.set())
+                for sig in (signal.SIGINT, signal.SIGTERM)}
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2},
+                              name="http", daemon=True)
+    thread.start()
+    if on_ready:
+        on_ready(server.server_port)
+    try:
+        while not stop.wait(0.5) and thread.is_alive():
+            pass
+    finally:
+        absl_logging.info("shutting down: no new connections; waiting up to %.0f s for "
+                          "requests in progress", shutdown_timeout_s)
+        server.shutdown()
+        if not counter.wait_idle(shutdown_timeout_s):
+            absl_logging.warning("requests still in progress at shutdown were abandoned")
+        server.server_close()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+# ----------------------------------------------------------------------------------------
+# Command line.
+
+
+def _define_flags() -> None:
+    flags.DEFINE_string("model_base_path", None,
+                        "Directory with numbered SavedModel versions (BASE/1/saved_model.pb); "
+                        "the highest version is served.")
+    flags.DEFINE_string("model_name", "tetra", "Model name in the request paths.")
+    flags.DEFINE_integer("rest_api_port", 8501, "HTTP port (0: pick a free one, logged).",
+                         lower_bound=0, upper_bound=65535)
+    flags.DEFINE_string("rest_api_host", "127.0.0.1",
+                        "Address to bind; the default accepts local connections only.")
+    flags.DEFINE_integer("max_request_bytes", 1 << 20,
+                         "Larger request bodies get HTTP 413.", lower_bound=1)
+    flags.DEFINE_integer("max_batch_size", 64, "Most instances (or batch rows) per request.",
+                         lower_bound=1)
+    flags.DEFINE_integer("max_words_per_sentence", 1000,
+                         "Longer sentences get HTTP 400 before the model runs.", lower_bound=1)
+    flags.DEFINE_integer("max_words_per_request", 16384,
+                         "Most words in all sentences of one request.", lower_bound=1)
+    flags.DEFINE_list("sentence_inputs", ["sentences"],
+                      "String inputs checked as sentences (valid UTF-8, 1 to "
+                      "--max_words_per_sentence space-separated words).")
+    flags.DEFINE_list("word_inputs", ["words"],
+                      "String inputs [batch, width] checked as pre-split sentences (width at "
+                      f"most --max_words_per_sentence; with a '{NUM_WORDS_INPUT}' input, its "
+                      "first num_words entries per row are non-empty words without spaces).")
+    flags.DEFINE_integer("max_concurrent_predictions", 1,
+                         "Model calls run at once (others wait); 1 serializes them.",
+                         lower_bound=1)
+    flags.DEFINE_float("shutdown_timeout_s", 30.0,
+                       "On SIGINT/SIGTERM, wait this long for requests in progress.",
+                       lower_bound=0.0)
+
+
+def _check_port_free(host: str, port: int) -> None:
+    """Fails fast (before the slow model load) when host:port cannot be bound.
+
+    Raises:
+      OSError: the address is taken or cannot be bound.
+    """
+    if port == 0:
+        return
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # As the server does.
+        sock.bind((host, port))
+
+
+def _error(message: str) -> None:
+    print(f"{PROGRAM}: error: {message}", file=sys.stderr)
+
+
+def _parse_flags(argv: list[str]) -> list[str]:
+    try:
+        return flags.FLAGS(argv)
+    except flags.Error as e:
+        _error(f"{str(e).splitlines()[0] if str(e) else 'bad flags'} (see --help)")
+        sys.exit(EXIT_USAGE)
+    except SystemExit as e:
+        # absl exits 1 after printing --help; asking for help is not a failure.
+        help_flags = ("--help", "-help", "-h", "--helpshort", "--helpfull", "-?")
+        if e.code == 1 and any(a.split("=")[0] in help_flags for a in argv[1:]):
+            sys.exit(EXIT_OK)
+        raise
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) > 1:
+        _error(f"unexpected arguments: {' '.join(argv[1:])} (flags need --name=value)")
+        return EXIT_USAGE
+    flag_values = flags.FLAGS
+    try:
+        if not flag_values.model_base_path:
+            raise UsageError("--model_base_path is required")
+        version, export_dir = find_latest_version(flag_values.model_base_path)
+    except UsageError as e:
+        _error(str(e))
+        return EXIT_USAGE
+    try:
+        _check_port_free(flag_values.rest_api_host, flag_values.rest_api_port)
+    except OSError as e:
+        _error(f"cannot serve on {flag_values.rest_api_host}:{flag_values.rest_api_port}: "
+               f"{e.strerror or e}")
+        return EXIT_FAILURE
+    absl_logging.info("loading model %r version %d from %s", flag_values.model_name, version,
+                      export_dir)
+    try:
+        model = ServedModel(flag_values.model_name, version, export_dir,
+                            flag_values.max_concurrent_predictions)
+    except Exception as e:  # noqa: BLE001 - one line, not a traceback
+        _error(f"cannot load {export_dir}: {type(e).__name__}: {_first_line(str(e))}")
+        return EXIT_FAILURE
+    limits = Limits(max_batch_size=flag_values.max_batch_size,
+                    max_words_per_sentence=flag_values.max_words_per_sentence,
+                    max_words_per_request=flag_values.max_words_per_request,
+                    sentence_inputs=tuple(flag_values.sentence_inputs),
+                    word_inputs=tuple(flag_values.word_inputs))
+    flask_app = create_app(model, limits, flag_values.max_request_bytes)
+
+    def on_ready(port: int) -> None:
+        absl_logging.info("serving model %r version %d (signatures: %s) at http://%s:%d/v1/"
+                          "models/%s", model.name, model.version,
+                          ", ".join(model.signature_names), flag_values.rest_api_host, port,
+                          model.name)
+
+    try:
+        serve(flask_app, flag_values.rest_api_host, flag_values.rest_api_port,
+              flag_values.shutdown_timeout_s, on_ready)
+    except SystemExit as e:  # Werkzeug exits 1 after printing why it could not bind.
+        return int(e.code or EXIT_FAILURE) if isinstance(e.code, int) else EXIT_FAILURE
+    except OSError as e:
+        _error(f"cannot serve on {flag_values.rest_api_host}:{flag_values.rest_api_port}: {e}")
+        return EXIT_FAILURE
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    _define_flags()
+    app.run(main, flags_parser=_parse_flags)

@@ -1,0 +1,483 @@
+"""Tests for serving/server.py (TF Serving's REST API) and serving/client.py.
+
+The server runs as a subprocess on a free 127.0.0.1 port, serving a toy SavedModel with the
+same interface as the parser's export (a [B] string `sentences` input; num_words, words,
+tree and score outputs; a `parse_words` signature) plus a two-input `label` signature. The
+last test exports a tiny random tagger with tetra_tf/export.py, serves it, and checks that
+trees parsed over REST equal tetra_tf.Parser's.
+"""
+
+import tetra_tf  # noqa: F401  (legacy Keras before TensorFlow)
+
+import base64
+import concurrent.futures
+import contextlib
+import http.client
+import importlib.util
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+import tensorflow as tf
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SERVER_SCRIPT = os.path.join(REPO_ROOT, "serving", "server.py")
+CLIENT_SCRIPT = os.path.join(REPO_ROOT, "serving", "client.py")
+MODEL_NAME = "toy"
+SERVED_VERSION = 3
+MAX_REQUEST_BYTES = 200_000
+STARTUP_TIMEOUT_S = 90.0
+HTTP_TIMEOUT_S = 30.0
+
+
+def _load_client_module():
+    spec = importlib.util.spec_from_file_location("tetra_serving_client", CLIENT_SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+serving_client = _load_client_module()
+
+
+class ToyParser(tf.Module):
+    """The export's interface with trivial behaviour: the tree is "(S w1 w2 ...)"."""
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="sentences")])
+    def parse(self, sentences):
+        words = tf.strings.split(sentences)
+        num_words = tf.cast(words.row_lengths(), tf.int32)
+        joined = tf.strings.reduce_join(words, axis=-1, separator=" ")
+        return {"num_words": num_words, "words": words.to_tensor(""),
+                "tree": tf.strings.join(["(S ", joined, ")"]),
+                "score": tf.cast(num_words, tf.float32) * 0.5}
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.string, name="words"),
+                                  tf.TensorSpec([None], tf.int32, name="num_words")])
+    def parse_words(self, words, num_words):
+        mask = tf.sequence_mask(num_words, tf.shape(words)[1])
+        joined = tf.strings.reduce_join(tf.ragged.boolean_mask(words, mask), axis=-1,
+                                        separator=" ")
+        return {"num_words": num_words, "tree": tf.strings.join(["(S ", joined, ")"])}
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text"),
+                                  tf.TensorSpec([None], tf.int32, name="count")])
+    def label(self, text, count):
+        return {"labelled": tf.strings.join([text, tf.strings.as_string(count)], separator="#")}
+
+
+def _expected(sentence):
+    words = sentence.split()
+    return {"num_words": len(words), "words": words, "tree": f"(S {' '.join(words)})",
+            "score": 0.5 * len(words)}
+
+
+def _free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _http(port, method, path, body=None, headers=None):
+    """Returns (status, decoded JSON body) for one request to the local server."""
+    if isinstance(body, (dict, list)):
+        body = json.dumps(body).encode("utf-8")
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=HTTP_TIMEOUT_S)
+    try:
+        connection.request(method, path, body=body, headers=headers or {})
+        response = connection.getresponse()
+        return response.status, json.loads(response.read().decode("utf-8"))
+    finally:
+        connection.close()
+
+
+@pytest.fixture(scope="module")
+def model_base_path(tmp_path_factory):
+    base = tmp_path_factory.mktemp("models") / MODEL_NAME
+    module = ToyParser()
+    tf.saved_model.save(module, str(base / str(SERVED_VERSION)),
+                        signatures={"serving_default": module.parse, "label": module.label,
+                                    "parse_words": module.parse_words})
+    # Lower versions, a higher directory without a SavedModel and a non-numeric one: the
+    # server must pick version 3.
+    shutil.copytree(base / str(SERVED_VERSION), base / "1")
+    (base / "7").mkdir()
+    (base / "12.tmp").mkdir()
+    return base
+
+
+@contextlib.contextmanager
+def _running_server(base_path, model_name, log_path, *flags, while_starting=None):
+    """Starts serving/server.py on a free port; yields the port once the model is available.
+
+    while_starting, if given, is called after the server process starts (to overlap work
+    with its startup). On exit, checks that SIGTERM shuts the server down cleanly.
+    """
+    port = _free_port()
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, SERVER_SCRIPT, f"--model_base_path={base_path}",
+             f"--model_name={model_name}", f"--rest_api_port={port}", *flags],
+            stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT)
+    try:
+        if while_starting is not None:
+            while_starting()
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        while True:
+            if process.poll() is not None:
+                pytest.fail(f"server exited with {process.returncode}:\n{log_path.read_text()}")
+            try:
+                if _http(port, "GET", f"/v1/models/{model_name}")[0] == 200:
+                    break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"server not ready in {STARTUP_TIMEOUT_S} s:\n{log_path.read_text()}")
+            time.sleep(0.2)
+        yield port
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0, log_path.read_text()
+        assert "shutting down" in log_path.read_text()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def server_process(model_base_path, tmp_path_factory):
+    """The toy model's server: yields (port, log path)."""
+    log_path = tmp_path_factory.mktemp("server_log") / "server.log"
+    with _running_server(model_base_path, MODEL_NAME, log_path,
+                         f"--max_request_bytes={MAX_REQUEST_BYTES}",
+                         "--max_batch_size=16") as port:
+        yield port, log_path
+
+
+@pytest.fixture
+def server(server_process):
+    """The running server's port."""
+    return server_process[0]
+
+
+def test_one_log_line_per_request(server_process):
+    port, log_path = server_process
+    paths = [f"/v1/models/{MODEL_NAME}/versions/{SERVED_VERSION}", "/v1/log-test-404"]
+    assert [_http(port, "GET", path)[0] for path in paths] == [200, 404]
+    expected = [f"GET {path} {status}" for path, status in zip(paths, [200, 404])]
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        lines = log_path.read_text().splitlines()
+        if all(any(e in line for line in lines) for e in expected):
+            break
+        time.sleep(0.1)
+    for e in expected:
+        assert sum(e in line for line in lines) == 1, (e, lines[-5:])
+
+
+def test_model_status(server):
+    expected = {"model_version_status": [{
+        "version": str(SERVED_VERSION), "state": "AVAILABLE",
+        "status": {"error_code": "OK", "error_message": ""}}]}
+    assert _http(server, "GET", f"/v1/models/{MODEL_NAME}") == (200, expected)
+    assert _http(server, "GET", f"/v1/models/{MODEL_NAME}/versions/{SERVED_VERSION}") == (
+        200, expected)
+    status, body = _http(server, "GET", f"/v1/models/{MODEL_NAME}/versions/1")
+    assert status == 404 and list(body) == ["error"]
+    status, body = _http(server, "GET", "/v1/models/nonexistent")
+    assert status == 404 and "nonexistent" in body["error"]
+
+
+def test_metadata_describes_the_signatures(server):
+    status, body = _http(server, "GET", f"/v1/models/{MODEL_NAME}/metadata")
+    assert status == 200
+    assert body["model_spec"] == {"name": MODEL_NAME, "signature_name": "",
+                                  "version": str(SERVED_VERSION)}
+    signature_defs = body["metadata"]["signature_def"]["signature_def"]
+    default = signature_defs["serving_default"]
+    assert default["method_name"] == "tensorflow/serving/predict"
+    assert set(default["inputs"]) == {"sentences"}
+    sentences = default["inputs"]["sentences"]
+    assert sentences["dtype"] == "DT_STRING"
+    assert sentences["tensor_shape"] == {"dim": [{"size": "-1", "name": ""}],
+                                         "unknown_rank": False}
+    outputs = default["outputs"]
+    assert {name: info["dtype"] for name, info in outputs.items()} == {
+        "num_words": "DT_INT32", "words": "DT_STRING", "tree": "DT_STRING",
+        "score": "DT_FLOAT"}
+    assert [d["size"] for d in outputs["words"]["tensor_shape"]["dim"]] == ["-1", "-1"]
+    assert {name: info["dtype"] for name, info in signature_defs["label"]["inputs"].items()} == {
+        "text": "DT_STRING", "count": "DT_INT32"}
+    assert _http(server, "GET", f"/v1/models/{MODEL_NAME}/versions/1/metadata")[0] == 404
+
+
+def test_predict_row_format(server):
+    sentences = ["The cat sat .", "Ça va , très bien !", "x"]
+    status, body = _http(server, "POST", f"/v1/models/{MODEL_NAME}:predict",
+                         {"instances": sentences})
+    assert status == 200, body
+    assert list(body) == ["predictions"] and len(body["predictions"]) == len(sentences)
+    max_words = max(len(s.split()) for s in sentences)
+    for sentence, prediction in zip(sentences, body["predictions"]):
+        expected = _expected(sentence)
+        assert prediction["num_words"] == expected["num_words"]
+        # Rows are padded to the longest sentence of the request, as TF Serving does.
+        assert prediction["words"] == expected["words"] + [""] * (
+            max_words - expected["num_words"])
+        assert prediction["tree"] == expected["tree"]
+        assert prediction["score"] == pytest.approx(expected["score"])
+
+
+def test_predict_columnar_format_with_version_and_b64(server):
+    sentences = ["A dog barked loudly .", "Hello"]
+    request = {"signature_name": "serving_default",
+               "inputs": [sentences[0], {"b64": base64.b64encode(sentences[1].encode()).decode()}]}
+    status, body = _http(server, "POST",
+                         f"/v1/models/{MODEL_NAME}/versions/{SERVED_VERSION}:predict", request)
+    assert status == 200, body
+    outputs = body["outputs"]
+    assert outputs["num_words"] == [5, 1]
+    assert outputs["tree"] == [_expected(s)["tree"] for s in sentences]
+    assert outputs["words"] == [sentences[0].split(), ["Hello", "", "", "", ""]]
+    assert outputs["score"] == pytest.approx([2.5, 0.5])
+
+
+def test_predict_two_input_signature(server):
+    path = f"/v1/models/{MODEL_NAME}:predict"
+    status, body = _http(server, "POST", path, {
+        "signature_name": "label",
+        "instances": [{"text": "a", "count": 1}, {"text": "b c", "count": -7}]})
+    # One output: each prediction is the bare value.
+    assert (status, body) == (200, {"predictions": ["a#1", "b c#-7"]})
+    status, body = _http(server, "POST", path, {
+        "signature_name": "label", "inputs": {"text": ["z"], "count": [42]}})
+    assert (status, body) == (200, {"outputs": ["z#42"]})
+    status, body = _http(server, "POST", path, {
+        "signature_name": "label", "instances": [{"text": "a", "count": "1"}]})
+    assert status == 400 and "count" in body["error"]
+
+
+def test_predict_pre_split_words(server):
+    status, body = _http(server, "POST", f"/v1/models/{MODEL_NAME}:predict", {
+        "signature_name": "parse_words",
+        "instances": [{"words": ["The", "cat", "."], "num_words": 3},
+                      {"words": ["Hi", "", ""], "num_words": 1}]})
+    assert status == 200, body
+    assert [p["tree"] for p in body["predictions"]] == ["(S The cat .)", "(S Hi)"]
+
+
+def test_concurrent_clients_get_their_own_answers(server):
+    num_clients, requests_per_client = 8, 50
+    path = f"/v1/models/{MODEL_NAME}:predict"
+
+    def run_client(client_id):
+        connection = http.client.HTTPConnection("127.0.0.1", server, timeout=HTTP_TIMEOUT_S)
+        mismatches = []
+        try:
+            for request_id in range(requests_per_client):
+                # Unique words and a length that varies between requests.
+                sentence = " ".join([f"c{client_id}", f"r{request_id}"]
+                                    + ["w"] * ((client_id * 7 + request_id) % 13))
+                connection.request("POST", path, body=json.dumps({"instances": [sentence]}))
+                response = connection.getresponse()
+                body = json.loads(response.read())
+                prediction = body["predictions"][0] if response.status == 200 else body
+                expected = _expected(sentence)
+                if (response.status != 200 or prediction["words"] != expected["words"]
+                        or prediction["num_words"] != expected["num_words"]
+                        or prediction["tree"] != expected["tree"]):
+                    mismatches.append((sentence, response.status, prediction))
+        finally:
+            connection.close()
+        return mismatches
+
+    started = time.perf_counter()
+    with concurrent.futures.ThreadPoolExecutor(max_workers=num_clients) as pool:
+        results = list(pool.map(run_client, range(num_clients), timeout=120))
+    elapsed = time.perf_counter() - started
+    assert [m for mismatches in results for m in mismatches] == []
+    print(f"{num_clients * requests_per_client} requests from {num_clients} clients in "
+          f"{elapsed:.2f} s")
+
+
+_PREDICT = f"/v1/models/{MODEL_NAME}:predict"
+_BAD_REQUESTS = {
+    # name: (method, path, body, expected status)
+    "malformed JSON": ("POST", _PREDICT, b'{"instances": ["a b"', 400),
+    "body not an object": ("POST", _PREDICT, b'["a b"]', 400),
+    "missing instances/inputs": ("POST", _PREDICT, {"sentences": ["a b"]}, 400),
+    "both instances and inputs": ("POST", _PREDICT, {"instances": ["a"], "inputs": ["a"]}, 400),
+    "instances not a list": ("POST", _PREDICT, {"instances": "a b"}, 400),
+    "number instead of string": ("POST", _PREDICT, {"instances": ["a", 3]}, 400),
+    "null sentence": ("POST", _PREDICT, {"instances": [None]}, 400),
+    "unknown named input": ("POST", _PREDICT, {"instances": [{"text": "a b"}]}, 400),
+    "nested sentence lists": ("POST", _PREDICT, {"inputs": [["a"], ["b"]]}, 400),
+    "signature_name not a string": ("POST", _PREDICT,
+                                    {"signature_name": 1, "instances": ["a"]}, 400),
+    "empty sentence": ("POST", _PREDICT, {"instances": ["ok", ""]}, 400),
+    "blank sentence": ("POST", _PREDICT, {"inputs": [" \t "]}, 400),
+    "no instances": ("POST", _PREDICT, {"instances": []}, 400),
+    "too many instances": ("POST", _PREDICT, {"instances": ["a"] * 17}, 400),
+    "10,000-word sentence": ("POST", _PREDICT,
+                             {"instances": [" ".join(["word"] * 10_000)]}, 400),
+    "invalid UTF-8 body": ("POST", _PREDICT, b'{"instances": ["caf\xe9 au lait"]}', 400),
+    "invalid UTF-8 in b64": ("POST", _PREDICT, {"instances": [{"b64": "/y8="}]}, 400),
+    "lone surrogate": ("POST", _PREDICT, b'{"instances": ["\\ud800 x"]}', 400),
+    "bad base64": ("POST", _PREDICT, {"instances": [{"b64": "not base64!"}]}, 400),
+    "unknown signature": ("POST", _PREDICT, {"signature_name": "nope", "instances": ["a"]},
+                          400),
+    "word with a space": ("POST", _PREDICT, {"signature_name": "parse_words", "instances": [
+        {"words": ["a b", "c"], "num_words": 2}]}, 400),
+    "empty word": ("POST", _PREDICT, {"signature_name": "parse_words", "instances": [
+        {"words": ["a", ""], "num_words": 2}]}, 400),
+    "num_words over the row width": ("POST", _PREDICT, {"signature_name": "parse_words",
+                                                       "instances": [{"words": ["a"],
+                                                                      "num_words": 2}]}, 400),
+    "no words in a row": ("POST", _PREDICT, {"signature_name": "parse_words", "instances": [
+        {"words": ["a"], "num_words": 0}]}, 400),
+    "rows of 2,000 words": ("POST", _PREDICT, {"signature_name": "parse_words", "instances": [
+        {"words": ["w"] * 2000, "num_words": 2000}]}, 400),
+    "unknown model": ("POST", "/v1/models/nope:predict", {"instances": ["a"]}, 404),
+    "unknown version": ("POST", f"/v1/models/{MODEL_NAME}/versions/9:predict",
+                        {"instances": ["a"]}, 404),
+    "unknown path": ("GET", "/v2/whatever", None, 404),
+    "GET on predict": ("GET", _PREDICT, None, 405),
+    "POST on status": ("POST", f"/v1/models/{MODEL_NAME}", {"instances": ["a"]}, 405),
+    "body over the size limit": ("POST", _PREDICT,
+                                 {"instances": ["x" * (MAX_REQUEST_BYTES + 1)]}, 413),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_BAD_REQUESTS))
+def test_bad_request_gets_error_and_server_keeps_serving(server, name):
+    method, path, body, expected_status = _BAD_REQUESTS[name]
+    started = time.perf_counter()
+    status, answer = _http(server, method, path, body)
+    assert time.perf_counter() - started < 10.0
+    assert status == expected_status, answer
+    assert list(answer) == ["error"] and isinstance(answer["error"], str) and answer["error"]
+    status, answer = _http(server, "POST", _PREDICT, {"instances": ["still serving ."]})
+    assert status == 200 and answer["predictions"][0]["tree"] == "(S still serving .)"
+
+
+def test_client_parse(server):
+    sentences = [f"sentence {i} ." for i in range(5)] + ["Ünïcödé wörds ."]
+    trees = serving_client.parse(sentences, server=f"http://127.0.0.1:{server}",
+                                 model_name=MODEL_NAME, batch_size=2, timeout_s=HTTP_TIMEOUT_S)
+    assert trees == [_expected(s)["tree"] for s in sentences]
+    with pytest.raises(ValueError, match="empty"):
+        serving_client.parse(["a", "  "], server=f"http://127.0.0.1:{server}")
+    with pytest.raises(serving_client.ServingError) as error:
+        serving_client.parse(["a"], server=f"http://127.0.0.1:{server}", model_name="nope")
+    assert error.value.status == 404 and "nope" in str(error.value)
+
+
+def _run_client_cli(*args, stdin=None):
+    return subprocess.run([sys.executable, CLIENT_SCRIPT, *args], input=stdin,
+                          capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
+
+
+def test_client_command_line(server):
+    address = f"--server=http://127.0.0.1:{server}"
+    result = _run_client_cli(address, f"--model_name={MODEL_NAME}", "The cat sat .",
+                             "Another sentence .")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["(S The cat sat .)", "(S Another sentence .)"]
+    result = _run_client_cli(address, f"--model_name={MODEL_NAME}", stdin="one\ntwo words\n")
+    assert (result.returncode, result.stdout) == (0, "(S one)\n(S two words)\n")
+    result = _run_client_cli(address, "--model_name=nope", "a")
+    assert result.returncode == 2 and "error" in result.stderr and not result.stdout
+    result = _run_client_cli(f"--server=http://127.0.0.1:{_free_port()}", "a")
+    assert result.returncode == 1 and "cannot reach" in result.stderr
+
+
+@pytest.mark.parametrize("base_path", ["missing", "empty"])
+def test_server_usage_errors(tmp_path, base_path):
+    (tmp_path / "empty").mkdir()
+    result = subprocess.run(
+        [sys.executable, SERVER_SCRIPT, f"--model_base_path={tmp_path / base_path}",
+         f"--rest_api_port={_free_port()}"],
+        capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
+    assert result.returncode == 2
+    assert "error" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+# ----------------------------------------------------------------------------------------
+# The real export (tetra_tf/export.py) of a tiny random model, served and parsed over REST.
+
+
+@pytest.fixture(scope="module")
+def tetra_export(tmp_path_factory):
+    """A tiny random tagger exported as models/tetra/1; returns the base path."""
+    export = pytest.importorskip("tetra_tf.export")
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    tiny_model = pytest.importorskip("tiny_model")
+    root = tmp_path_factory.mktemp("tetra")
+    tiny_model.make_model_dir(str(root / "model_dir"))
+    export.export(str(root / "model_dir"), str(root / "models" / "tetra" / "1"))
+    return root / "models" / "tetra"
+
+
+def test_real_export_over_rest_matches_parser(tetra_export, tmp_path):
+    import nltk
+
+    from tetra_tf.parser import Parser
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import tiny_model
+
+    word_lists = [nltk.Tree.fromstring(tree).leaves() for tree in tiny_model.TREES]
+    word_lists += [["Büro", "ünïcode", "東京", "?"], ["x"] * 40]
+    expected = {}
+
+    def parse_in_process():
+        parser = Parser(str(tetra_export / "1"))
+        expected["strings"] = parser.parse_to_strings(word_lists)
+        expected["trees"] = parser.parse_sents(word_lists)
+
+    with _running_server(tetra_export, "tetra", tmp_path / "server.log",
+                         while_starting=parse_in_process) as port:
+        expected_strings, expected_trees = expected["strings"], expected["trees"]
+        address = f"http://127.0.0.1:{port}"
+        trees = serving_client.parse([" ".join(words) for words in word_lists],
+                                     server=address, model_name="tetra", batch_size=4,
+                                     timeout_s=HTTP_TIMEOUT_S)
+        assert trees == expected_strings
+        assert [nltk.Tree.fromstring(tree) for tree in trees] == expected_trees
+
+        status, body = _http(port, "GET", "/v1/models/tetra/metadata")
+        assert status == 200
+        default = body["metadata"]["signature_def"]["signature_def"]["serving_default"]
+        assert {n: i["dtype"] for n, i in default["inputs"].items()} == {
+            "sentences": "DT_STRING"}
+        outputs = {n: i["dtype"] for n, i in default["outputs"].items()}
+        for name, dtype in [("num_words", "DT_INT32"), ("words", "DT_STRING"),
+                            ("leaf_tag_ids", "DT_INT32"), ("internal_tag_ids", "DT_INT32"),
+                            ("leaf_tags", "DT_STRING"), ("internal_tags", "DT_STRING"),
+                            ("pos_tags", "DT_STRING"), ("score", "DT_FLOAT"),
+                            ("tree", "DT_STRING")]:
+            assert outputs.get(name) == dtype, name
+
+        # Columnar request: the same trees, and words/num_words echo the input.
+        sentences = [" ".join(words) for words in word_lists[:3]]
+        status, body = _http(port, "POST", "/v1/models/tetra:predict", {"inputs": sentences})
+        assert status == 200, body
+        assert body["outputs"]["tree"] == expected_strings[:3]
+        assert body["outputs"]["num_words"] == [len(words) for words in word_lists[:3]]
+
+        # The checks in front of the model: a 10,000-word sentence, an empty one, and
+        # parse_words rows with an empty word, all rejected quickly.
+        started = time.perf_counter()
+        for request in [{"instances": [" ".join(["word"] * 10_000)]},
+                        {"instances": ["ok", " "]},
+                        {"signature_name": "parse_words",
+                         "instances": [{"words": ["a", ""], "num_words": 2}]}]:
+            status, body = _http(port, "POST", "/v1/models/tetra:predict", request)
+            assert status == 400 and list(body) == ["error"], body
+        assert time.perf_counter() - started < 10.0
