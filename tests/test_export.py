@@ -1,0 +1,378 @@
+"""Tests for tetra_tf/export.py: the SavedModel, its signatures and the in-graph trees."""
+
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+
+import tetra_tf  # noqa: F401  (selects Keras 2 before TensorFlow loads)
+
+import nltk
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tetra_tf import decoding, export, tags as tags_lib, treebank
+from tetra_tf.parser import Parser
+from tetra_tf.tags import TagVocabularies
+from tetra_tf.train import CONFIG_FILE, TaggerSpec, build_tagger
+
+sys.path.insert(0, os.path.dirname(__file__))
+import tiny_model  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SENTENCES = ["The cat sat on the mat .", "Mr.  Smith   left", "", "-LRB- 1\\/2 -RRB- ``ok''",
+             "Büro ünïcode 東京 ?"]
+
+
+def _env():
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=REPO)
+    return env
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("tiny_model"))
+    tiny_model.make_model_dir(path, max_stack_depth=6)
+    return path
+
+
+@pytest.fixture(scope="module")
+def export_dir(model_dir, tmp_path_factory):
+    path = os.path.join(str(tmp_path_factory.mktemp("models")), "tetra", "1")
+    assert export.export(model_dir, path) == os.path.join(model_dir, "best", "model")
+    return path
+
+
+@pytest.fixture(scope="module")
+def loaded(export_dir):
+    return tf.saved_model.load(export_dir)
+
+
+@pytest.fixture(scope="module")
+def vocabs(model_dir):
+    return TagVocabularies.load(os.path.join(model_dir, "vocab"))
+
+
+def _strings(array) -> list:
+    return [value.decode("utf-8") for value in np.asarray(array).ravel()]
+
+
+# --------------------------------------------------------------------------------------
+# In-graph trees
+
+
+def _random_tree(rng: random.Random, num_words: int, labels=("S", "NP", "VP", "PP", "X")):
+    """A random tree over num_words words with n-ary nodes and unary chains."""
+    def build(words):
+        if len(words) == 1 and rng.random() < 0.6:
+            return nltk.Tree(rng.choice(["DT", "NN", "VB"]), [words[0]])
+        if len(words) == 1:
+            return nltk.Tree(rng.choice(labels), [build(words)])
+        cuts = sorted(rng.sample(range(1, len(words)), rng.randint(1, min(3, len(words) - 1))))
+        parts = [words[a:b] for a, b in zip([0] + cuts, cuts + [len(words)])]
+        node = nltk.Tree(rng.choice(labels), [build(part) for part in parts])
+        while rng.random() < 0.2:
+            node = nltk.Tree(rng.choice(labels), [node])
+        return node
+
+    words = [f"w{i}" if i % 5 else f"(x{i})" for i in range(num_words)]
+    return nltk.Tree("TOP", [build(words)])
+
+
+def _pad(rows, fill, dtype):
+    width = max([len(row) for row in rows] + [0])
+    array = np.full((len(rows), width), fill, dtype=dtype)
+    for i, row in enumerate(rows):
+        array[i, :len(row)] = row
+    return array
+
+
+def _tree_writer_output(taggings, vocabs, extra_empty_rows=0):
+    taggings = list(taggings) + [None] * extra_empty_rows
+    rows = [t or tags_lib.TetraTags((), (), (), ()) for t in taggings]
+    writer = tf.function(export.TreeWriter(vocabs), autograph=False)
+    out = writer(
+        tf.constant(_pad([t.words for t in rows], "", object)),
+        tf.constant(_pad([t.pos_tags for t in rows], "", object)),
+        tf.constant(_pad([vocabs.leaf.ids(t.leaf_tags) for t in rows], -1, np.int32)),
+        # Internal ids padded to the words' width (the last word's entry is padding).
+        tf.constant(_pad([vocabs.internal.ids(t.internal_tags) + [-1] * bool(t.words)
+                          for t in rows], -1, np.int32)),
+        tf.constant([len(t.words) for t in rows], tf.int32))
+    return _strings(out)
+
+
+def _expected_line(tagging) -> str:
+    return treebank.tree_to_line(tags_lib.tags_to_tree(
+        tagging.words, tagging.pos_tags, tagging.leaf_tags, tagging.internal_tags))
+
+
+def test_tree_writer_matches_tags_to_tree_on_random_trees():
+    rng = random.Random(7)
+    taggings = [tags_lib.tree_to_tags(_random_tree(rng, rng.randint(1, 30)))
+                for _ in range(300)]
+    vocabs = TagVocabularies.build(taggings)
+    rng.shuffle(taggings)
+    got = _tree_writer_output(taggings, vocabs, extra_empty_rows=2)
+    assert got[-2:] == ["", ""]
+    for tagging, line in zip(taggings, got):
+        assert line == _expected_line(tagging)
+
+
+def test_tree_writer_matches_tags_to_tree_on_random_derivations():
+    # Any valid derivation, not only those of trees tree_to_tags writes: random leaf and
+    # internal directions, kept valid by the stack rule, and random labels.
+    rng = random.Random(3)
+    leaf_tags = ["l", "r", "l/NP", "r/NP", "l/S+VP", "r/ADJP+QP"]
+    internal_tags = ["L", "R", "L/S", "R/VP", "L/SBAR+S", "R/NP+NP"]
+    vocabs = TagVocabularies(tags_lib.TagVocabulary(leaf_tags),
+                             tags_lib.TagVocabulary(internal_tags),
+                             tags_lib.TagVocabulary(["NN", "VB"]))
+    taggings = []
+    for _ in range(200):
+        n = rng.randint(1, 25)
+        leaves, internals, depth = [], [], 0
+        for i in range(n):
+            # A leaf: r needs an open slot (depth ≥ 1 after an L/R); the first is l.
+            if i == 0 or rng.random() < 0.5 or depth == 0:
+                leaves.append(rng.choice(leaf_tags[0::2]))
+                depth += 1
+            else:
+                leaves.append(rng.choice(leaf_tags[1::2]))
+            if i == n - 1:
+                break
+            # Remaining words must be able to close every open slot: prefer R when deep.
+            remaining = n - 1 - i
+            if depth >= 2 and (rng.random() < 0.5 or depth > remaining):
+                internals.append(rng.choice(internal_tags[1::2]))
+                depth -= 1
+            else:
+                internals.append(rng.choice(internal_tags[0::2]))
+        candidate = tags_lib.TetraTags(tuple(f"w{i}" for i in range(n)),
+                                       tuple(rng.choice(["NN", "VB"]) for _ in range(n)),
+                                       tuple(leaves), tuple(internals))
+        try:
+            tags_lib.tags_to_tree(candidate.words, candidate.pos_tags, candidate.leaf_tags,
+                                  candidate.internal_tags)
+        except ValueError:
+            continue  # not a valid derivation
+        taggings.append(candidate)
+    assert len(taggings) > 50
+    got = _tree_writer_output(taggings, vocabs)
+    for tagging, line in zip(taggings, got):
+        assert line == _expected_line(tagging)
+
+
+def test_tree_writer_matches_tags_to_tree_on_treebank_sample():
+    try:
+        entries = list(treebank.read_nltk_sample("dev"))
+    except treebank.NltkSampleNotFoundError:
+        pytest.skip("NLTK treebank sample not found")
+    trees = [treebank.clean_tree(e.tree) for e in entries if e.tree is not None]
+    taggings = [tags_lib.tree_to_tags(t) for t in trees if len(t)]
+    vocabs = TagVocabularies.build(taggings)
+    got = _tree_writer_output(taggings, vocabs)
+    assert got == [_expected_line(t) for t in taggings]
+
+
+# --------------------------------------------------------------------------------------
+# The SavedModel
+
+
+def test_layout_assets_and_variables(export_dir, loaded, model_dir, vocabs):
+    assert os.path.isfile(os.path.join(export_dir, "saved_model.pb"))
+    assert os.path.isfile(os.path.join(export_dir, "assets", "encoder_vocab.txt"))
+    assert int(loaded.max_stack_depth.numpy()) == 6 == TaggerSpec.load(model_dir).max_stack_depth
+    assert _strings(loaded.leaf_tags) == vocabs.leaf.tags
+    assert _strings(loaded.internal_tags) == vocabs.internal.tags
+    assert _strings(loaded.pos_tags) == vocabs.pos.tags
+    assert set(loaded.signatures) == {"serving_default", "parse_words"}
+    # No staging directory is left next to the version directory.
+    assert os.listdir(os.path.dirname(export_dir)) == ["1"]
+
+
+def test_serving_default_outputs_are_consistent(loaded, vocabs):
+    out = {k: v.numpy() for k, v in
+           loaded.signatures["serving_default"](sentences=tf.constant(SENTENCES)).items()}
+    expected_words = [s.split() for s in SENTENCES]
+    assert out["num_words"].tolist() == [len(w) for w in expected_words]
+    assert out["words"].shape == out["leaf_tag_ids"].shape == (len(SENTENCES), 7)
+    for row, words in enumerate(expected_words):
+        n = len(words)
+        assert _strings(out["words"][row, :n]) == words  # verbatim, escapes included
+        assert (out["leaf_tag_ids"][row, n:] == -1).all()
+        assert (out["internal_tag_ids"][row, max(n - 1, 0):] == -1).all()
+        leaf = [vocabs.leaf.tag(i) for i in out["leaf_tag_ids"][row, :n]]
+        internal = [vocabs.internal.tag(i)
+                    for i in out["internal_tag_ids"][row, :max(n - 1, 0)]]
+        pos = [vocabs.pos.tag(i) for i in out["pos_tag_ids"][row, :n]]
+        assert _strings(out["leaf_tags"][row, :n]) == leaf
+        assert _strings(out["internal_tags"][row, :max(n - 1, 0)]) == internal
+        assert _strings(out["pos_tags"][row, :n]) == pos
+        tree = out["tree"][row].decode("utf-8")
+        if n == 0:
+            assert tree == "" and out["score"][row] == 0
+            continue
+        expected = tags_lib.tags_to_tree(words, pos, leaf, internal)
+        assert tree == treebank.tree_to_line(expected)
+        assert out["score"][row] < 0  # a log-probability
+
+
+def test_graph_decoding_equals_numpy_decoder(loaded, vocabs):
+    words = [s.split() for s in SENTENCES]
+    dense = tf.constant(_pad(words, "", object))
+    lengths = tf.constant([len(w) for w in words], tf.int32)
+    packed = loaded.tokenize(dense, lengths)
+    logits = loaded.encode(packed["input_word_ids"], packed["input_mask"],
+                           packed["input_type_ids"], packed["word_end_positions"])
+    leaf = tf.nn.log_softmax(logits["leaf_logits"]).numpy()
+    internal = tf.nn.log_softmax(logits["internal_logits"]).numpy()
+    expected = decoding.decode_numpy(leaf, internal, lengths.numpy(), vocabs.leaf.directions(),
+                                     vocabs.internal.directions(), 6)
+    out = loaded.signatures["parse_words"](words=dense, num_words=lengths)
+    np.testing.assert_array_equal(out["leaf_tag_ids"], expected.leaf_tag_ids)
+    np.testing.assert_array_equal(out["internal_tag_ids"], expected.internal_tag_ids)
+    np.testing.assert_allclose(out["score"], expected.scores, rtol=1e-5)
+    np.testing.assert_array_equal(
+        out["pos_tag_ids"], np.where(np.arange(leaf.shape[1]) < lengths.numpy()[:, None],
+                                     logits["pos_logits"].numpy().argmax(-1), -1))
+    # The encoder inputs are trimmed to the batch's longest sentence (multiple of 8).
+    longest = int(tf.reduce_max(tf.reduce_sum(packed["input_mask"], -1)))
+    assert packed["input_word_ids"].shape[2] == -(-longest // 8) * 8
+
+
+def test_parse_words_equals_serving_default(loaded):
+    words = [s.split() for s in SENTENCES]
+    by_words = loaded.signatures["parse_words"](
+        words=tf.constant(_pad(words, "", object)),
+        num_words=tf.constant([len(w) for w in words], tf.int32))
+    by_sentences = loaded.signatures["serving_default"](sentences=tf.constant(SENTENCES))
+    assert set(by_words) == set(by_sentences)
+    for key in by_words:
+        np.testing.assert_array_equal(by_words[key].numpy(), by_sentences[key].numpy())
+
+
+def test_parse_words_rejects_bad_input(loaded):
+    parse_words = loaded.signatures["parse_words"]
+    with pytest.raises(tf.errors.InvalidArgumentError, match="empty word"):
+        parse_words(words=tf.constant([["a", ""]]), num_words=tf.constant([2]))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="num_words exceeds"):
+        parse_words(words=tf.constant([["a", "b"]]), num_words=tf.constant([3]))
+    # Padding past num_words may be anything, including empty strings.
+    out = parse_words(words=tf.constant([["a", ""]]), num_words=tf.constant([1]))
+    assert nltk.Tree.fromstring(out["tree"].numpy()[0].decode()).leaves() == ["a"]
+
+
+def test_empty_batch(loaded):
+    out = loaded.signatures["serving_default"](sentences=tf.constant([], tf.string))
+    assert out["tree"].shape == (0,)
+    out = loaded.signatures["serving_default"](sentences=tf.constant(["", " "]))
+    assert _strings(out["tree"]) == ["", ""]
+
+
+# The README's one-liner, then the trees as JSON and the modules that got imported.
+ONE_LINER = ("import tensorflow as tf, tensorflow_text; m = tf.saved_model.load({path!r}); "
+             "print(m.signatures['serving_default'](tf.constant(['The cat sat .']))['tree'])")
+_FRESH_PROCESS = r"""
+import json, sys
+{one_liner}
+out = m.signatures["serving_default"](sentences=tf.constant(json.loads(sys.argv[1])))
+leaked = sorted(m for m in sys.modules if m.split(".")[0] in ("tetra_tf", "tf_keras", "official"))
+print(json.dumps({{"trees": [t.decode("utf-8") for t in out["tree"].numpy()], "leaked": leaked}}))
+"""
+
+
+def test_fresh_process_without_project_code_gives_parser_trees(export_dir, tmp_path):
+    sentences = [s for s in SENTENCES if s.strip()]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    env.pop("PYTHONPATH", None)
+    env.pop("TF_USE_LEGACY_KERAS", None)
+    code = _FRESH_PROCESS.format(one_liner=ONE_LINER.format(path=export_dir))
+    result = subprocess.run([sys.executable, "-c", code, json.dumps(sentences)],
+                            capture_output=True, text=True, env=env, cwd=str(tmp_path),
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    printed, fresh = result.stdout.strip().splitlines()[-2:]
+    assert "(TOP " in printed and "The)" in printed  # the one-liner's output
+    fresh = json.loads(fresh)
+    assert fresh["leaked"] == []
+    parser = Parser(export_dir)
+    trees = parser.parse_sents([s.split() for s in sentences])
+    assert fresh["trees"] == [treebank.tree_to_line(t) for t in trees]
+
+
+def test_saved_model_cli_show(export_dir):
+    cli = shutil.which("saved_model_cli")
+    if cli is None:
+        pytest.skip("saved_model_cli is not installed")
+    result = subprocess.run([cli, "show", "--all", "--dir", export_dir], capture_output=True,
+                            text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    for text in ("signature_def['serving_default']", "signature_def['parse_words']",
+                 "inputs['sentences']", "outputs['tree']", "inputs['num_words']"):
+        assert text in result.stdout
+
+
+# --------------------------------------------------------------------------------------
+# Checkpoints and errors
+
+
+def test_resolve_checkpoint(model_dir, tmp_path):
+    assert export.resolve_checkpoint(model_dir) == (
+        os.path.normpath(model_dir), os.path.join(os.path.normpath(model_dir), "best", "model"))
+    best = os.path.join(model_dir, "best", "model")
+    assert export.resolve_checkpoint(best) == (os.path.normpath(model_dir), best)
+    with pytest.raises(export.ExportError, match="no such model directory"):
+        export.resolve_checkpoint(str(tmp_path / "missing"))
+    with pytest.raises(export.ExportError, match="not a tetra-tf model directory"):
+        export.resolve_checkpoint(str(tmp_path))
+    empty_model = tmp_path / "empty_model"
+    empty_model.mkdir()
+    shutil.copy(os.path.join(model_dir, CONFIG_FILE), empty_model / CONFIG_FILE)
+    with pytest.raises(export.ExportError, match="holds no checkpoint"):
+        export.resolve_checkpoint(str(empty_model))
+
+
+def test_rolling_checkpoint_is_used_without_best(model_dir, tmp_path, loaded):
+    # A model dir with only ckpt/ (weights plus optimizer-like state) exports the same model.
+    rolling = tmp_path / "rolling"
+    shutil.copytree(model_dir, rolling, ignore=shutil.ignore_patterns("best"))
+    spec = TaggerSpec.load(model_dir)
+    tagger = build_tagger(spec)
+    tf.train.Checkpoint(model=tagger).read(os.path.join(model_dir, "best", "model")).expect_partial()
+    manager = tf.train.CheckpointManager(
+        tf.train.Checkpoint(model=tagger, step=tf.Variable(5, dtype=tf.int64)),
+        str(rolling / "ckpt"), max_to_keep=1)
+    prefix = manager.save(checkpoint_number=5)
+    assert export.resolve_checkpoint(str(rolling))[1] == prefix
+    module = export.build_module(*export.resolve_checkpoint(str(rolling)))
+    sentences = tf.constant(SENTENCES[:2])
+    np.testing.assert_array_equal(module.parse_sentences(sentences)["tree"].numpy(),
+                                  loaded.signatures["serving_default"](sentences=sentences)["tree"])
+
+
+def test_mismatched_checkpoint_is_a_clear_error(model_dir, tmp_path):
+    other = tmp_path / "other"
+    tiny_model.make_model_dir(str(other))
+    spec = TaggerSpec.load(str(other))
+    spec.heads.num_pos_tags += 1  # a different model
+    spec.save(str(other))
+    with pytest.raises(export.ExportError, match="does not restore"):
+        export.export(str(other), str(tmp_path / "out" / "1"))
+    assert not (tmp_path / "out" / "1").exists()
+
+
+def test_cli_errors_are_one_line(model_dir, export_dir, tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "tetra_tf.export", f"--checkpoint={tmp_path / 'nope'}",
+         f"--export_dir={tmp_path / 'x' / '1'}"],
+        capture_output=True, text=True, env=_env(), timeout=300)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1].startswith("error: ")
+    assert "Traceback" not in result.stderr
+    with pytest.raises(export.ExportError, match="already exists"):
+        export.export(model_dir, export_dir)

@@ -1,0 +1,108 @@
+"""Tests for tetra_tf/parse.py: the command-line parser."""
+
+import io
+import os
+import subprocess
+import sys
+
+import tetra_tf  # noqa: F401  (selects Keras 2 before TensorFlow loads)
+
+import nltk
+import pytest
+
+from tetra_tf import export, parse
+from tetra_tf.parser import Parser
+
+sys.path.insert(0, os.path.dirname(__file__))
+import tiny_model  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LINES = ["The cat sat on the mat .", "Hi", "-LRB- 1\\/2 -RRB-  ``quoted''", "a :-) b"]
+
+
+@pytest.fixture(scope="module")
+def export_dir(tmp_path_factory):
+    model_dir = str(tmp_path_factory.mktemp("tiny_model"))
+    tiny_model.make_model_dir(model_dir)
+    path = os.path.join(str(tmp_path_factory.mktemp("export")), "1")
+    export.export(model_dir, path)
+    return path
+
+
+def _cli(*args, stdin=""):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=REPO)
+    return subprocess.run([sys.executable, "-m", "tetra_tf.parse", *args], input=stdin,
+                          capture_output=True, text=True, env=env, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def parser(export_dir):
+    return Parser(export_dir)
+
+
+def _run(parser, text, **kwargs) -> list[str]:
+    output = io.StringIO()
+    parse.run(parser.export_dir, io.StringIO(text), output, parser=parser, **kwargs)
+    return output.getvalue().split("\n")[:-1]
+
+
+def test_one_tree_per_line_in_order(parser):
+    lines = _run(parser, "\n".join(LINES) + "\n", batch_size=2)
+    assert len(lines) == len(LINES)
+    expected_words = [line.split() for line in LINES]
+    expected_words[3][1] = ":--RRB-"  # brackets inside tokens are escaped
+    for line, words in zip(lines, expected_words):
+        tree = nltk.Tree.fromstring(line)
+        assert tree.label() == "TOP" and tree.leaves() == words
+    assert lines == parser.parse_to_strings(expected_words)
+
+
+def test_last_line_without_newline_and_crlf(parser):
+    assert len(_run(parser, "a b\r\nc d")) == 2
+
+
+def test_tokenize_raw_text(parser):
+    text = 'He said, "Hello (world)" -- it costs $5.50.\n'
+    (line,) = _run(parser, text, tokenize=True)
+    assert nltk.Tree.fromstring(line).leaves() == [
+        "He", "said", ",", "``", "Hello", "-LRB-", "world", "-RRB-", "''", "--", "it",
+        "costs", "$", "5.50", "."]
+
+
+@pytest.mark.parametrize("text, line_number", [("a\n\nb\n", 2), ("a\n  \t\n", 2), ("\n", 1)])
+def test_empty_line_is_an_input_error(parser, text, line_number):
+    with pytest.raises(parse.InputError, match=f"line {line_number} is empty"):
+        _run(parser, text)
+
+
+def test_empty_input_gives_empty_output(parser):
+    assert _run(parser, "") == []
+
+
+def test_missing_model_dir(tmp_path):
+    with pytest.raises(parse.InputError, match="no SavedModel"):
+        parse.run(str(tmp_path), io.StringIO("a b\n"), io.StringIO())
+
+
+def test_cli_file_to_file_and_stdin_to_stdout(export_dir, parser, tmp_path):
+    input_path, output_path = tmp_path / "in.txt", tmp_path / "out.txt"
+    input_path.write_text("\n".join(LINES) + "\n", encoding="utf-8")
+    result = _cli(f"--model_dir={export_dir}", f"--input={input_path}",
+                  f"--output={output_path}")
+    assert result.returncode == 0, result.stderr[-2000:]
+    written = output_path.read_text(encoding="utf-8").split("\n")[:-1]
+    assert written == _run(parser, "\n".join(LINES))
+    assert "sent" in result.stderr  # the progress bar
+    result = _cli(f"--model_dir={export_dir}", stdin="a\n\nb\n")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "error: line 2 is empty: give one sentence per line"]
+
+
+def test_cli_usage_errors(tmp_path):
+    result = _cli(f"--model_dir={tmp_path}", f"--input={tmp_path / 'missing.txt'}")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1].startswith("error: ")
+    assert "Traceback" not in result.stderr
+    result = _cli("--help")
+    assert "Exit codes" in result.stdout

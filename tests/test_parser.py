@@ -1,0 +1,136 @@
+"""Tests for tetra_tf/parser.py: the host-side Parser over an exported SavedModel."""
+
+import os
+import random
+import sys
+
+import tetra_tf  # noqa: F401  (selects Keras 2 before TensorFlow loads)
+
+import nltk
+import pytest
+
+from tetra_tf import export, treebank
+from tetra_tf.parser import Parser, with_pos_tags
+from tetra_tf.tags import TagVocabularies
+
+sys.path.insert(0, os.path.dirname(__file__))
+import tiny_model  # noqa: E402
+
+SENTENCES = [
+    ["The", "cat", "sat", "on", "the", "mat", "."],
+    ["Hi"],
+    ["-LRB-", "1\\/2", "-RRB-", "``", "quoted", "''"],
+    ["(", ")", "a(b)", ":-)"],  # brackets inside words stay verbatim in nltk trees
+    ["Büro", "東京", "naïve", "\u200b"],  # the zero-width space is a word, not whitespace
+    ["She", "says", "he", "even", "left", "early", "."],
+]
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("tiny_model"))
+    tiny_model.make_model_dir(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def parser(model_dir, tmp_path_factory):
+    export_dir = os.path.join(str(tmp_path_factory.mktemp("export")), "1")
+    export.export(model_dir, export_dir)
+    return Parser(export_dir)
+
+
+@pytest.fixture(scope="module")
+def vocabs(model_dir):
+    return TagVocabularies.load(os.path.join(model_dir, "vocab"))
+
+
+def _preterminals(tree: nltk.Tree) -> list[str]:
+    return [pos for _, pos in tree.pos()]
+
+
+def test_parse_gives_top_tree_with_verbatim_words_and_predicted_pos(parser, vocabs):
+    for words in SENTENCES:
+        tree = parser.parse(words)
+        assert isinstance(tree, nltk.Tree)
+        assert tree.label() == "TOP"
+        assert tree.leaves() == words
+        assert all(pos in vocabs.pos for pos in _preterminals(tree))
+        # Every word sits directly under its POS tag.
+        for position in tree.treepositions("leaves"):
+            assert len(tree[position[:-1]]) == 1
+
+
+def test_parse_sents_keeps_order_and_matches_single_parses(parser):
+    rng = random.Random(0)
+    sentences = [rng.choice(SENTENCES)[:rng.randint(1, 7)] for _ in range(40)]
+    singles = [parser.parse(words) for words in sentences[:8]]
+    for batch_size in (1, 3, 64):
+        trees = parser.parse_sents(sentences, batch_size=batch_size)
+        assert [t.leaves() for t in trees] == sentences
+        assert trees[:8] == singles
+    assert parser.parse_sents([]) == []
+
+
+def test_parse_to_strings_matches_trees(parser):
+    trees = parser.parse_sents(SENTENCES)
+    lines = parser.parse_to_strings(SENTENCES, batch_size=2)
+    # Words with brackets make a line that no reader can split back; compare the others.
+    for words, tree, line in zip(SENTENCES, trees, lines):
+        if not any("(" in w or ")" in w for w in words):
+            assert line == treebank.tree_to_line(tree)
+            assert nltk.Tree.fromstring(line) == tree
+
+
+def test_progress_callback_counts_sentences(parser):
+    counts = []
+    parser.parse_sents(SENTENCES * 3, batch_size=4, progress=counts.append)
+    assert sum(counts) == len(SENTENCES) * 3 and max(counts) <= 4
+
+
+def test_sentence_longer_than_the_encoder_parses(parser):
+    rng = random.Random(1)
+    words = [rng.choice(["the", "cat", "sat", "Smith", "1\\/2", "quoted", "on", "."])
+             for _ in range(1000)]
+    # More subword pieces than one 512-piece window holds.
+    assert sum(len(w) for w in words) > 1000
+    tree, short = parser.parse_sents([words, ["Hi"]])
+    assert tree.label() == "TOP" and tree.leaves() == words
+    assert short.leaves() == ["Hi"]
+
+
+@pytest.mark.parametrize("sentence, message", [
+    ([], "sentence 1 has no words"),
+    (["a", ""], "sentence 1: word 1 is empty"),
+    (["a b"], "word 0 .* contains whitespace"),
+    (["a", "b\tc"], "word 1 .* contains whitespace"),
+    (["\u3000"], "contains whitespace"),
+    ("a sentence", "expected a list of words"),
+])
+def test_bad_sentences_are_value_errors(parser, sentence, message):
+    with pytest.raises(ValueError, match=message):
+        parser.parse_sents([["ok"], sentence])
+
+
+def test_bad_batch_size(parser):
+    with pytest.raises(ValueError, match="batch_size"):
+        parser.parse_sents([["a"]], batch_size=0)
+
+
+def test_missing_or_foreign_export_dir(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no SavedModel"):
+        Parser(str(tmp_path / "missing"))
+
+
+def test_max_stack_depth(parser):
+    assert parser.max_stack_depth == 8
+
+
+def test_with_pos_tags():
+    tree = nltk.Tree.fromstring("(TOP (S (NP (DT The) (NN cat)) (VP (VBD sat))))")
+    gold = with_pos_tags(tree, ["X", "Y", "Z"])
+    assert gold.pos() == [("The", "X"), ("cat", "Y"), ("sat", "Z")]
+    assert tree.pos()[0] == ("The", "DT")  # the input is not changed
+    assert [t.label() for t in gold.subtrees()][:3] == ["TOP", "S", "NP"]
+    with pytest.raises(ValueError, match="3 words but 2 POS tags"):
+        with_pos_tags(tree, ["X", "Y"])

@@ -1,0 +1,462 @@
+r"""Exports a trained tagger as one self-contained SavedModel for TF Serving.
+
+  python -m tetra_tf.export --checkpoint=MODEL_DIR_OR_CKPT --export_dir=models/tetra/1
+
+The SavedModel's graph does everything, words in → trees out: splitting, WordPiece
+tokenization (PTB escapes undone inside), encoder windows, the tagger, log-softmax, the DP
+decoder (a plain graph: TF Serving rejects XLA-compiled functions), POS argmax, and the
+bracketed tree, built in-graph from the tags exactly as `tags.tags_to_tree` builds it.
+Loading it needs only `tensorflow` and `tensorflow_text` (for the tokenizer's ops).
+
+Signatures (no ragged inputs, which TF Serving cannot feed):
+
+* ``serving_default``: ``sentences`` tf.string [B], each sentence its pre-tokenized words
+  separated by whitespace (runs of spaces are one separator; no words → tree "").
+* ``parse_words``: ``words`` tf.string [B, W] and ``num_words`` int32 [B] (the first
+  num_words entries of each row are the words; each must be non-empty).
+
+Both return, per sentence (W = the batch's longest sentence; padding: −1 ids, "" strings):
+  num_words int32 [B]; words string [B, W] (the input tokens verbatim); leaf_tag_ids,
+  internal_tag_ids, pos_tag_ids int32 [B, W]; leaf_tags, internal_tags, pos_tags string
+  [B, W] (internal entry i is the fencepost after word i; the last word's is padding);
+  score float32 [B] (log-probability of the chosen leaf and internal tags); tree string [B]
+  (``(TOP (S (NP (DT The) (NN cat)) ...))``, "" for a sentence without words).
+
+Objects on the loaded model: ``max_stack_depth`` (int32 variable), ``leaf_tags``,
+``internal_tags``, ``pos_tags`` (string variables: the tag vocabularies in id order),
+``tokenize`` (words [B, W], num_words [B] → the encoder inputs) and ``encode`` (encoder
+inputs → logits), which split the pipeline for benchmarks; the encoder's vocab.txt is the
+asset ``assets/encoder_vocab.txt``.
+
+Exit codes: 0 exported; 2 usage error (missing flag, no model directory or checkpoint
+there, export directory already exists); 1 any other failure.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+import tetra_tf  # noqa: F401  (selects Keras 2 before TensorFlow loads)
+
+from absl import app, flags
+import numpy as np
+import tensorflow as tf
+
+from tetra_tf import decoding, tags as tags_lib
+from tetra_tf.model import ENCODER_INPUTS, TetraTagger
+from tetra_tf.tags import TagVocabularies, TagVocabulary
+from tetra_tf.tokenization import SubwordTokenizer, pack_windows
+from tetra_tf.train import CONFIG_FILE, ENCODER_VOCAB_FILE, VOCAB_DIR, TaggerSpec, build_tagger
+
+SERVING_SIGNATURE = "serving_default"
+PARSE_WORDS_SIGNATURE = "parse_words"
+BEST_CHECKPOINT = os.path.join("best", "model")
+ROLLING_CHECKPOINT_DIR = "ckpt"
+# Encoder inputs of a one-window batch are trimmed to the batch's longest sentence, rounded
+# up to a multiple of this (CPU matmuls prefer aligned sizes).
+DEFAULT_LENGTH_MULTIPLE = 8
+
+
+class ExportError(Exception):
+    """A user mistake (bad checkpoint path, existing export dir): reported in one line."""
+
+
+# --------------------------------------------------------------------------------------
+# Checkpoints
+
+
+def resolve_checkpoint(path: str) -> tuple[str, str]:
+    """Finds the model directory and the checkpoint to export.
+
+    Args:
+      path: a training model directory (best/model is used when present, else the latest
+        checkpoint in ckpt/), or a checkpoint prefix inside one (e.g. MODEL/ckpt/ckpt-400).
+
+    Returns:
+      (model directory, checkpoint prefix).
+
+    Raises:
+      ExportError: when `path` is neither, or the model directory has no checkpoint.
+    """
+    path = os.path.normpath(path)
+    if os.path.isdir(path):
+        if not os.path.isfile(os.path.join(path, CONFIG_FILE)):
+            raise ExportError(f"{path} is not a tetra-tf model directory (no {CONFIG_FILE})")
+        best = os.path.join(path, BEST_CHECKPOINT)
+        if os.path.isfile(best + ".index"):
+            return path, best
+        latest = tf.train.latest_checkpoint(os.path.join(path, ROLLING_CHECKPOINT_DIR))
+        if latest:
+            return path, latest
+        raise ExportError(f"{path} holds no checkpoint ({BEST_CHECKPOINT} or "
+                          f"{ROLLING_CHECKPOINT_DIR}/): train the model first")
+    if os.path.isfile(path + ".index"):
+        directory = os.path.dirname(os.path.abspath(path))
+        for candidate in (directory, os.path.dirname(directory)):
+            if os.path.isfile(os.path.join(candidate, CONFIG_FILE)):
+                return candidate, path
+        raise ExportError(f"checkpoint {path} is not inside a tetra-tf model directory "
+                          f"(no {CONFIG_FILE} next to it or one level up)")
+    raise ExportError(f"{path}: no such model directory or checkpoint")
+
+
+def load_tagger(model_dir: str, checkpoint: str) -> tuple[TetraTagger, TaggerSpec]:
+    """Rebuilds the tagger of a model directory and restores its weights."""
+    spec = TaggerSpec.load(model_dir)
+    tagger = build_tagger(spec)
+    try:
+        status = tf.train.Checkpoint(model=tagger).read(checkpoint)
+        status.expect_partial()  # rolling checkpoints also hold optimizers
+        status.assert_existing_objects_matched()
+    except (AssertionError, ValueError, tf.errors.OpError) as e:
+        raise ExportError(f"{checkpoint}: does not restore the model of {model_dir} "
+                          f"({str(e).splitlines()[0][:300]})") from None
+    return tagger, spec
+
+
+# --------------------------------------------------------------------------------------
+# In-graph trees
+
+
+def _chain_opens(vocab: TagVocabulary) -> tuple[np.ndarray, np.ndarray]:
+    """Per tag id: the brackets its labels open ("(S (VP ", "" if none) and their count."""
+    opens, counts = [], []
+    for tag in vocab.tags:
+        label = tags_lib.tag_label(tag)
+        chain = label.split(tags_lib.UNARY_JOINER) if label else []
+        opens.append("".join(f"({name} " for name in chain))
+        counts.append(len(chain))
+    return np.array(opens, dtype=object), np.array(counts, dtype=np.int32)
+
+
+class TreeWriter:
+    """Builds bracketed trees from tag ids in-graph, as `tags.tags_to_tree` would.
+
+    Instead of replaying the stack, every constituent's span is read off the derivation's
+    stack depths: an internal node at fencepost j starts at the last `l` leaf k ≤ j whose
+    depth equals leaf j's depth (the push that created the subtree on top), and ends at the
+    first `r` leaf k > j whose depth equals the depth after node j (the leaf that completes
+    the stack entry holding it). Each word then gets the brackets opening before it
+    (outermost first, which is decreasing fencepost order among nodes sharing a start)
+    and the count of brackets closing after it, and the pieces are joined: O(W²) boolean
+    work per sentence and a handful of string ops, no loop.
+
+    Unlabelled (binarization) nodes open nothing and vanish; "A+B" chains open "(A (B ".
+    """
+
+    def __init__(self, vocabs: TagVocabularies, root_label: str = tags_lib.ROOT_LABEL):
+        self._leaf_opens, self._leaf_counts = _chain_opens(vocabs.leaf)
+        self._internal_opens, self._internal_counts = _chain_opens(vocabs.internal)
+        self._leaf_directions = vocabs.leaf.directions()
+        self._internal_directions = vocabs.internal.directions()
+        self._root_open = f"({root_label} "
+
+    def __call__(self, words: tf.Tensor, pos_tags: tf.Tensor, leaf_tag_ids: tf.Tensor,
+                 internal_tag_ids: tf.Tensor, lengths: tf.Tensor) -> tf.Tensor:
+        """Returns the trees, tf.string [B] ("" for rows without words).
+
+        Args:
+          words, pos_tags: tf.string [B, W].
+          leaf_tag_ids, internal_tag_ids: int32 [B, W], a valid derivation per row (the
+            decoder's output); entries past a row's words are ignored.
+          lengths: int32 [B].
+        """
+        batch_size, width = tf.shape(leaf_tag_ids)[0], tf.shape(leaf_tag_ids)[1]
+        positions = tf.range(width)
+        is_word = positions[None, :] < lengths[:, None]
+        is_fencepost = positions[None, :] < lengths[:, None] - 1
+        leaf_tag_ids = tf.where(is_word, leaf_tag_ids, 0)
+        internal_tag_ids = tf.where(is_fencepost, internal_tag_ids, 0)
+        leaf_right = tf.gather(self._leaf_directions, leaf_tag_ids)
+        internal_right = tf.gather(self._internal_directions, internal_tag_ids)
+
+        # Stack depth after each leaf action (l: +1, r: 0) and each internal one (L: 0, R: −1).
+        leaf_change = tf.where(is_word, 1 - leaf_right, 0)
+        internal_change = tf.where(is_fencepost, -internal_right, 0)
+        leaf_depth = (tf.cumsum(leaf_change, axis=1)
+                      + tf.cumsum(internal_change, axis=1, exclusive=True))
+        internal_depth = leaf_depth + internal_change
+        is_left_leaf = is_word & tf.equal(leaf_right, 0)
+        is_right_leaf = is_word & tf.equal(leaf_right, 1)
+
+        k = positions[None, None, :]  # leaf
+        j = positions[None, :, None]  # fencepost
+        opens_subtree = (is_left_leaf[:, None, :] & (k <= j)
+                         & tf.equal(leaf_depth[:, None, :], leaf_depth[:, :, None]))
+        starts = tf.reduce_max(tf.where(opens_subtree, k, -1), axis=2)  # [B, W]
+        completes = (is_right_leaf[:, None, :] & (k > j)
+                     & tf.equal(leaf_depth[:, None, :], internal_depth[:, :, None]))
+        ends = tf.reduce_min(tf.where(completes, k, width), axis=2)  # [B, W]
+
+        # Segment b·W + word index collects per word; segment B·W is a sink for padding.
+        num_segments = batch_size * width + 1
+        row_offsets = tf.range(batch_size)[:, None] * width
+        sink = batch_size * width
+        start_segments = tf.where(is_fencepost, row_offsets + starts, sink)
+        end_segments = tf.where(is_fencepost, row_offsets + ends, sink)
+        internal_opens = tf.gather(self._internal_opens, internal_tag_ids)
+        # Reversed, so that nodes sharing a start join outermost (rightmost fencepost) first.
+        opens = tf.strings.unsorted_segment_join(
+            tf.reshape(tf.reverse(internal_opens, [1]), [-1]),
+            tf.reshape(tf.reverse(start_segments, [1]), [-1]), num_segments)[:-1]
+        closes = tf.math.unsorted_segment_sum(
+            tf.reshape(tf.gather(self._internal_counts, internal_tag_ids), [-1]),
+            tf.reshape(end_segments, [-1]), num_segments)[:-1]
+        # Plus the word's own leaf chain and its preterminal.
+        closes += tf.reshape(
+            tf.where(is_word, tf.gather(self._leaf_counts, leaf_tag_ids) + 1, 0), [-1])
+        close_strings = tf.strings.reduce_join(
+            tf.RaggedTensor.from_row_lengths(tf.fill([tf.reduce_sum(closes)], ")"), closes),
+            axis=1)
+
+        pieces = tf.strings.join([
+            tf.reshape(opens, [batch_size, width]),
+            tf.gather(self._leaf_opens, leaf_tag_ids),
+            "(", pos_tags, " ", words,
+            tf.reshape(close_strings, [batch_size, width])])
+        body = tf.strings.reduce_join(
+            tf.RaggedTensor.from_tensor(pieces, lengths=lengths), axis=1, separator=" ")
+        return tf.where(lengths > 0, tf.strings.join([self._root_open, body, ")"]), "")
+
+
+# --------------------------------------------------------------------------------------
+# The serving module
+
+
+def _string_variable(values: list[str], name: str) -> tf.Variable:
+    return tf.Variable(tf.constant(values, tf.string), trainable=False, name=name)
+
+
+class ParserModule(tf.Module):
+    """The exported object: tokenizer, tagger weights, vocabularies and parse functions.
+
+    The Keras tagger itself is kept out of the object graph (only its variables are
+    tracked), so saving writes plain functions and variables without Keras metadata,
+    which keeps the export fast and the SavedModel loadable without Keras.
+    """
+
+    def __init__(self, tagger: TetraTagger, tokenizer: SubwordTokenizer,
+                 vocabs: TagVocabularies, max_stack_depth: int, seq_length: int,
+                 length_multiple: int = DEFAULT_LENGTH_MULTIPLE):
+        super().__init__(name="tetra_parser")
+        self.tokenizer = tokenizer
+        self.tagger_variables = list(tagger.variables)
+        self.max_stack_depth = tf.Variable(max_stack_depth, dtype=tf.int32, trainable=False,
+                                           name="max_stack_depth")
+        self.leaf_tags = _string_variable(vocabs.leaf.tags, "leaf_tags")
+        self.internal_tags = _string_variable(vocabs.internal.tags, "internal_tags")
+        self.pos_tags = _string_variable(vocabs.pos.tags, "pos_tags")
+        # Closures hold what must stay untracked.
+        tree_writer = TreeWriter(vocabs)
+        leaf_directions = vocabs.leaf.directions()
+        internal_directions = vocabs.internal.directions()
+        module = self
+
+        words_spec = tf.TensorSpec([None, None], tf.string, "words")
+        num_words_spec = tf.TensorSpec([None], tf.int32, "num_words")
+        encoder_spec = tf.TensorSpec([None, None, None], tf.int32)
+        ragged_spec = tf.RaggedTensorSpec([None, None], tf.string, ragged_rank=1)
+
+        # The pieces are tf.functions of their own, so that the SavedModel's function
+        # library holds the tagger and the decoder once, whichever entry point calls them.
+        def pack(ragged_words: tf.RaggedTensor) -> dict:
+            return module._pack(ragged_words, seq_length, length_multiple)
+
+        def encode(input_word_ids, input_mask, input_type_ids, word_end_positions) -> dict:
+            return tagger({"input_word_ids": input_word_ids, "input_mask": input_mask,
+                           "input_type_ids": input_type_ids,
+                           "word_end_positions": word_end_positions}, training=False)
+
+        pack = tf.function(pack, input_signature=[ragged_spec], autograph=False)
+        self.encode = tf.function(encode, input_signature=[
+            encoder_spec, encoder_spec, encoder_spec, tf.TensorSpec([None, None], tf.int32)],
+            autograph=False)
+
+        def parse(ragged_words: tf.RaggedTensor) -> dict:
+            packed = pack(ragged_words)
+            logits = module.encode(*(packed[key]
+                                     for key in ENCODER_INPUTS + ("word_end_positions",)))
+            lengths = packed["num_words"]
+            result = decoding.decode(
+                tf.nn.log_softmax(logits["leaf_logits"]),
+                tf.nn.log_softmax(logits["internal_logits"]),
+                lengths, leaf_directions, internal_directions, max_stack_depth)
+            width = tf.shape(result.leaf_tag_ids)[1]
+            is_word = tf.range(width)[None, :] < lengths[:, None]
+            pos_tag_ids = tf.where(
+                is_word, tf.argmax(logits["pos_logits"], axis=-1, output_type=tf.int32), -1)
+            words = ragged_words.to_tensor(default_value="")
+            pos_tags = _lookup(module.pos_tags, pos_tag_ids)
+            return {
+                "num_words": lengths,
+                "words": words,
+                "leaf_tag_ids": result.leaf_tag_ids,
+                "internal_tag_ids": result.internal_tag_ids,
+                "pos_tag_ids": pos_tag_ids,
+                "leaf_tags": _lookup(module.leaf_tags, result.leaf_tag_ids),
+                "internal_tags": _lookup(module.internal_tags, result.internal_tag_ids),
+                "pos_tags": pos_tags,
+                "score": tf.cast(result.scores, tf.float32),
+                "tree": tree_writer(words, pos_tags, result.leaf_tag_ids,
+                                    result.internal_tag_ids, lengths),
+            }
+
+        parse = tf.function(parse, input_signature=[ragged_spec], autograph=False)
+
+        def parse_sentences(sentences: tf.Tensor) -> dict:
+            return parse(tf.strings.split(sentences))
+
+        def checked_ragged(words: tf.Tensor, num_words: tf.Tensor) -> tf.RaggedTensor:
+            checks = [
+                tf.debugging.assert_non_negative(num_words, message="negative num_words"),
+                tf.debugging.assert_less_equal(
+                    num_words, tf.shape(words)[1],
+                    message="num_words exceeds the width of words"),
+                tf.debugging.assert_equal(tf.shape(words)[0], tf.shape(num_words)[0],
+                                          message="words and num_words differ in batch size"),
+            ]
+            with tf.control_dependencies(checks):
+                ragged = tf.RaggedTensor.from_tensor(words, lengths=num_words)
+            with tf.control_dependencies([tf.debugging.assert_positive(
+                    tf.strings.length(ragged.flat_values), message="empty word")]):
+                return tf.identity(ragged)
+
+        def parse_words(words: tf.Tensor, num_words: tf.Tensor) -> dict:
+            return parse(checked_ragged(words, num_words))
+
+        def tokenize(words: tf.Tensor, num_words: tf.Tensor) -> dict:
+            return pack(checked_ragged(words, num_words))
+
+        self.parse_sentences = tf.function(
+            parse_sentences, input_signature=[tf.TensorSpec([None], tf.string, "sentences")],
+            autograph=False)
+        self.parse_words = tf.function(
+            parse_words, input_signature=[words_spec, num_words_spec], autograph=False)
+        self.tokenize = tf.function(
+            tokenize, input_signature=[words_spec, num_words_spec], autograph=False)
+
+    def _pack(self, ragged_words: tf.RaggedTensor, seq_length: int,
+              length_multiple: int) -> dict:
+        """Tokenizes and packs windows, trimming one-window batches to their longest row."""
+        packed = self.tokenizer.tokenize_and_pack(ragged_words, seq_length)
+        # One window: everything after the longest row's [SEP] is padding. Several: the
+        # first window is full, so this keeps seq_length.
+        needed = tf.reduce_max(tf.concat(
+            [tf.reshape(tf.reduce_sum(packed["input_mask"], axis=2), [-1]), [2]], axis=0))
+        length = tf.minimum(-(-needed // length_multiple) * length_multiple, seq_length)
+        for key in ENCODER_INPUTS:
+            packed[key] = packed[key][:, :, :length]
+        return packed
+
+
+def _lookup(vocabulary: tf.Variable, ids: tf.Tensor) -> tf.Tensor:
+    """Tag strings of ids, "" where the id is −1."""
+    return tf.where(ids >= 0, tf.gather(vocabulary, tf.maximum(ids, 0)), "")
+
+
+def build_module(model_dir: str, checkpoint: str,
+                 length_multiple: int = DEFAULT_LENGTH_MULTIPLE) -> ParserModule:
+    """Restores the tagger of a model directory and wraps it for export."""
+    tagger, spec = load_tagger(model_dir, checkpoint)
+    vocab_dir = os.path.join(model_dir, VOCAB_DIR)
+    try:
+        vocabs = TagVocabularies.load(vocab_dir)
+    except (FileNotFoundError, ValueError) as e:
+        raise ExportError(str(e)) from None
+    encoder_vocab = os.path.join(vocab_dir, ENCODER_VOCAB_FILE)
+    if not os.path.isfile(encoder_vocab):
+        raise ExportError(f"{encoder_vocab} not found: the encoder vocabulary is missing")
+    tokenizer = SubwordTokenizer(encoder_vocab, lower_case=spec.encoder.do_lower_case)
+    return ParserModule(tagger, tokenizer, vocabs, spec.max_stack_depth,
+                        spec.encoder.max_sequence_length, length_multiple)
+
+
+def export(checkpoint: str, export_dir: str, overwrite: bool = False,
+           length_multiple: int = DEFAULT_LENGTH_MULTIPLE) -> str:
+    """Exports the model of `checkpoint` (a model dir or a checkpoint in one) to export_dir.
+
+    The SavedModel is written next to export_dir first and moved into place at the end,
+    so TF Serving, which watches the parent directory, never sees a partial version.
+
+    Returns:
+      The checkpoint prefix that was exported.
+
+    Raises:
+      ExportError: for a bad checkpoint path or an existing export_dir (unless overwrite).
+    """
+    model_dir, prefix = resolve_checkpoint(checkpoint)
+    export_dir = os.path.normpath(export_dir)
+    if os.path.exists(export_dir) and not overwrite:
+        raise ExportError(f"{export_dir} already exists (pass --overwrite to replace it)")
+    module = build_module(model_dir, prefix, length_multiple)
+    parent = os.path.dirname(os.path.abspath(export_dir))
+    os.makedirs(parent, exist_ok=True)
+    staging = tempfile.mkdtemp(prefix=f".{os.path.basename(export_dir)}.tmp-", dir=parent)
+    try:
+        signatures = {
+            SERVING_SIGNATURE: module.parse_sentences.get_concrete_function(),
+            PARSE_WORDS_SIGNATURE: module.parse_words.get_concrete_function(),
+        }
+        tf.saved_model.save(module, staging, signatures=signatures)
+        if os.path.exists(export_dir):
+            shutil.rmtree(export_dir)
+        os.replace(staging, export_dir)
+    finally:
+        if os.path.exists(staging):
+            shutil.rmtree(staging, ignore_errors=True)
+    return prefix
+
+
+# --------------------------------------------------------------------------------------
+# Command line
+
+FLAGS = flags.FLAGS
+
+
+def define_flags() -> None:
+    """Defines the flags; only when run as a program, so that importing stays side-effect free."""
+    flags.DEFINE_string("checkpoint", None, "A training model directory (its best/model, else "
+                        "the latest ckpt/ checkpoint) or a checkpoint prefix inside one.")
+    flags.DEFINE_string("export_dir", None, "Where to write the SavedModel, in TF Serving's "
+                        "layout: BASE/VERSION, e.g. models/tetra/1.")
+    flags.DEFINE_bool("overwrite", False, "Replace an existing export_dir.")
+
+
+def main(argv) -> int:
+    if len(argv) > 1:
+        print(f"error: unexpected arguments {' '.join(argv[1:])} (see --help)", file=sys.stderr)
+        return 2
+    for name in ("checkpoint", "export_dir"):
+        if not getattr(FLAGS, name):
+            print(f"error: --{name} is required (see --help)", file=sys.stderr)
+            return 2
+    started = time.time()
+    try:
+        prefix = export(FLAGS.checkpoint, FLAGS.export_dir, overwrite=FLAGS.overwrite)
+    except (ExportError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except Exception as e:  # pylint: disable=broad-except
+        print(f"error: export failed: {type(e).__name__}: {str(e).splitlines()[0]}",
+              file=sys.stderr)
+        return 1
+    print(f"exported {prefix} to {FLAGS.export_dir} in {time.time() - started:.1f} s")
+    return 0
+
+
+def parse_flags(argv: list[str]) -> list[str]:
+    """absl's flag parsing, with a one-line message and exit code 2 for bad flags."""
+    try:
+        return FLAGS(argv)
+    except flags.Error as e:
+        print(f"error: {e} (see --help)", file=sys.stderr)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    define_flags()
+    app.run(main, flags_parser=parse_flags)

@@ -1,0 +1,163 @@
+"""Host-side parsing with an exported SavedModel (see tetra_tf/export.py).
+
+  parser = tetra_tf.Parser("models/tetra/1")
+  tree = parser.parse(["The", "cat", "sat", "."])        # nltk.Tree (TOP (S ...))
+  trees = parser.parse_sents(list_of_word_lists)        # batched, in input order
+
+The SavedModel does all the work (tokenization, tagging, decoding, the bracketed tree);
+this class batches sentences by length, so that each batch is padded only to its own
+longest sentence, and turns the results into nltk trees.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Callable, Iterator, Sequence
+
+import tetra_tf  # noqa: F401  (selects Keras 2 before TensorFlow loads)
+
+import nltk
+import numpy as np
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (registers the tokenizer's ops the SavedModel uses)
+
+from tetra_tf.tags import tags_to_tree
+
+SERVING_SIGNATURE = "serving_default"
+DEFAULT_BATCH_SIZE = 64
+
+
+class Parser:
+    """Parses pre-tokenized sentences with an exported tetra-tagging SavedModel.
+
+    Words are placed in the trees verbatim (PTB tokens such as -LRB- stay as they are);
+    the leaves carry the model's predicted part-of-speech tags; the root is TOP.
+    """
+
+    def __init__(self, export_dir: str):
+        """Loads the SavedModel.
+
+        Raises:
+          FileNotFoundError: if export_dir holds no SavedModel.
+          ValueError: if the SavedModel is not a tetra-tf export.
+        """
+        if not os.path.isfile(os.path.join(export_dir, "saved_model.pb")):
+            raise FileNotFoundError(f"{export_dir}: no SavedModel (saved_model.pb) there")
+        self.export_dir = export_dir
+        self._model = tf.saved_model.load(export_dir)
+        if SERVING_SIGNATURE not in self._model.signatures or not hasattr(
+                self._model, "max_stack_depth"):
+            raise ValueError(f"{export_dir}: not a tetra-tf parser SavedModel")
+        self._serve = self._model.signatures[SERVING_SIGNATURE]
+
+    @property
+    def max_stack_depth(self) -> int:
+        """The decoder's stack depth cap, recorded in the SavedModel."""
+        return int(self._model.max_stack_depth.numpy())
+
+    @property
+    def model(self):
+        """The loaded SavedModel object (signatures, tag vocabularies)."""
+        return self._model
+
+    def parse(self, words: Sequence[str]) -> nltk.Tree:
+        """Parses one sentence of pre-tokenized words into a tree.
+
+        Raises:
+          ValueError: for no words, an empty word or a word containing whitespace.
+        """
+        return self.parse_sents([words])[0]
+
+    def parse_sents(self, sentences: Sequence[Sequence[str]],
+                    batch_size: int = DEFAULT_BATCH_SIZE,
+                    progress: Callable[[int], None] | None = None) -> list[nltk.Tree]:
+        """Parses sentences in batches of similar length; returns trees in input order.
+
+        Args:
+          sentences: lists of pre-tokenized words.
+          batch_size: sentences per call of the SavedModel.
+          progress: called with the number of sentences after each batch.
+
+        Raises:
+          ValueError: for a sentence without words, an empty word or a word containing
+            whitespace (the message gives the sentence and word index).
+        """
+        trees: list[nltk.Tree | None] = [None] * len(sentences)
+        for indices, outputs in self._run(sentences, batch_size, progress):
+            pos_tags = outputs["pos_tags"]
+            leaf_tags = outputs["leaf_tags"]
+            internal_tags = outputs["internal_tags"]
+            for row, index in enumerate(indices):
+                words = sentences[index]
+                n = len(words)
+                trees[index] = _build_tree(
+                    words, _decode(pos_tags[row, :n]), _decode(leaf_tags[row, :n]),
+                    _decode(internal_tags[row, :n - 1]))
+        return trees  # type: ignore[return-value]
+
+    def parse_to_strings(self, sentences: Sequence[Sequence[str]],
+                         batch_size: int = DEFAULT_BATCH_SIZE,
+                         progress: Callable[[int], None] | None = None) -> list[str]:
+        """Like `parse_sents`, but returns the SavedModel's one-line bracketed trees."""
+        lines: list[str] = [""] * len(sentences)
+        for indices, outputs in self._run(sentences, batch_size, progress):
+            for row, index in enumerate(indices):
+                lines[index] = outputs["tree"][row].decode("utf-8")
+        return lines
+
+    def _run(self, sentences: Sequence[Sequence[str]], batch_size: int,
+             progress: Callable[[int], None] | None) -> Iterator[tuple[list[int], dict]]:
+        """Yields (sentence indices, numpy outputs) per batch, shortest sentences first."""
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be positive, got {batch_size}")
+        joined = [_join_words(words, i) for i, words in enumerate(sentences)]
+        order = sorted(range(len(joined)), key=lambda i: len(joined[i]))
+        for start in range(0, len(order), batch_size):
+            indices = order[start:start + batch_size]
+            outputs = self._serve(sentences=tf.constant([joined[i] for i in indices]))
+            yield indices, {key: value.numpy() for key, value in outputs.items()}
+            if progress is not None:
+                progress(len(indices))
+
+
+def _join_words(words: Sequence[str], index: int) -> str:
+    """Joins a sentence's words with spaces, checking that they split back the same."""
+    if isinstance(words, str):
+        raise ValueError(f"sentence {index}: expected a list of words, got a string")
+    if not words:
+        raise ValueError(f"sentence {index} has no words")
+    joined = " ".join(words)
+    if len(joined.split()) != len(words):
+        for position, word in enumerate(words):
+            if not word:
+                raise ValueError(f"sentence {index}: word {position} is empty")
+            if any(c.isspace() for c in word):
+                raise ValueError(f"sentence {index}: word {position} ({word!r}) contains "
+                                 "whitespace")
+    return joined
+
+
+def _decode(values: np.ndarray) -> list[str]:
+    return [value.decode("utf-8") for value in values]
+
+
+def _build_tree(words: Sequence[str], pos_tags: list[str], leaf_tags: list[str],
+                internal_tags: list[str]) -> nltk.Tree:
+    return tags_to_tree(list(words), pos_tags, leaf_tags, internal_tags)
+
+
+def with_pos_tags(tree: nltk.Tree, pos_tags: Sequence[str]) -> nltk.Tree:
+    """Returns a copy of `tree` whose preterminals carry `pos_tags` (e.g. gold POS, for F1).
+
+    Raises:
+      ValueError: if the tree has a different number of words.
+    """
+    tree = tree.copy(deep=True)
+    positions = [p for p in tree.treepositions() if isinstance(tree[p], nltk.Tree)
+                 and len(tree[p]) == 1 and not isinstance(tree[p][0], nltk.Tree)]
+    if len(positions) != len(pos_tags):
+        raise ValueError(f"the tree has {len(positions)} words but {len(pos_tags)} POS tags "
+                         "were given")
+    for position, pos in zip(positions, pos_tags):
+        tree[position].set_label(pos)
+    return tree
