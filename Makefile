@@ -7,7 +7,7 @@ ifneq ($(wildcard $(SHARED_NLTK_DATA)/corpora/treebank.zip),)
 export NLTK_DATA ?= $(SHARED_NLTK_DATA)
 endif
 export TF_USE_LEGACY_KERAS := 1
-export TF_CPP_MIN_LOG_LEVEL ?= 2
+export TF_CPP_MIN_LOG_LEVEL ?= 3
 
 DATA_DIR ?= data/ptb_sample
 

@@ -3,7 +3,7 @@
 import os
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 _SHARED_NLTK_DATA = os.path.abspath(
     os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "nltk_data"))

@@ -20,7 +20,7 @@ def batch(small_data_dirs, tiny_encoder_dir):
         input_pipeline.read_examples(small_data_dirs["train"]), tokenizer)
     config = input_pipeline.InputConfig(batch_size=4)
     summary = input_pipeline.summarize(data, config)
-    dataset = input_pipeline.training_dataset(data, config, summary, seed=0)
+    dataset = input_pipeline.training_dataset(data, tokenizer, config, summary, seed=0)
     return next(iter(dataset.map(train.model_inputs)))
 
 
@@ -90,13 +90,14 @@ def test_every_encoder_variable_trains(batch, tiny_encoder_dir, small_data_dirs)
     assert len(model.trainable_variables) == len(encoder_variables) + 6
     trainer = train.Trainer(model, train.TrainingConfig(warmup_steps=0, weight_decay=0.0), total_steps=10,
                             strategy=tf.distribute.get_strategy())
-    before = [v.numpy().copy() for v in model.trainable_variables]
+    trained = trainer.encoder_variables + trainer.head_variables
+    pooler = [v for v in model.trainable_variables if "pooler_transform" in v.name]
+    assert len(trained) + len(pooler) == len(model.trainable_variables) and len(pooler) == 2
+    before = [v.numpy().copy() for v in trained]
     trainer.train_step(batch)
-    unchanged = [v.name for v, old in zip(model.trainable_variables, before)
-                 if np.array_equal(v.numpy(), old)]
-    # Two kinds of weights get no gradient from any loss: the pooler, which tagging does
-    # not use, and attention key biases, which shift all of a query's logits equally.
-    no_gradient = [name for name in unchanged
-                   if "pooler_transform" in name or "self_attention/key/bias" in name]
-    assert unchanged == no_gradient, f"not updated by a train step: {unchanged}"
-    assert len(no_gradient) == 2 + model.encoder.get_config().get("num_layers", 2)
+    unchanged = [v.name for v, old in zip(trained, before) if np.array_equal(v.numpy(), old)]
+    # Attention key biases get no gradient from any loss: they shift all of a query's
+    # logits equally, which softmax ignores.
+    key_biases = [name for name in unchanged if "self_attention/key/bias" in name]
+    assert unchanged == key_biases, f"not updated by a train step: {unchanged}"
+    assert len(key_biases) == model.encoder.get_config()["num_layers"]

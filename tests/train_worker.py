@@ -10,7 +10,7 @@ import os
 import sys
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import tensorflow as tf  # noqa: E402
 
@@ -63,7 +63,7 @@ def main():
     data = input_pipeline.tokenize_examples(input_pipeline.read_examples(data_dir), tokenizer)
     config = input_pipeline.InputConfig(batch_size=8)
     summary = input_pipeline.summarize(data, config)
-    dataset = input_pipeline.training_dataset(data, config, summary, seed=0)
+    dataset = input_pipeline.training_dataset(data, tokenizer, config, summary, seed=0)
     batches = [{k: v.numpy() for k, v in train.model_inputs(b).items()}
                for _, b in zip(range(STEPS), dataset)]
     start, single_losses, single = run(tf.distribute.get_strategy(), encoder_dir, data_dir, None,

@@ -30,10 +30,16 @@ class InputConfig:
       batch_size: sentences per (global) batch.
       bucket_lengths: padded subword lengths, [CLS] and [SEP] included; a sentence goes
         to the first bucket it fits. None of them may exceed the encoder's positions.
+        Narrow buckets waste little compute on padding.
+      static_shapes: every batch of a bucket has the same shape (partial batches of
+        training are dropped, those of evaluation padded with empty sentences), as XLA
+        and TPUs need. Otherwise the last batch of each bucket is smaller.
     """
 
     batch_size: int = 16
-    bucket_lengths: Sequence[int] = (32, 64, 96, 128, 192, 256, 512)
+    bucket_lengths: Sequence[int] = (16, 24, 32, 40, 48, 56, 64, 72, 80, 96, 112, 128, 160,
+                                     192, 256, 384, 512)
+    static_shapes: bool = False
 
 
 def read_examples(data: str) -> tf.data.Dataset:
@@ -66,9 +72,11 @@ class DataSummary:
     too_long: int
     max_tag_ids: dict[str, int]
 
-    def steps_per_epoch(self, batch_size: int) -> int:
-        """Batches of a training epoch (each bucket drops its last partial batch)."""
-        return sum(size // batch_size for size in self.bucket_sizes)
+    def steps_per_epoch(self, config: InputConfig) -> int:
+        """Batches of a training epoch."""
+        if config.static_shapes:  # Each bucket drops its last partial batch.
+            return sum(size // config.batch_size for size in self.bucket_sizes)
+        return sum(-(-size // config.batch_size) for size in self.bucket_sizes)
 
 
 def summarize(dataset: tf.data.Dataset, config: InputConfig) -> DataSummary:
@@ -105,12 +113,14 @@ def _bucket_tensor(num_pieces: tf.Tensor, bucket_lengths: Sequence[int]) -> tf.T
     return tf.reduce_sum(tf.cast(num_pieces > limits, tf.int32))
 
 
-def _pack_example(example: dict, seq_length: int, max_words: int | None,
-                  num_windows: int | None) -> dict:
+def _pack_example(example: dict, tokenizer: SubwordTokenizer, seq_length: int,
+                  max_words: int | None, num_windows: int | None) -> dict:
     """Turns one tokenized example into model features and padded labels."""
     pieces = tf.RaggedTensor.from_row_lengths(
         example["word_pieces"], tf.reshape(example["word_pieces"].nrows(), [1]))
-    packed = pack_windows(pieces, seq_length, num_windows=num_windows, max_words=max_words)
+    packed = pack_windows(pieces, seq_length, num_windows=num_windows, max_words=max_words,
+                          cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id,
+                          pad_id=tokenizer.pad_id)
     features = {key: value[0] for key, value in packed.items()}
     width = tf.shape(features["word_end_positions"])[0]
     for key in LABEL_KEYS:
@@ -123,12 +133,14 @@ def _pack_example(example: dict, seq_length: int, max_words: int | None,
     return features
 
 
-def training_dataset(tokenized: tf.data.Dataset, config: InputConfig, summary: DataSummary,
-                     seed: int, skip_batches: int = 0) -> tf.data.Dataset:
+def training_dataset(tokenized: tf.data.Dataset, tokenizer: SubwordTokenizer,
+                     config: InputConfig, summary: DataSummary, seed: int,
+                     skip_batches: int = 0) -> tf.data.Dataset:
     """One epoch of shuffled, bucketed training batches with static shapes.
 
     Args:
       tokenized: the output of `tokenize_examples` (ideally cached).
+      tokenizer: the tokenizer that made it (for its special token ids).
       config: batch size and buckets.
       summary: the data set's `summarize` result, for the mix of buckets.
       seed: the epoch's shuffling seed; the same seed gives the same batches, so a
@@ -141,15 +153,17 @@ def training_dataset(tokenized: tf.data.Dataset, config: InputConfig, summary: D
     """
     per_bucket, weights = [], []
     for i, seq_length in enumerate(config.bucket_lengths):
-        batches = summary.bucket_sizes[i] // config.batch_size
+        size = summary.bucket_sizes[i]
+        batches = (size // config.batch_size if config.static_shapes
+                   else -(-size // config.batch_size))
         if not batches:
             continue
         bucket = (tokenized
                   .filter(lambda e, i=i: _bucket_tensor(e["num_pieces"], config.bucket_lengths) == i)
                   .shuffle(summary.bucket_sizes[i], seed=seed + i, reshuffle_each_iteration=False)
-                  .map(lambda e, n=seq_length: _pack_example(e, n, n - 2, 1),
+                  .map(lambda e, n=seq_length: _pack_example(e, tokenizer, n, n - 2, 1),
                        num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-                  .batch(config.batch_size, drop_remainder=True))
+                  .batch(config.batch_size, drop_remainder=config.static_shapes))
         per_bucket.append(bucket)
         weights.append(float(batches))
     if not per_bucket:
@@ -160,23 +174,25 @@ def training_dataset(tokenized: tf.data.Dataset, config: InputConfig, summary: D
     return mixed.skip(skip_batches).prefetch(tf.data.AUTOTUNE)
 
 
-def evaluation_batches(tokenized: tf.data.Dataset, config: InputConfig) -> Iterator[dict]:
-    """Yields every sentence once, in bucketed batches (numpy), the last ones padded.
+def evaluation_batches(tokenized: tf.data.Dataset, tokenizer: SubwordTokenizer,
+                       config: InputConfig) -> Iterator[dict]:
+    """Yields every sentence once, in bucketed batches (numpy).
 
-    Sentences too long for the largest bucket are split into windows and come last, one
-    per batch. Rows of padding have no words.
+    With static shapes, each bucket's last batch is padded with empty sentences (rows with
+    no words). Sentences too long for the largest bucket are split into windows and come
+    last, one per batch.
     """
     buckets = list(config.bucket_lengths)
     for i, seq_length in enumerate(buckets):
         bucket = (tokenized
                   .filter(lambda e, i=i: _bucket_tensor(e["num_pieces"], buckets) == i)
-                  .map(lambda e, n=seq_length: _pack_example(e, n, n - 2, 1))
+                  .map(lambda e, n=seq_length: _pack_example(e, tokenizer, n, n - 2, 1))
                   .batch(config.batch_size))
         for batch in bucket.as_numpy_iterator():
-            yield pad_batch(batch, config.batch_size)
+            yield pad_batch(batch, config.batch_size) if config.static_shapes else batch
     long_ones = (tokenized
                  .filter(lambda e: _bucket_tensor(e["num_pieces"], buckets) == len(buckets))
-                 .map(lambda e: _pack_example(e, buckets[-1], None, None))
+                 .map(lambda e: _pack_example(e, tokenizer, buckets[-1], None, None))
                  .batch(1))
     yield from long_ones.as_numpy_iterator()
 

@@ -166,13 +166,20 @@ class Trainer:
             config.head_learning_rate, config, total_steps, "head_adamw")
         self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
         head_ids = {id(v) for v in model.head_variables}
-        self.encoder_variables = [v for v in model.trainable_variables if id(v) not in head_ids]
+        # The pooler serves sentence classification; tagging never uses it.
+        self.encoder_variables = [v for v in model.trainable_variables
+                                  if id(v) not in head_ids and "pooler" not in v.name]
         self.head_variables = model.head_variables
         # Build optimizer slots now, in the strategy scope, so checkpoints restore into them.
         self.encoder_optimizer.build(self.encoder_variables)
         self.head_optimizer.build(self.head_variables)
+        # Without XLA, one graph serves every bucket's shape instead of one per bucket.
         self._replica_step = tf.function(self._replica_train_step,
-                                         jit_compile=config.jit_compile)
+                                         jit_compile=config.jit_compile,
+                                         reduce_retracing=not config.jit_compile)
+        self.train_step = tf.function(self._train_step, reduce_retracing=not config.jit_compile)
+        self.predict_step = tf.function(self._predict_step,
+                                        reduce_retracing=not config.jit_compile)
 
     def checkpoint(self) -> tf.train.Checkpoint:
         return tf.train.Checkpoint(model=self.model, encoder_optimizer=self.encoder_optimizer,
@@ -200,15 +207,13 @@ class Trainer:
             zip(gradients[split:], variables[split:]), skip_gradients_aggregation=True)
         return context.all_reduce("sum", loss) / context.num_replicas_in_sync
 
-    @tf.function
-    def train_step(self, batch: dict) -> tf.Tensor:
+    def _train_step(self, batch: dict) -> tf.Tensor:
         """Runs one step on every replica; returns the global batch's loss."""
         loss = self.strategy.run(self._replica_step, args=(batch,))
         self.step.assign_add(1)
         return self.strategy.reduce("mean", loss, axis=None)
 
-    @tf.function
-    def predict_step(self, inputs: dict) -> dict:
+    def _predict_step(self, inputs: dict) -> dict:
         outputs = self.strategy.run(lambda x: self.model(x, training=False), args=(inputs,))
         return {k: self.strategy.experimental_local_results(v)[0] for k, v in outputs.items()}
 
@@ -358,8 +363,10 @@ def train(train_data: str, dev_data: str | None, model_dir: str, config: Trainin
     if not os.path.isdir(train_data):
         raise UsageError(f"--train_data: {train_data} is not a directory (make one with "
                          "tools/convert_ptb.py)")
+    # XLA compiles, and TPUs need, one program per shape: keep batch shapes static there.
+    static_shapes = config.jit_compile or isinstance(strategy, tf.distribute.TPUStrategy)
     input_config = dataclasses.replace(input_config or input_pipeline.InputConfig(),
-                                       batch_size=config.batch_size)
+                                       batch_size=config.batch_size, static_shapes=static_shapes)
     if config.mixed_precision != "none":
         tf_keras.mixed_precision.set_global_policy(f"mixed_{config.mixed_precision}")
     with strategy.scope():  # The pretrained encoder's variables must live in the strategy.
@@ -379,7 +386,7 @@ def train(train_data: str, dev_data: str | None, model_dir: str, config: Trainin
         check_same_vocabulary(dev_data, vocabs, "--dev_data")
         dev_set, _ = load_training_data(dev_data, vocabs, tokenizer, input_config, "--dev_data")
 
-    steps_per_epoch = train_summary.steps_per_epoch(config.batch_size)
+    steps_per_epoch = train_summary.steps_per_epoch(input_config)
     if steps_per_epoch == 0:
         raise UsageError(f"--train_data: fewer sentences than one batch of {config.batch_size}")
     total_steps = steps_per_epoch * config.epochs
@@ -411,7 +418,7 @@ def train(train_data: str, dev_data: str | None, model_dir: str, config: Trainin
         step = int(trainer.step.numpy())
         epoch, done_in_epoch = divmod(step, steps_per_epoch)
         dataset = input_pipeline.training_dataset(
-            train_set, input_config, train_summary, seed=config.seed * 1000 + epoch,
+            train_set, tokenizer, input_config, train_summary, seed=config.seed * 1000 + epoch,
             skip_batches=done_in_epoch).map(model_inputs)
         options = tf.data.Options()
         options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
@@ -439,7 +446,7 @@ def train(train_data: str, dev_data: str | None, model_dir: str, config: Trainin
             continue
         # End of an epoch: score the dev set and keep the best weights.
         gold, predicted, pos = predict_trees(
-            trainer.predict_step, input_pipeline.evaluation_batches(dev_set, input_config),
+            trainer.predict_step, input_pipeline.evaluation_batches(dev_set, tokenizer, input_config),
             vocabs, spec.max_stack_depth)
         scores = evaluate.evaluate_trees(gold, predicted)
         record = {"epoch": step // steps_per_epoch, "step": step,
