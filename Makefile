@@ -10,8 +10,13 @@ export TF_USE_LEGACY_KERAS := 1
 export TF_CPP_MIN_LOG_LEVEL ?= 3
 
 DATA_DIR ?= data/ptb_sample
+RUN_DIR ?= runs/minilm
+EXPORT_DIR ?= models/tetra/1
+EPOCHS ?= 20
+INPUT ?= /dev/stdin
+OUTPUT ?= /dev/stdout
 
-.PHONY: install test data
+.PHONY: install test data train evaluate export parser parse serve bench
 
 install:
 	$(PYTHON) -m pip install -e ".[dev]"
@@ -20,7 +25,36 @@ test:
 	$(PYTHON) -m pytest -q tests
 
 # TFRecords, tag vocabularies and gold trees for the NLTK sample's fixed splits.
-data:
+data: $(DATA_DIR)/train/trees.txt $(DATA_DIR)/dev/trees.txt $(DATA_DIR)/test/trees.txt
+
+$(DATA_DIR)/train/trees.txt:
 	$(PYTHON) tools/convert_ptb.py --nltk_sample=train --output_dir=$(DATA_DIR)/train --stats=$(DATA_DIR)/train/stats.json
-	$(PYTHON) tools/convert_ptb.py --nltk_sample=dev --output_dir=$(DATA_DIR)/dev --vocab_from=$(DATA_DIR)/train --stats=$(DATA_DIR)/dev/stats.json
-	$(PYTHON) tools/convert_ptb.py --nltk_sample=test --output_dir=$(DATA_DIR)/test --vocab_from=$(DATA_DIR)/train --stats=$(DATA_DIR)/test/stats.json
+
+$(DATA_DIR)/%/trees.txt: $(DATA_DIR)/train/trees.txt
+	$(PYTHON) tools/convert_ptb.py --nltk_sample=$* --output_dir=$(DATA_DIR)/$* --vocab_from=$(DATA_DIR)/train --stats=$(DATA_DIR)/$*/stats.json
+
+# The default recipe: MiniLM on the sample's train split, best dev F1 kept (resumes if killed).
+train: data
+	$(PYTHON) -m tetra_tf.train --train_data=$(DATA_DIR)/train --dev_data=$(DATA_DIR)/dev --model_dir=$(RUN_DIR) --epochs=$(EPOCHS)
+
+# Test-split F1 of the best checkpoint (EVALB COLLINS.prm, gold and predicted POS).
+evaluate:
+	$(PYTHON) -m tetra_tf.train --model_dir=$(RUN_DIR) --evaluate=$(DATA_DIR)/test
+
+export:
+	$(PYTHON) -m tetra_tf.export --checkpoint=$(RUN_DIR) --export_dir=$(EXPORT_DIR) --overwrite
+
+# End to end: convert, train, export to models/tetra/1.
+parser: train export
+
+# One sentence per line in, one tree per line out: make parse INPUT=sents.txt OUTPUT=trees.txt
+parse:
+	$(PYTHON) -m tetra_tf.parse --model_dir=$(EXPORT_DIR) --input=$(INPUT) --output=$(OUTPUT)
+
+# TF Serving's REST API on 127.0.0.1:8501 for the export.
+serve:
+	$(PYTHON) serving/server.py --model_base_path=$(dir $(EXPORT_DIR)) --model_name=tetra --rest_api_port=8501
+
+bench:
+	$(PYTHON) bench/decoder.py
+	$(PYTHON) bench/throughput.py --model_dir=$(EXPORT_DIR)

@@ -2,6 +2,7 @@ r"""Trains the tetra-tagger on TFRecords from tools/convert_ptb.py, with tf.dist
 
   python -m tetra_tf.train --train_data=data/ptb_sample/train --dev_data=data/ptb_sample/dev \
       --model_dir=runs/minilm [--tpu=NAME | --strategy=default|mirrored|multi_worker]
+  python -m tetra_tf.train --model_dir=runs/minilm --evaluate=data/ptb_sample/test
 
 The model directory holds everything needed to resume and to export:
   tagger_config.json   encoder and heads configuration, max_stack_depth
@@ -10,6 +11,8 @@ The model directory holds everything needed to resume and to export:
   best/                the weights with the best dev F1, and best.json
   logs/                TensorBoard summaries
 Run the same command again after a kill and training continues from the last checkpoint.
+
+Exit codes: 0 done; 2 bad flags or input (one line on stderr); 1 any other failure.
 """
 
 from __future__ import annotations
@@ -228,22 +231,34 @@ def log_softmax(logits: np.ndarray) -> np.ndarray:
     return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
 
 
-def predict_trees(predict_fn, batches, vocabs: TagVocabularies, max_stack_depth: int,
-                  gold_pos: bool = True) -> tuple[list[str], list[str], dict]:
-    """Parses evaluation batches; returns (gold trees, predicted trees, POS counts).
+@dataclasses.dataclass
+class ParsedSet:
+    """Trees of a data set: gold, and predicted with gold or with predicted POS tags."""
+
+    gold: list[str]
+    with_gold_pos: list[str]
+    with_predicted_pos: list[str]
+    pos_correct: int = 0
+    pos_total: int = 0
+
+    @property
+    def pos_accuracy(self) -> float:
+        return 100.0 * self.pos_correct / max(self.pos_total, 1)
+
+
+def predict_trees(predict_fn, batches, vocabs: TagVocabularies,
+                  max_stack_depth: int) -> ParsedSet:
+    """Parses evaluation batches with the decoder.
 
     Args:
       predict_fn: maps model inputs to the model's logits.
       batches: numpy batches from `input_pipeline.evaluation_batches`.
       vocabs: the tag vocabularies.
       max_stack_depth: the decoder's depth cap.
-      gold_pos: put gold POS tags on the leaves (the standard for WSJ F1) rather than
-        the predicted ones.
     """
     leaf_directions = vocabs.leaf.directions()
     internal_directions = vocabs.internal.directions()
-    gold, predicted = [], []
-    pos_correct = pos_total = 0
+    parsed = ParsedSet([], [], [])
     for batch in batches:
         outputs = {k: v.numpy() for k, v in predict_fn(model_inputs(batch)).items()}
         lengths = batch["num_words"]
@@ -256,20 +271,17 @@ def predict_trees(predict_fn, batches, vocabs: TagVocabularies, max_stack_depth:
                 continue
             words = [w.decode("utf-8") for w in batch["words"][row, :n]]
             gold_tree = batch["tree"][row].decode("utf-8")
-            gold_ids = batch["pos_tag_ids"][row, :n]
-            predicted_pos = [vocabs.pos.tag(i) for i in pos_ids[row, :n]]
-            pos_correct += int(np.sum(pos_ids[row, :n] == gold_ids))
-            pos_total += int(n)
-            if gold_pos:
-                pos = preterminal_labels(gold_tree)
-            else:
-                pos = predicted_pos
-            tree = tags_to_tree(
-                words, pos, [vocabs.leaf.tag(i) for i in result.leaf_tag_ids[row, :n]],
-                [vocabs.internal.tag(i) for i in result.internal_tag_ids[row, :n - 1]])
-            gold.append(gold_tree)
-            predicted.append(" ".join(str(tree).split()))
-    return gold, predicted, {"correct": pos_correct, "total": pos_total}
+            parsed.pos_correct += int(np.sum(pos_ids[row, :n] == batch["pos_tag_ids"][row, :n]))
+            parsed.pos_total += int(n)
+            leaf_tags = [vocabs.leaf.tag(i) for i in result.leaf_tag_ids[row, :n]]
+            internal_tags = [vocabs.internal.tag(i) for i in result.internal_tag_ids[row, :n - 1]]
+            parsed.gold.append(gold_tree)
+            for pos, trees in ((preterminal_labels(gold_tree), parsed.with_gold_pos),
+                               ([vocabs.pos.tag(i) for i in pos_ids[row, :n]],
+                                parsed.with_predicted_pos)):
+                tree = tags_to_tree(words, pos, leaf_tags, internal_tags)
+                trees.append(" ".join(str(tree).split()))
+    return parsed
 
 
 def preterminal_labels(tree_line: str) -> list[str]:
@@ -445,13 +457,14 @@ def train(train_data: str, dev_data: str | None, model_dir: str, config: Trainin
         if step % steps_per_epoch or dev_set is None:
             continue
         # End of an epoch: score the dev set and keep the best weights.
-        gold, predicted, pos = predict_trees(
-            trainer.predict_step, input_pipeline.evaluation_batches(dev_set, tokenizer, input_config),
+        parsed = predict_trees(
+            trainer.predict_step,
+            input_pipeline.evaluation_batches(dev_set, tokenizer, input_config),
             vocabs, spec.max_stack_depth)
-        scores = evaluate.evaluate_trees(gold, predicted)
+        scores = evaluate.evaluate_trees(parsed.gold, parsed.with_gold_pos)
         record = {"epoch": step // steps_per_epoch, "step": step,
                   "train_loss": float(np.mean(losses)) if losses else None,
-                  "dev_f1": scores.fscore, "dev_pos_accuracy": 100.0 * pos["correct"] / max(pos["total"], 1),
+                  "dev_f1": scores.fscore, "dev_pos_accuracy": parsed.pos_accuracy,
                   "epoch_seconds": round(time.time() - epoch_started, 1)}
         history.append(record)
         with writer.as_default(step=step):
@@ -470,6 +483,47 @@ def train(train_data: str, dev_data: str | None, model_dir: str, config: Trainin
         _write_json(os.path.join(model_dir, "history.json"), history)
     return {"steps": int(trainer.step.numpy()), "resumed_from_step": start_step,
             "seconds": time.time() - started, "best": best, "history": history}
+
+
+def evaluate_model(model_dir: str, data_dir: str, checkpoint: str | None = None,
+                   batch_size: int = 32) -> dict:
+    """Scores a trained model on a converted data set, as training scores the dev set.
+
+    Args:
+      model_dir: a training model directory.
+      data_dir: a convert_ptb output directory with the model's tag vocabulary.
+      checkpoint: a checkpoint prefix; default the best weights (else the latest).
+      batch_size: sentences per batch.
+
+    Returns:
+      F1 and more with gold POS on the leaves (the standard), F1 with the predicted POS,
+      and the POS accuracy.
+    """
+    spec = TaggerSpec.load(model_dir)
+    vocabs = TagVocabularies.load(os.path.join(model_dir, VOCAB_DIR))
+    check_same_vocabulary(data_dir, vocabs, "--evaluate")
+    if checkpoint is None:
+        best = os.path.join(model_dir, "best", "model")
+        checkpoint = best if tf.io.gfile.exists(best + ".index") else tf.train.latest_checkpoint(
+            os.path.join(model_dir, "ckpt"))
+    if not checkpoint:
+        raise UsageError(f"{model_dir} holds no checkpoint yet")
+    model = build_tagger(spec)
+    tf.train.Checkpoint(model=model).read(checkpoint).expect_partial()
+    tokenizer = SubwordTokenizer(os.path.join(model_dir, VOCAB_DIR, ENCODER_VOCAB_FILE),
+                                 lower_case=spec.encoder.do_lower_case)
+    input_config = input_pipeline.InputConfig(batch_size=batch_size)
+    data, _ = load_training_data(data_dir, vocabs, tokenizer, input_config, "--evaluate")
+    predict = tf.function(lambda x: model(x, training=False), reduce_retracing=True)
+    parsed = predict_trees(predict, input_pipeline.evaluation_batches(data, tokenizer,
+                                                                      input_config),
+                           vocabs, spec.max_stack_depth)
+    with_gold_pos = evaluate.evaluate_trees(parsed.gold, parsed.with_gold_pos)
+    with_predicted_pos = evaluate.evaluate_trees(parsed.gold, parsed.with_predicted_pos)
+    return {"checkpoint": checkpoint, "sentences": len(parsed.gold),
+            "f1": with_gold_pos.fscore, "recall": with_gold_pos.recall,
+            "precision": with_gold_pos.precision, "exact_match": with_gold_pos.complete_match,
+            "f1_predicted_pos": with_predicted_pos.fscore, "pos_accuracy": parsed.pos_accuracy}
 
 
 def _read_json(path: str):
@@ -518,10 +572,23 @@ flags.DEFINE_bool("jit_compile", None, "Compile the train step with XLA (default
 flags.DEFINE_enum("mixed_precision", "none", ["none", "bfloat16"],
                   "Mixed precision policy (bfloat16 on TPUs).")
 flags.DEFINE_bool("progress", True, "Show progress bars.")
+flags.DEFINE_string("evaluate", None, "Instead of training, score --model_dir's best weights on "
+                    "this converted data directory (EVALB, COLLINS.prm) and print JSON.")
 
 
 def main(argv):
     del argv
+    if FLAGS.evaluate:
+        if not FLAGS.model_dir:
+            print("error: --evaluate needs --model_dir (see --help)", file=sys.stderr)
+            return 2
+        try:
+            scores = evaluate_model(FLAGS.model_dir, FLAGS.evaluate)
+        except (UsageError, FileNotFoundError) as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        print(json.dumps(scores, indent=2))
+        return 0
     for name in ("train_data", "model_dir"):
         if not getattr(FLAGS, name):
             print(f"error: --{name} is required (see --help)", file=sys.stderr)
