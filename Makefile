@@ -57,4 +57,4 @@ serve:
 
 bench:
 	$(PYTHON) bench/decoder.py
-	$(PYTHON) bench/throughput.py --model_dir=$(EXPORT_DIR)
+	$(PYTHON) bench/throughput.py --export_dir=$(EXPORT_DIR)
