@@ -239,9 +239,28 @@ def test_graph_decoding_equals_numpy_decoder(loaded, vocabs):
     np.testing.assert_array_equal(
         out["pos_tag_ids"], np.where(np.arange(leaf.shape[1]) < lengths.numpy()[:, None],
                                      logits["pos_logits"].numpy().argmax(-1), -1))
-    # The encoder inputs are trimmed to the batch's longest sentence (multiple of 8).
-    longest = int(tf.reduce_max(tf.reduce_sum(packed["input_mask"], -1)))
-    assert packed["input_word_ids"].shape[2] == -(-longest // 8) * 8
+
+
+def test_encode_with_regrouped_windows_equals_the_keras_tagger(loaded, model_dir):
+    # A sentence longer than one window next to short and empty ones: the export drops
+    # padding windows and trims short ones, which must not change any word's logits.
+    rng = random.Random(5)
+    long_sentence = [rng.choice(["cat", "Smith", "1\\/2", "quoted"]) for _ in range(700)]
+    words = [long_sentence, ["a"], [], ["The", "cat", "sat", "."], long_sentence[:150]]
+    dense = tf.constant(_pad(words, "", object))
+    lengths = tf.constant([len(w) for w in words], tf.int32)
+    packed = loaded.tokenize(dense, lengths)
+    assert packed["input_word_ids"].shape[1] >= 3  # windows
+    inputs = [packed[key] for key in ("input_word_ids", "input_mask", "input_type_ids",
+                                      "word_end_positions")]
+    got = loaded.encode(*inputs)
+    tagger, _ = export.load_tagger(model_dir, os.path.join(model_dir, "best", "model"))
+    expected = tagger(dict(zip(("input_word_ids", "input_mask", "input_type_ids",
+                                "word_end_positions"), inputs)), training=False)
+    is_word = np.arange(dense.shape[1])[None, :] < lengths.numpy()[:, None]
+    for key in ("leaf_logits", "internal_logits", "pos_logits"):
+        np.testing.assert_allclose(got[key].numpy()[is_word], expected[key].numpy()[is_word],
+                                   rtol=1e-4, atol=1e-4)
 
 
 def test_parse_words_equals_serving_default(loaded):
@@ -343,7 +362,8 @@ def test_rolling_checkpoint_is_used_without_best(model_dir, tmp_path, loaded):
     shutil.copytree(model_dir, rolling, ignore=shutil.ignore_patterns("best"))
     spec = TaggerSpec.load(model_dir)
     tagger = build_tagger(spec)
-    tf.train.Checkpoint(model=tagger).read(os.path.join(model_dir, "best", "model")).expect_partial()
+    best = os.path.join(model_dir, "best", "model")
+    tf.train.Checkpoint(model=tagger).read(best).assert_existing_objects_matched()
     manager = tf.train.CheckpointManager(
         tf.train.Checkpoint(model=tagger, step=tf.Variable(5, dtype=tf.int64)),
         str(rolling / "ckpt"), max_to_keep=1)

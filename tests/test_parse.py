@@ -106,3 +106,25 @@ def test_cli_usage_errors(tmp_path):
     assert "Traceback" not in result.stderr
     result = _cli("--help")
     assert "Exit codes" in result.stdout
+
+
+def test_eval_export_scores_with_gold_or_predicted_pos(export_dir, tmp_path):
+    sys.path.insert(0, os.path.join(REPO, "tools"))
+    import eval_export  # pylint: disable=import-outside-toplevel
+
+    gold_path = tmp_path / "gold.txt"
+    gold_path.write_text("\n".join(tiny_model.TREES) + "\n\n", encoding="utf-8")
+    gold_lines, gold_trees = eval_export.read_gold(str(gold_path))
+    assert len(gold_lines) == len(tiny_model.TREES)
+    result, pos_accuracy, lines = eval_export.score_export(export_dir, gold_lines, gold_trees)
+    assert result.tagging_accuracy == 100.0  # gold POS on the leaves
+    assert 0.0 <= result.fscore <= 100.0 and len(lines) == len(gold_lines)
+    predicted, same_accuracy, _ = eval_export.score_export(
+        export_dir, gold_lines, gold_trees, gold_pos=False)
+    assert same_accuracy == pos_accuracy
+    # (EVALB drops words whose predicted tag is punctuation, so a random model's predicted
+    # POS can make length-mismatch errors; gold POS never do.)
+    assert predicted.counts.sentences == len(gold_lines) and result.counts.error_sentences == 0
+    gold_path.write_text("(TOP (S (NN a)\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="gold.txt:1: not a tree"):
+        eval_export.read_gold(str(gold_path))

@@ -42,7 +42,7 @@ import time
 
 import tetra_tf  # noqa: F401  (selects Keras 2 before TensorFlow loads)
 
-from absl import app, flags
+from absl import app, flags, logging
 import numpy as np
 import tensorflow as tf
 
@@ -56,9 +56,11 @@ SERVING_SIGNATURE = "serving_default"
 PARSE_WORDS_SIGNATURE = "parse_words"
 BEST_CHECKPOINT = os.path.join("best", "model")
 ROLLING_CHECKPOINT_DIR = "ckpt"
-# Encoder inputs of a one-window batch are trimmed to the batch's longest sentence, rounded
-# up to a multiple of this (CPU matmuls prefer aligned sizes).
+# Windows shorter than seq_length go through the encoder trimmed to the longest of them,
+# rounded up to a multiple of this (CPU matmuls prefer aligned sizes).
 DEFAULT_LENGTH_MULTIPLE = 8
+# Windows are grouped by real length into these buckets (up to the encoder's length).
+DEFAULT_WINDOW_BUCKETS = (32, 64, 96, 128, 192, 256, 384)
 
 
 class ExportError(Exception):
@@ -251,6 +253,7 @@ class ParserModule(tf.Module):
         self.internal_tags = _string_variable(vocabs.internal.tags, "internal_tags")
         self.pos_tags = _string_variable(vocabs.pos.tags, "pos_tags")
         # Closures hold what must stay untracked.
+        tokenizer = self.tokenizer
         tree_writer = TreeWriter(vocabs)
         leaf_directions = vocabs.leaf.directions()
         internal_directions = vocabs.internal.directions()
@@ -264,12 +267,12 @@ class ParserModule(tf.Module):
         # The pieces are tf.functions of their own, so that the SavedModel's function
         # library holds the tagger and the decoder once, whichever entry point calls them.
         def pack(ragged_words: tf.RaggedTensor) -> dict:
-            return module._pack(ragged_words, seq_length, length_multiple)
+            return tokenizer.tokenize_and_pack(ragged_words, seq_length)
+
+        window_tagger = WindowTagger(tagger, seq_length, length_multiple=length_multiple)
 
         def encode(input_word_ids, input_mask, input_type_ids, word_end_positions) -> dict:
-            return tagger({"input_word_ids": input_word_ids, "input_mask": input_mask,
-                           "input_type_ids": input_type_ids,
-                           "word_end_positions": word_end_positions}, training=False)
+            return window_tagger(input_word_ids, input_mask, input_type_ids, word_end_positions)
 
         pack = tf.function(pack, input_signature=[ragged_spec], autograph=False)
         self.encode = tf.function(encode, input_signature=[
@@ -339,18 +342,85 @@ class ParserModule(tf.Module):
         self.tokenize = tf.function(
             tokenize, input_signature=[words_spec, num_words_spec], autograph=False)
 
-    def _pack(self, ragged_words: tf.RaggedTensor, seq_length: int,
-              length_multiple: int) -> dict:
-        """Tokenizes and packs windows, trimming one-window batches to their longest row."""
-        packed = self.tokenizer.tokenize_and_pack(ragged_words, seq_length)
-        # One window: everything after the longest row's [SEP] is padding. Several: the
-        # first window is full, so this keeps seq_length.
-        needed = tf.reduce_max(tf.concat(
-            [tf.reshape(tf.reduce_sum(packed["input_mask"], axis=2), [-1]), [2]], axis=0))
-        length = tf.minimum(-(-needed // length_multiple) * length_multiple, seq_length)
-        for key in ENCODER_INPUTS:
-            packed[key] = packed[key][:, :, :length]
-        return packed
+class WindowTagger:
+    """The tagger's logits (inference), with the encoder run on length-bucketed windows.
+
+    Equal to ``tagger(inputs, training=False)``, but the [B, F, L] windows are regrouped
+    before the encoder: all-padding windows (the extra windows of sentences shorter than
+    the batch's longest) are dropped, and the others are grouped by their real length
+    into buckets, each run trimmed to its own longest window (rounded up to a multiple of
+    `length_multiple`). Word features are then gathered from the buckets' outputs. So a
+    batch is never padded much beyond each sentence's own length, even when it mixes
+    short sentences with long (or multi-window) ones, as unsorted requests do.
+    """
+
+    def __init__(self, tagger: TetraTagger, seq_length: int,
+                 bucket_lengths: tuple[int, ...] = DEFAULT_WINDOW_BUCKETS,
+                 length_multiple: int = DEFAULT_LENGTH_MULTIPLE):
+        self._tagger = tagger
+        self._bucket_lengths = [n for n in sorted(bucket_lengths) if n < seq_length]
+        self._bucket_lengths.append(seq_length)
+        self._length_multiple = length_multiple
+        self._hidden_size = int(tagger.leaf_head.kernel.shape[0])
+        spec = tf.TensorSpec([None, None], tf.int32)
+        # One function, called once per bucket: the graph holds the encoder once.
+        self._encode = tf.function(self._run_encoder, input_signature=[spec, spec, spec],
+                                   autograph=False)
+
+    def _run_encoder(self, input_word_ids, input_mask, input_type_ids) -> tf.Tensor:
+        inputs = dict(zip(ENCODER_INPUTS, (input_word_ids, input_mask, input_type_ids)))
+        return self._tagger.encoder(inputs, training=False)["sequence_output"]
+
+    def __call__(self, input_word_ids: tf.Tensor, input_mask: tf.Tensor,
+                 input_type_ids: tf.Tensor, word_end_positions: tf.Tensor) -> dict:
+        """Returns leaf_logits, internal_logits, pos_logits: float32 [B, W, V].
+
+        Args:
+          input_word_ids, input_mask, input_type_ids: int32 [B, F, L] from `pack_windows`.
+          word_end_positions: int32 [B, W], positions in each sentence's F·L positions.
+        """
+        shape = tf.shape(input_word_ids)
+        windows, length = shape[1], shape[2]
+        flat = [tf.reshape(x, [-1, length])
+                for x in (input_word_ids, input_mask, input_type_ids)]
+        window_lengths = tf.reduce_sum(flat[1], axis=1)  # [B·F], 0 for padding windows
+        # Each window's first row in the table [bucket outputs...; one zero row]; −1: none.
+        window_starts = tf.fill(tf.shape(window_lengths), -1)
+        offset = tf.constant(0)
+        tables = []
+        lower = 0
+        for upper in self._bucket_lengths:
+            in_bucket = (window_lengths > lower) & (window_lengths <= upper)
+            lower = upper
+            selected = tf.cast(tf.where(in_bucket)[:, 0], tf.int32)
+            count = tf.size(selected)
+            longest = tf.reduce_max(tf.concat([tf.gather(window_lengths, selected), [1]], 0))
+            trim = tf.minimum(-(-longest // self._length_multiple) * self._length_multiple,
+                              length)
+
+            def run(selected=selected, trim=trim):
+                return self._encode(*(tf.gather(x, selected)[:, :trim] for x in flat))
+
+            def skip(trim=trim):
+                return tf.zeros([0, trim, self._hidden_size], tf.float32)
+
+            output = tf.cond(count > 0, run, skip)
+            tables.append(tf.reshape(tf.cast(output, tf.float32), [-1, self._hidden_size]))
+            rank = tf.cumsum(tf.cast(in_bucket, tf.int32), exclusive=True)
+            window_starts = tf.where(in_bucket, offset + rank * trim, window_starts)
+            offset += count * trim
+        tables.append(tf.zeros([1, self._hidden_size], tf.float32))
+
+        batch_size = tf.shape(word_end_positions)[0]
+        window_of_word = tf.range(batch_size)[:, None] * windows + word_end_positions // length
+        starts = tf.gather(window_starts, window_of_word)
+        index = tf.where(starts >= 0, starts + word_end_positions % length, offset)
+        features = tf.gather(tf.concat(tables, axis=0), index)  # [B, W, H]
+        return {
+            "leaf_logits": tf.cast(self._tagger.leaf_head(features), tf.float32),
+            "internal_logits": tf.cast(self._tagger.internal_head(features), tf.float32),
+            "pos_logits": tf.cast(self._tagger.pos_head(features), tf.float32),
+        }
 
 
 def _lookup(vocabulary: tf.Variable, ids: tf.Tensor) -> tf.Tensor:
@@ -434,6 +504,7 @@ def main(argv) -> int:
         if not getattr(FLAGS, name):
             print(f"error: --{name} is required (see --help)", file=sys.stderr)
             return 2
+    logging.set_verbosity(logging.WARNING)  # TF's INFO lines about saving are noise here
     started = time.time()
     try:
         prefix = export(FLAGS.checkpoint, FLAGS.export_dir, overwrite=FLAGS.overwrite)
