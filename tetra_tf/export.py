@@ -3,9 +3,10 @@ r"""Exports a trained tagger as one self-contained SavedModel for TF Serving.
   python -m tetra_tf.export --checkpoint=MODEL_DIR_OR_CKPT --export_dir=models/tetra/1
 
 The SavedModel's graph does everything, words in → trees out: splitting, WordPiece
-tokenization (PTB escapes undone inside), encoder windows, the tagger, log-softmax, the DP
-decoder (a plain graph: TF Serving rejects XLA-compiled functions), POS argmax, and the
-bracketed tree, built in-graph from the tags exactly as `tags.tags_to_tree` builds it.
+tokenization (PTB escapes undone inside), encoder windows (grouped by length, so that a
+batch is not padded far beyond each sentence), the tagger, log-softmax, the DP decoder
+(a plain graph: TF Serving rejects XLA-compiled functions), POS argmax, and the bracketed
+tree, built in-graph from the tags exactly as `tags.tags_to_tree` builds it.
 Loading it needs only `tensorflow` and `tensorflow_text` (for the tokenizer's ops).
 
 Signatures (no ragged inputs, which TF Serving cannot feed):
@@ -49,7 +50,7 @@ import tensorflow as tf
 from tetra_tf import decoding, tags as tags_lib
 from tetra_tf.model import ENCODER_INPUTS, TetraTagger
 from tetra_tf.tags import TagVocabularies, TagVocabulary
-from tetra_tf.tokenization import SubwordTokenizer, pack_windows
+from tetra_tf.tokenization import SubwordTokenizer
 from tetra_tf.train import CONFIG_FILE, ENCODER_VOCAB_FILE, VOCAB_DIR, TaggerSpec, build_tagger
 
 SERVING_SIGNATURE = "serving_default"
@@ -341,6 +342,7 @@ class ParserModule(tf.Module):
             parse_words, input_signature=[words_spec, num_words_spec], autograph=False)
         self.tokenize = tf.function(
             tokenize, input_signature=[words_spec, num_words_spec], autograph=False)
+
 
 class WindowTagger:
     """The tagger's logits (inference), with the encoder run on length-bucketed windows.
