@@ -48,13 +48,14 @@ class TetraTagger(tf_keras.Model):
         self.encoder = encoder
         self.heads_config = heads
         self.feature_dropout = tf_keras.layers.Dropout(heads.dropout_rate)
-        init = tf_keras.initializers.TruncatedNormal(stddev=0.02)
-        self.leaf_head = tf_keras.layers.Dense(
-            heads.num_leaf_tags, kernel_initializer=init, name="leaf_head")
-        self.internal_head = tf_keras.layers.Dense(
-            heads.num_internal_tags, kernel_initializer=init, name="internal_head")
-        self.pos_head = tf_keras.layers.Dense(
-            heads.num_pos_tags, kernel_initializer=init, name="pos_head")
+        def head(size: int, name: str) -> tf_keras.layers.Dense:
+            return tf_keras.layers.Dense(
+                size, kernel_initializer=tf_keras.initializers.TruncatedNormal(stddev=0.02),
+                name=name)
+
+        self.leaf_head = head(heads.num_leaf_tags, "leaf_head")
+        self.internal_head = head(heads.num_internal_tags, "internal_head")
+        self.pos_head = head(heads.num_pos_tags, "pos_head")
 
     def word_features(self, inputs: dict, training=None) -> tf.Tensor:
         """Returns the encoder output at each word's last subword: [B, W, H]."""

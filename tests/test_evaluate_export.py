@@ -1,0 +1,41 @@
+"""Training's evaluation and the exported SavedModel (tools/eval_export.py) agree on F1."""
+
+import importlib.util
+import os
+
+import pytest
+
+import tetra_tf  # noqa: F401
+import tensorflow as tf
+
+from conftest import REPO_ROOT
+from tetra_tf import export, train
+
+
+def load_tool():
+    path = os.path.join(REPO_ROOT, "tools", "eval_export.py")
+    spec = importlib.util.spec_from_file_location("eval_export", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_export_scores_like_training(tiny_encoder_dir, small_data_dirs, tmp_path):
+    model_dir = str(tmp_path / "run")
+    config = train.TrainingConfig(batch_size=8, epochs=3, warmup_steps=2,
+                                  learning_rate=1e-3)
+    train.train(small_data_dirs["train"], small_data_dirs["dev"], model_dir, config,
+                tf.distribute.get_strategy(), encoder_path=tiny_encoder_dir, progress=False)
+    in_training = train.evaluate_model(model_dir, small_data_dirs["dev"])
+    export_dir = str(tmp_path / "export" / "1")
+    export.export(model_dir, export_dir)
+    tool = load_tool()
+    lines, trees = tool.read_gold(os.path.join(small_data_dirs["dev"], "trees.txt"))
+    assert len(trees) == in_training["sentences"] == 24
+    assert in_training["f1"] > 0  # A few epochs of a tiny model get some brackets right.
+    gold_pos, pos_accuracy, _ = tool.score_export(export_dir, lines, trees, batch_size=5)
+    predicted_pos, _, _ = tool.score_export(export_dir, lines, trees, gold_pos=False)
+    assert gold_pos.fscore == pytest.approx(in_training["f1"], abs=1e-9)
+    assert gold_pos.complete_match == pytest.approx(in_training["exact_match"], abs=1e-9)
+    assert predicted_pos.fscore == pytest.approx(in_training["f1_predicted_pos"], abs=1e-9)
+    assert pos_accuracy == pytest.approx(in_training["pos_accuracy"], abs=1e-9)
