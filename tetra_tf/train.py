@@ -176,10 +176,11 @@ class Trainer:
         # Build optimizer slots now, in the strategy scope, so checkpoints restore into them.
         self.encoder_optimizer.build(self.encoder_variables)
         self.head_optimizer.build(self.head_variables)
+        # A nested tf.function is needed for XLA only: MirroredStrategy's all-reduces
+        # misbehave inside one. (TPUStrategy compiles the whole replica step anyway.)
+        self._replica_step = (tf.function(self._replica_train_step, jit_compile=True)
+                              if config.jit_compile else self._replica_train_step)
         # Without XLA, one graph serves every bucket's shape instead of one per bucket.
-        self._replica_step = tf.function(self._replica_train_step,
-                                         jit_compile=config.jit_compile,
-                                         reduce_retracing=not config.jit_compile)
         self.train_step = tf.function(self._train_step, reduce_retracing=not config.jit_compile)
         self.predict_step = tf.function(self._predict_step,
                                         reduce_retracing=not config.jit_compile)
@@ -201,14 +202,17 @@ class Trainer:
             sums = tf.stack([loss_sum for loss_sum, _ in terms.values()])
             loss = tf.reduce_sum(sums / tf.maximum(counts, 1.0))
         gradients = tape.gradient(loss, variables)
-        gradients = context.all_reduce("sum", gradients)
+        if context.num_replicas_in_sync > 1:
+            # Dense: all-reducing the embedding's IndexedSlices crashes on CPU collectives.
+            gradients = context.all_reduce(
+                "sum", [tf.convert_to_tensor(g) for g in gradients])
         gradients, _ = tf.clip_by_global_norm(gradients, self.config.clip_norm)
         split = len(self.encoder_variables)
         self.encoder_optimizer.apply_gradients(
             zip(gradients[:split], variables[:split]), skip_gradients_aggregation=True)
         self.head_optimizer.apply_gradients(
             zip(gradients[split:], variables[split:]), skip_gradients_aggregation=True)
-        return context.all_reduce("sum", loss) / context.num_replicas_in_sync
+        return context.all_reduce("sum", loss)  # Replica losses are shares of the global one.
 
     def _train_step(self, batch: dict) -> tf.Tensor:
         """Runs one step on every replica; returns the global batch's loss."""
@@ -461,7 +465,8 @@ def train(train_data: str, dev_data: str | None, model_dir: str, config: Trainin
             trainer.predict_step,
             input_pipeline.evaluation_batches(dev_set, tokenizer, input_config),
             vocabs, spec.max_stack_depth)
-        scores = evaluate.evaluate_trees(parsed.gold, parsed.with_gold_pos)
+        scores = evaluate.evaluate_trees(parsed.gold, parsed.with_gold_pos,
+                                         scoring_params(len(parsed.gold)))
         record = {"epoch": step // steps_per_epoch, "step": step,
                   "train_loss": float(np.mean(losses)) if losses else None,
                   "dev_f1": scores.fscore, "dev_pos_accuracy": parsed.pos_accuracy,
@@ -483,6 +488,12 @@ def train(train_data: str, dev_data: str | None, model_dir: str, config: Trainin
         _write_json(os.path.join(model_dir, "history.json"), history)
     return {"steps": int(trainer.step.numpy()), "resumed_from_step": start_step,
             "seconds": time.time() - started, "best": best, "history": history}
+
+
+def scoring_params(num_sentences: int) -> evaluate.EvalbParams:
+    """COLLINS.prm, but scoring every sentence: predicted POS tags on punctuation make
+    EVALB count length errors, and its MAX_ERROR would stop scoring after 10."""
+    return dataclasses.replace(evaluate.COLLINS, max_error=num_sentences + 1)
 
 
 def evaluate_model(model_dir: str, data_dir: str, checkpoint: str | None = None,
@@ -518,12 +529,15 @@ def evaluate_model(model_dir: str, data_dir: str, checkpoint: str | None = None,
     parsed = predict_trees(predict, input_pipeline.evaluation_batches(data, tokenizer,
                                                                       input_config),
                            vocabs, spec.max_stack_depth)
-    with_gold_pos = evaluate.evaluate_trees(parsed.gold, parsed.with_gold_pos)
-    with_predicted_pos = evaluate.evaluate_trees(parsed.gold, parsed.with_predicted_pos)
+    params = scoring_params(len(parsed.gold))
+    with_gold_pos = evaluate.evaluate_trees(parsed.gold, parsed.with_gold_pos, params)
+    with_predicted_pos = evaluate.evaluate_trees(parsed.gold, parsed.with_predicted_pos, params)
     return {"checkpoint": checkpoint, "sentences": len(parsed.gold),
             "f1": with_gold_pos.fscore, "recall": with_gold_pos.recall,
             "precision": with_gold_pos.precision, "exact_match": with_gold_pos.complete_match,
-            "f1_predicted_pos": with_predicted_pos.fscore, "pos_accuracy": parsed.pos_accuracy}
+            "f1_predicted_pos": with_predicted_pos.fscore,
+            "error_sentences_predicted_pos": with_predicted_pos.counts.error_sentences,
+            "pos_accuracy": parsed.pos_accuracy}
 
 
 def _read_json(path: str):
