@@ -8,6 +8,7 @@ import tetra_tf  # noqa: F401  (selects Keras 2 before TensorFlow loads)
 
 import nltk
 import pytest
+import tensorflow as tf
 
 from tetra_tf import export, treebank
 from tetra_tf.parser import Parser, with_pos_tags
@@ -120,6 +121,13 @@ def test_bad_batch_size(parser):
 def test_missing_or_foreign_export_dir(tmp_path):
     with pytest.raises(FileNotFoundError, match="no SavedModel"):
         Parser(str(tmp_path / "missing"))
+    other = tf.Module()
+    other.double = tf.function(lambda x: {"y": 2 * x},
+                               input_signature=[tf.TensorSpec([None], tf.float32)])
+    tf.saved_model.save(other, str(tmp_path / "other"),
+                        signatures={"serving_default": other.double})
+    with pytest.raises(ValueError, match="not a tetra-tf parser SavedModel"):
+        Parser(str(tmp_path / "other"))
 
 
 def test_max_stack_depth(parser):

@@ -349,29 +349,22 @@ class WindowTagger:
 
     Equal to ``tagger(inputs, training=False)``, but the [B, F, L] windows are regrouped
     before the encoder: all-padding windows (the extra windows of sentences shorter than
-    the batch's longest) are dropped, and the others are grouped by their real length
-    into buckets, each run trimmed to its own longest window (rounded up to a multiple of
-    `length_multiple`). Word features are then gathered from the buckets' outputs. So a
-    batch is never padded much beyond each sentence's own length, even when it mixes
-    short sentences with long (or multi-window) ones, as unsorted requests do.
+    the batch's longest) are dropped, and the others are grouped by their real length into
+    buckets, each run trimmed to its own longest window (rounded up to a multiple of
+    `length_multiple`). So a batch is never padded much beyond each sentence's own length,
+    even when it mixes short sentences with long (or multi-window) ones, as unsorted
+    requests do. A loop visits only the buckets present (one for a length-sorted batch),
+    each writing its words' features into the batch's [B·W, H] feature rows.
     """
 
     def __init__(self, tagger: TetraTagger, seq_length: int,
                  bucket_lengths: tuple[int, ...] = DEFAULT_WINDOW_BUCKETS,
                  length_multiple: int = DEFAULT_LENGTH_MULTIPLE):
         self._tagger = tagger
-        self._bucket_lengths = [n for n in sorted(bucket_lengths) if n < seq_length]
-        self._bucket_lengths.append(seq_length)
+        upper_bounds = [n for n in sorted(bucket_lengths) if n < seq_length] + [seq_length]
+        self._upper_bounds = np.array(upper_bounds, dtype=np.int32)
         self._length_multiple = length_multiple
         self._hidden_size = int(tagger.leaf_head.kernel.shape[0])
-        spec = tf.TensorSpec([None, None], tf.int32)
-        # One function, called once per bucket: the graph holds the encoder once.
-        self._encode = tf.function(self._run_encoder, input_signature=[spec, spec, spec],
-                                   autograph=False)
-
-    def _run_encoder(self, input_word_ids, input_mask, input_type_ids) -> tf.Tensor:
-        inputs = dict(zip(ENCODER_INPUTS, (input_word_ids, input_mask, input_type_ids)))
-        return self._tagger.encoder(inputs, training=False)["sequence_output"]
 
     def __call__(self, input_word_ids: tf.Tensor, input_mask: tf.Tensor,
                  input_type_ids: tf.Tensor, word_end_positions: tf.Tensor) -> dict:
@@ -386,38 +379,40 @@ class WindowTagger:
         flat = [tf.reshape(x, [-1, length])
                 for x in (input_word_ids, input_mask, input_type_ids)]
         window_lengths = tf.reduce_sum(flat[1], axis=1)  # [B·F], 0 for padding windows
-        # Each window's first row in the table [bucket outputs...; one zero row]; −1: none.
-        window_starts = tf.fill(tf.shape(window_lengths), -1)
-        offset = tf.constant(0)
-        tables = []
-        lower = 0
-        for upper in self._bucket_lengths:
-            in_bucket = (window_lengths > lower) & (window_lengths <= upper)
-            lower = upper
+        # Bucket k holds the windows with upper_bounds[k − 1] < length ≤ upper_bounds[k].
+        buckets = tf.where(
+            window_lengths > 0,
+            tf.searchsorted(self._upper_bounds, window_lengths, side="left"), -1)
+        present, _ = tf.unique(tf.boolean_mask(buckets, buckets >= 0))
+
+        batch_size, num_words = tf.shape(word_end_positions)[0], tf.shape(word_end_positions)[1]
+        word_window = tf.reshape(
+            tf.range(batch_size)[:, None] * windows + word_end_positions // length, [-1])
+        word_position = tf.reshape(word_end_positions % length, [-1])
+        word_bucket = tf.gather(buckets, word_window)
+        multiple = self._length_multiple
+
+        def encode_bucket(i, features):
+            in_bucket = tf.equal(buckets, present[i])
             selected = tf.cast(tf.where(in_bucket)[:, 0], tf.int32)
-            count = tf.size(selected)
-            longest = tf.reduce_max(tf.concat([tf.gather(window_lengths, selected), [1]], 0))
-            trim = tf.minimum(-(-longest // self._length_multiple) * self._length_multiple,
-                              length)
+            longest = tf.reduce_max(tf.gather(window_lengths, selected))
+            trim = tf.minimum(-(-longest // multiple) * multiple, length)
+            inputs = {key: tf.gather(x, selected)[:, :trim]
+                      for key, x in zip(ENCODER_INPUTS, flat)}
+            output = self._tagger.encoder(inputs, training=False)["sequence_output"]
+            output = tf.reshape(tf.cast(output, tf.float32), [-1, self._hidden_size])
+            rank = tf.cumsum(tf.cast(in_bucket, tf.int32), exclusive=True)  # within bucket
+            words = tf.cast(tf.where(tf.equal(word_bucket, present[i]))[:, 0], tf.int32)
+            rows = (tf.gather(rank, tf.gather(word_window, words)) * trim
+                    + tf.gather(word_position, words))
+            return i + 1, tf.tensor_scatter_nd_update(features, words[:, None],
+                                                      tf.gather(output, rows))
 
-            def run(selected=selected, trim=trim):
-                return self._encode(*(tf.gather(x, selected)[:, :trim] for x in flat))
-
-            def skip(trim=trim):
-                return tf.zeros([0, trim, self._hidden_size], tf.float32)
-
-            output = tf.cond(count > 0, run, skip)
-            tables.append(tf.reshape(tf.cast(output, tf.float32), [-1, self._hidden_size]))
-            rank = tf.cumsum(tf.cast(in_bucket, tf.int32), exclusive=True)
-            window_starts = tf.where(in_bucket, offset + rank * trim, window_starts)
-            offset += count * trim
-        tables.append(tf.zeros([1, self._hidden_size], tf.float32))
-
-        batch_size = tf.shape(word_end_positions)[0]
-        window_of_word = tf.range(batch_size)[:, None] * windows + word_end_positions // length
-        starts = tf.gather(window_starts, window_of_word)
-        index = tf.where(starts >= 0, starts + word_end_positions % length, offset)
-        features = tf.gather(tf.concat(tables, axis=0), index)  # [B, W, H]
+        # Words of sentences without pieces keep zero features (their tags are ignored).
+        features = tf.zeros([batch_size * num_words, self._hidden_size], tf.float32)
+        _, features = tf.while_loop(lambda i, _: i < tf.size(present), encode_bucket,
+                                    (tf.constant(0), features))
+        features = tf.reshape(features, [batch_size, num_words, self._hidden_size])
         return {
             "leaf_logits": tf.cast(self._tagger.leaf_head(features), tf.float32),
             "internal_logits": tf.cast(self._tagger.internal_head(features), tf.float32),
