@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tetra_tf import decoding, export, tags as tags_lib, treebank
+from tetra_tf import decoding, encoders, export, tags as tags_lib, treebank
 from tetra_tf.parser import Parser
 from tetra_tf.tags import TagVocabularies
 from tetra_tf.train import CONFIG_FILE, TaggerSpec, build_tagger
@@ -261,6 +261,29 @@ def test_encode_with_regrouped_windows_equals_the_keras_tagger(loaded, model_dir
     for key in ("leaf_logits", "internal_logits", "pos_logits"):
         np.testing.assert_allclose(got[key].numpy()[is_word], expected[key].numpy()[is_word],
                                    rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("activation, epsilon", [("gelu", 1e-12), ("gelu_approximate", 1e-6),
+                                                 ("relu", 1e-5)])
+def test_inference_encoder_equals_keras_encoder(activation, epsilon):
+    config = encoders.EncoderConfig(vocab_size=50, hidden_size=16, num_layers=2,
+                                    num_attention_heads=4, intermediate_size=24,
+                                    max_sequence_length=16, activation=activation,
+                                    norm_epsilon=epsilon)
+    encoder = encoders.build_encoder(config)
+    rng = np.random.default_rng(0)
+    for variable in encoder.variables:  # random biases, gammas and betas too
+        variable.assign(rng.normal(0.0, 0.3, variable.shape).astype(np.float32))
+    lengths = np.array([10, 1, 4, 7])
+    mask = (np.arange(10)[None, :] < lengths[:, None]).astype(np.int32)
+    ids = rng.integers(1, 50, (4, 10)).astype(np.int32) * mask
+    types = rng.integers(0, 2, (4, 10)).astype(np.int32) * mask
+    expected = encoder(dict(input_word_ids=ids, input_mask=mask, input_type_ids=types),
+                       training=False)["sequence_output"].numpy()
+    got = export.InferenceEncoder(encoder, config)(tf.constant(ids), tf.constant(mask),
+                                                   tf.constant(types)).numpy()
+    real = mask.astype(bool)
+    np.testing.assert_allclose(got[real], expected[real], rtol=1e-4, atol=1e-4)
 
 
 def test_parse_words_equals_serving_default(loaded):

@@ -105,7 +105,9 @@ def test_cli_usage_errors(tmp_path):
     assert result.stderr.strip().splitlines()[-1].startswith("error: ")
     assert "Traceback" not in result.stderr
     result = _cli("--help")
-    assert "Exit codes" in result.stdout
+    assert result.returncode == 0 and "Exit codes" in result.stdout
+    result = _cli("--batch_size=x")
+    assert result.returncode == 2 and result.stderr.startswith("error: flag --batch_size")
 
 
 def test_eval_export_scores_with_gold_or_predicted_pos(export_dir, tmp_path):

@@ -180,6 +180,14 @@ def parse_flags(argv: list[str]) -> list[str]:
     except flags.Error as e:
         print(f"error: {e} (see --help)", file=sys.stderr)
         sys.exit(2)
+    except SystemExit as e:
+        # absl exits with 1 after printing --help; asking for help is no failure.
+        if any(arg.split("=")[0] in _HELP_FLAGS for arg in argv[1:]):
+            sys.exit(0)
+        raise
+
+
+_HELP_FLAGS = ("--help", "-help", "--helpshort", "--helpfull", "--helpxml", "-h", "-?")
 
 
 if __name__ == "__main__":
