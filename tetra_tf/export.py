@@ -47,7 +47,7 @@ from absl import app, flags, logging
 import numpy as np
 import tensorflow as tf
 
-from tetra_tf import decoding, encoders, tags as tags_lib
+from tetra_tf import cli, decoding, encoders, tags as tags_lib
 from tetra_tf.model import ENCODER_INPUTS, TetraTagger
 from tetra_tf.tags import TagVocabularies, TagVocabulary
 from tetra_tf.tokenization import SubwordTokenizer
@@ -625,23 +625,6 @@ def main(argv) -> int:
     return 0
 
 
-def parse_flags(argv: list[str]) -> list[str]:
-    """absl's flag parsing, with a one-line message and exit code 2 for bad flags."""
-    try:
-        return FLAGS(argv)
-    except flags.Error as e:
-        print(f"error: {e} (see --help)", file=sys.stderr)
-        sys.exit(2)
-    except SystemExit as e:
-        # absl exits with 1 after printing --help; asking for help is no failure.
-        if any(arg.split("=")[0] in _HELP_FLAGS for arg in argv[1:]):
-            sys.exit(0)
-        raise
-
-
-_HELP_FLAGS = ("--help", "-help", "--helpshort", "--helpfull", "--helpxml", "-h", "-?")
-
-
 if __name__ == "__main__":
     define_flags()
-    app.run(main, flags_parser=parse_flags)
+    app.run(main, flags_parser=cli.parse_flags)

@@ -27,6 +27,8 @@ from typing import Sequence, TextIO
 import tetra_tf  # noqa: F401  (selects Keras 2 before TensorFlow loads)
 
 from absl import app, flags
+
+from tetra_tf import cli
 from tqdm import tqdm
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
@@ -173,23 +175,6 @@ def main(argv) -> int:
     return EXIT_OK
 
 
-def parse_flags(argv: list[str]) -> list[str]:
-    """absl's flag parsing, with a one-line message and exit code 2 for bad flags."""
-    try:
-        return FLAGS(argv)
-    except flags.Error as e:
-        print(f"error: {e} (see --help)", file=sys.stderr)
-        sys.exit(2)
-    except SystemExit as e:
-        # absl exits with 1 after printing --help; asking for help is no failure.
-        if any(arg.split("=")[0] in _HELP_FLAGS for arg in argv[1:]):
-            sys.exit(0)
-        raise
-
-
-_HELP_FLAGS = ("--help", "-help", "--helpshort", "--helpfull", "--helpxml", "-h", "-?")
-
-
 if __name__ == "__main__":
     define_flags()
-    app.run(main, flags_parser=parse_flags)
+    app.run(main, flags_parser=cli.parse_flags)

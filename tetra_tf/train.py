@@ -36,7 +36,7 @@ from tqdm import tqdm
 
 from official.modeling.optimization import lr_schedule
 
-from tetra_tf import decoding, encoders, evaluate, input_pipeline, records
+from tetra_tf import cli, decoding, encoders, evaluate, input_pipeline, records
 from tetra_tf.model import ENCODER_INPUTS, HeadsConfig, TetraTagger, tagging_loss_terms
 from tetra_tf.tags import TagVocabularies, tags_to_tree
 from tetra_tf.tokenization import SubwordTokenizer
@@ -637,4 +637,4 @@ def main(argv):
 
 if __name__ == "__main__":
     define_flags()
-    app.run(main)
+    app.run(main, flags_parser=cli.parse_flags)
