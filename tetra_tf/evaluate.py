@@ -802,22 +802,11 @@ def _main(argv: list[str]) -> int:
 def _run_cli() -> None:
     from absl import app, flags
 
+    from tetra_tf import cli
+
     flags.DEFINE_string("params", None, "EVALB parameter file (.prm); default: the settings "
                         "of the standard COLLINS.prm.")
     flags.DEFINE_bool("per_sentence", False, "Also print EVALB's per-sentence table.")
-
-    def parse_flags(argv: list[str]) -> list[str]:
-        try:
-            return flags.FLAGS(argv)
-        except flags.Error as e:
-            print(f"evaluate: {e} (see --help)", file=sys.stderr)
-            sys.exit(EXIT_USAGE)
-        except SystemExit as e:
-            # absl exits 1 after printing --help; asking for help is not a failure.
-            help_flags = ("--help", "-help", "-h", "--helpshort", "--helpfull", "-?")
-            if e.code == 1 and any(a.split("=")[0] in help_flags for a in argv[1:]):
-                sys.exit(EXIT_OK)
-            raise
 
     def main(argv: list[str]) -> int:
         try:
@@ -825,7 +814,7 @@ def _run_cli() -> None:
         except Exception as e:  # noqa: BLE001 - one line, not a traceback
             return _fail(f"internal error: {type(e).__name__}: {e}", EXIT_FAILURE)
 
-    app.run(main, flags_parser=parse_flags)
+    app.run(main, flags_parser=cli.parse_flags)
 
 
 if __name__ == "__main__":
