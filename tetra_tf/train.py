@@ -34,8 +34,6 @@ import tensorflow as tf
 import tf_keras
 from tqdm import tqdm
 
-from official.modeling.optimization import lr_schedule
-
 from tetra_tf import cli, decoding, encoders, evaluate, input_pipeline, records
 from tetra_tf.model import ENCODER_INPUTS, HeadsConfig, TetraTagger, tagging_loss_terms
 from tetra_tf.tags import TagVocabularies, tags_to_tree
@@ -140,16 +138,50 @@ def get_strategy(tpu: str | None, strategy: str) -> tf.distribute.Strategy:
     raise UsageError(f"unknown --strategy {strategy!r}: use default, mirrored or multi_worker")
 
 
-def warmup_linear_decay(peak: float, warmup_steps: int, total_steps: int):
-    """Linear warmup to `peak`, then linear decay to 0 at `total_steps`."""
-    decay = tf_keras.optimizers.schedules.PolynomialDecay(
-        peak, decay_steps=max(total_steps - warmup_steps, 1), end_learning_rate=0.0)
-    return lr_schedule.LinearWarmup(decay, warmup_steps=warmup_steps, warmup_learning_rate=0.0)
+MAX_WARMUP_FRACTION = 0.1
+
+
+def effective_warmup_steps(warmup_steps: int, total_steps: int) -> int:
+    """The configured warmup, shortened to at most a tenth of a short run.
+
+    A 200-step warmup in a 219-step run would leave almost nothing for the decay.
+    """
+    return max(0, min(warmup_steps, int(total_steps * MAX_WARMUP_FRACTION)))
+
+
+class WarmupLinearDecay(tf_keras.optimizers.schedules.LearningRateSchedule):
+    """Rises linearly to `peak` at the last warmup step, then decays linearly to 0 at the
+    last step of the run.
+
+    `step` is the optimizer's iteration count before the update (0 for the first step), so
+    the first update uses peak / warmup_steps and the update at step total_steps - 1
+    uses exactly 0; every update in between has a positive rate.
+    """
+
+    def __init__(self, peak: float, warmup_steps: int, total_steps: int):
+        super().__init__()
+        self.peak = float(peak)
+        self.warmup_steps = int(warmup_steps)
+        self.total_steps = int(total_steps)
+
+    def __call__(self, step):
+        step = tf.cast(step, tf.float32)
+        warmup = float(self.warmup_steps)
+        rising = self.peak * (step + 1.0) / max(warmup, 1.0)
+        falling = self.peak * (self.total_steps - 1.0 - step) / max(
+            self.total_steps - warmup, 1.0)
+        rate = tf.where(step + 1.0 < warmup, rising, falling)
+        return tf.clip_by_value(rate, 0.0, self.peak)
+
+    def get_config(self) -> dict:
+        return {"peak": self.peak, "warmup_steps": self.warmup_steps,
+                "total_steps": self.total_steps}
 
 
 def make_optimizer(peak: float, config: TrainingConfig, total_steps: int, name: str):
     optimizer = tf_keras.optimizers.AdamW(
-        learning_rate=warmup_linear_decay(peak, config.warmup_steps, total_steps),
+        learning_rate=WarmupLinearDecay(
+            peak, effective_warmup_steps(config.warmup_steps, total_steps), total_steps),
         weight_decay=config.weight_decay, beta_1=0.9, beta_2=0.999, epsilon=1e-6, name=name)
     optimizer.exclude_from_weight_decay(var_names=["LayerNorm", "layer_norm", "bias"])
     return optimizer
