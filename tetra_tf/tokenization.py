@@ -27,6 +27,12 @@ SEP_TOKEN = "[SEP]"
 PAD_TOKEN = "[PAD]"
 UNK_TOKEN = "[UNK]"
 
+# Work bounds, in subword pieces (what the encoder's cost grows with). A word's pieces past
+# the cap are dropped from its middle, keeping its last piece (whose position the heads read).
+MAX_PIECES_PER_WORD = 8
+# The most pieces one call of the exported model accepts, over all its sentences.
+MAX_PIECES_PER_CALL = 32768
+
 # Whole-token PTB escapes: brackets and the LaTeX-style quotes of the treebank.
 PTB_TOKEN_ESCAPES = {
     "-LRB-": "(",
