@@ -53,10 +53,10 @@ from absl import app, flags, logging  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from bench import reference_pipeline  # noqa: E402  (imports neither torch nor TF)
-from tetra_tf import encoders, export, tags as tags_lib, treebank  # noqa: E402
+from tetra_tf import encoders, export, model_dir as model_dir_lib, tags as tags_lib, treebank  # noqa: E402
 from tetra_tf.model import ENCODER_INPUTS, HeadsConfig  # noqa: E402
 from tetra_tf.parser import Parser  # noqa: E402
-from tetra_tf.train import ENCODER_VOCAB_FILE, VOCAB_DIR, TaggerSpec, build_tagger  # noqa: E402
+from tetra_tf.model_dir import ENCODER_VOCAB_FILE, VOCAB_DIR, TaggerSpec, build_tagger  # noqa: E402
 
 _EXPORT_DIR = flags.DEFINE_string("export_dir", None, "An exported SavedModel to measure.")
 # Not --model_dir: tetra_tf.train (imported by export) defines that flag.
@@ -230,7 +230,7 @@ def main(argv):
             started = time.time()
             export.export(checkpoint, export_dir)
             print(f"exported {checkpoint} in {time.time() - started:.1f} s")
-            model_dir = export.resolve_checkpoint(checkpoint)[0]
+            model_dir = model_dir_lib.resolve_checkpoint(checkpoint)[0]
         started = time.time()
         parser = Parser(export_dir)
         model = parser.model

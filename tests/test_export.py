@@ -17,7 +17,7 @@ import tensorflow as tf
 from tetra_tf import decoding, encoders, export, tags as tags_lib, treebank
 from tetra_tf.parser import Parser
 from tetra_tf.tags import TagVocabularies
-from tetra_tf.train import CONFIG_FILE, TaggerSpec, build_tagger
+from tetra_tf.model_dir import CONFIG_FILE, ModelDirError, TaggerSpec, build_tagger
 
 sys.path.insert(0, os.path.dirname(__file__))
 import tiny_model  # noqa: E402
@@ -363,22 +363,6 @@ def test_saved_model_cli_show(export_dir):
 # Checkpoints and errors
 
 
-def test_resolve_checkpoint(model_dir, tmp_path):
-    assert export.resolve_checkpoint(model_dir) == (
-        os.path.normpath(model_dir), os.path.join(os.path.normpath(model_dir), "best", "model"))
-    best = os.path.join(model_dir, "best", "model")
-    assert export.resolve_checkpoint(best) == (os.path.normpath(model_dir), best)
-    with pytest.raises(export.ExportError, match="no such model directory"):
-        export.resolve_checkpoint(str(tmp_path / "missing"))
-    with pytest.raises(export.ExportError, match="not a tetra-tf model directory"):
-        export.resolve_checkpoint(str(tmp_path))
-    empty_model = tmp_path / "empty_model"
-    empty_model.mkdir()
-    shutil.copy(os.path.join(model_dir, CONFIG_FILE), empty_model / CONFIG_FILE)
-    with pytest.raises(export.ExportError, match="holds no checkpoint"):
-        export.resolve_checkpoint(str(empty_model))
-
-
 def test_rolling_checkpoint_is_used_without_best(model_dir, tmp_path, loaded):
     # A model dir with only ckpt/ (weights plus optimizer-like state) exports the same model.
     rolling = tmp_path / "rolling"
@@ -404,7 +388,7 @@ def test_mismatched_checkpoint_is_a_clear_error(model_dir, tmp_path):
     spec = TaggerSpec.load(str(other))
     spec.heads.num_pos_tags += 1  # a different model
     spec.save(str(other))
-    with pytest.raises(export.ExportError, match="does not restore"):
+    with pytest.raises(ModelDirError, match="does not restore"):
         export.export(str(other), str(tmp_path / "out" / "1"))
     assert not (tmp_path / "out" / "1").exists()
 

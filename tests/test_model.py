@@ -6,7 +6,7 @@ import pytest
 import tetra_tf  # noqa: F401
 import tensorflow as tf
 
-from tetra_tf import encoders, input_pipeline, train
+from tetra_tf import encoders, input_pipeline, model_dir, train
 from tetra_tf.model import HeadsConfig, TetraTagger, tagging_loss_terms
 from tetra_tf.tags import TagVocabularies
 from tetra_tf.tokenization import SubwordTokenizer
@@ -28,8 +28,8 @@ def make_model(encoder_dir, data_dir):
     vocabs = TagVocabularies.load(data_dir)
     pretrained = encoders.load_pretrained_encoder(encoder_dir)
     heads = HeadsConfig(len(vocabs.leaf), len(vocabs.internal), len(vocabs.pos), 0.0)
-    spec = train.TaggerSpec(pretrained.config, heads, 8)
-    return train.build_tagger(spec, pretrained.encoder), spec
+    spec = model_dir.TaggerSpec(pretrained.config, heads, 8)
+    return model_dir.build_tagger(spec, pretrained.encoder), spec
 
 
 def test_outputs_have_one_row_per_word(batch, tiny_encoder_dir, small_data_dirs):

@@ -20,7 +20,7 @@ tf.config.set_logical_device_configuration(
 
 import numpy as np  # noqa: E402
 
-from tetra_tf import encoders, input_pipeline, train  # noqa: E402
+from tetra_tf import encoders, input_pipeline, model_dir, train  # noqa: E402
 from tetra_tf.model import HeadsConfig  # noqa: E402
 from tetra_tf.tags import TagVocabularies  # noqa: E402
 from tetra_tf.tokenization import SubwordTokenizer  # noqa: E402
@@ -33,7 +33,7 @@ def run(strategy, encoder_dir, data_dir, initial_weights, batches):
     with strategy.scope():
         pretrained = encoders.load_pretrained_encoder(encoder_dir)
         heads = HeadsConfig(len(vocabs.leaf), len(vocabs.internal), len(vocabs.pos), 0.0)
-        model = train.build_tagger(train.TaggerSpec(pretrained.config, heads, 8),
+        model = model_dir.build_tagger(model_dir.TaggerSpec(pretrained.config, heads, 8),
                                    pretrained.encoder)
         if initial_weights is not None:
             model.set_weights(initial_weights)

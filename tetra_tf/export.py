@@ -51,12 +51,11 @@ from tetra_tf import cli, decoding, encoders, tags as tags_lib
 from tetra_tf.model import ENCODER_INPUTS, TetraTagger
 from tetra_tf.tags import TagVocabularies, TagVocabulary
 from tetra_tf.tokenization import SubwordTokenizer
-from tetra_tf.train import CONFIG_FILE, ENCODER_VOCAB_FILE, VOCAB_DIR, TaggerSpec, build_tagger
+from tetra_tf import model_dir as model_dir_lib
+from tetra_tf.model_dir import ModelDirError, load_tagger, resolve_checkpoint
 
 SERVING_SIGNATURE = "serving_default"
 PARSE_WORDS_SIGNATURE = "parse_words"
-BEST_CHECKPOINT = os.path.join("best", "model")
-ROLLING_CHECKPOINT_DIR = "ckpt"
 # Windows shorter than seq_length go through the encoder trimmed to the longest of them,
 # rounded up to a multiple of this (CPU matmuls prefer aligned sizes).
 DEFAULT_LENGTH_MULTIPLE = 8
@@ -66,59 +65,6 @@ DEFAULT_WINDOW_BUCKETS = (32, 64, 96, 128, 192, 256, 384)
 
 class ExportError(Exception):
     """A user mistake (bad checkpoint path, existing export dir): reported in one line."""
-
-
-# --------------------------------------------------------------------------------------
-# Checkpoints
-
-
-def resolve_checkpoint(path: str) -> tuple[str, str]:
-    """Finds the model directory and the checkpoint to export.
-
-    Args:
-      path: a training model directory (best/model is used when present, else the latest
-        checkpoint in ckpt/), or a checkpoint prefix inside one (e.g. MODEL/ckpt/ckpt-400).
-
-    Returns:
-      (model directory, checkpoint prefix).
-
-    Raises:
-      ExportError: when `path` is neither, or the model directory has no checkpoint.
-    """
-    path = os.path.normpath(path)
-    if os.path.isdir(path):
-        if not os.path.isfile(os.path.join(path, CONFIG_FILE)):
-            raise ExportError(f"{path} is not a tetra-tf model directory (no {CONFIG_FILE})")
-        best = os.path.join(path, BEST_CHECKPOINT)
-        if os.path.isfile(best + ".index"):
-            return path, best
-        latest = tf.train.latest_checkpoint(os.path.join(path, ROLLING_CHECKPOINT_DIR))
-        if latest:
-            return path, latest
-        raise ExportError(f"{path} holds no checkpoint ({BEST_CHECKPOINT} or "
-                          f"{ROLLING_CHECKPOINT_DIR}/): train the model first")
-    if os.path.isfile(path + ".index"):
-        directory = os.path.dirname(os.path.abspath(path))
-        for candidate in (directory, os.path.dirname(directory)):
-            if os.path.isfile(os.path.join(candidate, CONFIG_FILE)):
-                return candidate, path
-        raise ExportError(f"checkpoint {path} is not inside a tetra-tf model directory "
-                          f"(no {CONFIG_FILE} next to it or one level up)")
-    raise ExportError(f"{path}: no such model directory or checkpoint")
-
-
-def load_tagger(model_dir: str, checkpoint: str) -> tuple[TetraTagger, TaggerSpec]:
-    """Rebuilds the tagger of a model directory and restores its weights."""
-    spec = TaggerSpec.load(model_dir)
-    tagger = build_tagger(spec)
-    try:
-        status = tf.train.Checkpoint(model=tagger).read(checkpoint)
-        status.expect_partial()  # rolling checkpoints also hold optimizers
-        status.assert_existing_objects_matched()
-    except (AssertionError, ValueError, tf.errors.OpError) as e:
-        raise ExportError(f"{checkpoint}: does not restore the model of {model_dir} "
-                          f"({str(e).splitlines()[0][:300]})") from None
-    return tagger, spec
 
 
 # --------------------------------------------------------------------------------------
@@ -538,12 +484,11 @@ def build_module(model_dir: str, checkpoint: str,
                  length_multiple: int = DEFAULT_LENGTH_MULTIPLE) -> ParserModule:
     """Restores the tagger of a model directory and wraps it for export."""
     tagger, spec = load_tagger(model_dir, checkpoint)
-    vocab_dir = os.path.join(model_dir, VOCAB_DIR)
     try:
-        vocabs = TagVocabularies.load(vocab_dir)
+        vocabs = TagVocabularies.load(model_dir_lib.vocab_dir(model_dir))
     except (FileNotFoundError, ValueError) as e:
         raise ExportError(str(e)) from None
-    encoder_vocab = os.path.join(vocab_dir, ENCODER_VOCAB_FILE)
+    encoder_vocab = model_dir_lib.encoder_vocab_path(model_dir)
     if not os.path.isfile(encoder_vocab):
         raise ExportError(f"{encoder_vocab} not found: the encoder vocabulary is missing")
     tokenizer = SubwordTokenizer(encoder_vocab, lower_case=spec.encoder.do_lower_case)
@@ -562,7 +507,8 @@ def export(checkpoint: str, export_dir: str, overwrite: bool = False,
       The checkpoint prefix that was exported.
 
     Raises:
-      ExportError: for a bad checkpoint path or an existing export_dir (unless overwrite).
+      ModelDirError: for a bad checkpoint path.
+      ExportError: for an existing export_dir (unless overwrite).
     """
     model_dir, prefix = resolve_checkpoint(checkpoint)
     export_dir = os.path.normpath(export_dir)
@@ -614,7 +560,7 @@ def main(argv) -> int:
     started = time.time()
     try:
         prefix = export(FLAGS.checkpoint, FLAGS.export_dir, overwrite=FLAGS.overwrite)
-    except (ExportError, FileNotFoundError) as e:
+    except (ExportError, ModelDirError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except Exception as e:  # pylint: disable=broad-except

@@ -35,13 +35,12 @@ import tf_keras
 from tqdm import tqdm
 
 from tetra_tf import cli, decoding, encoders, evaluate, input_pipeline, records
+from tetra_tf import model_dir as model_dir_lib
 from tetra_tf.model import ENCODER_INPUTS, HeadsConfig, TetraTagger, tagging_loss_terms
+from tetra_tf.model_dir import TaggerSpec, build_tagger
 from tetra_tf.tags import TagVocabularies, tags_to_tree
 from tetra_tf.tokenization import SubwordTokenizer
 
-CONFIG_FILE = "tagger_config.json"
-VOCAB_DIR = "vocab"
-ENCODER_VOCAB_FILE = "encoder_vocab.txt"
 MODEL_INPUTS = ENCODER_INPUTS + ("word_end_positions",)
 
 
@@ -66,46 +65,6 @@ class TrainingConfig:
     seed: int = 1
     jit_compile: bool = False
     mixed_precision: str = "none"
-
-
-@dataclasses.dataclass
-class TaggerSpec:
-    """What a model directory records about the model: enough to rebuild it."""
-
-    encoder: encoders.EncoderConfig
-    heads: HeadsConfig
-    max_stack_depth: int
-
-    def save(self, model_dir: str) -> None:
-        with open(os.path.join(model_dir, CONFIG_FILE), "w", encoding="utf-8") as f:
-            json.dump({"encoder": self.encoder.to_dict(),
-                       "heads": dataclasses.asdict(self.heads),
-                       "max_stack_depth": self.max_stack_depth}, f, indent=2)
-
-    @classmethod
-    def load(cls, model_dir: str) -> "TaggerSpec":
-        path = os.path.join(model_dir, CONFIG_FILE)
-        if not os.path.isfile(path):
-            raise FileNotFoundError(f"{path} not found: not a tetra-tf model directory")
-        with open(path, encoding="utf-8") as f:
-            spec = json.load(f)
-        return cls(encoders.EncoderConfig.from_dict(spec["encoder"]), HeadsConfig(**spec["heads"]),
-                   int(spec["max_stack_depth"]))
-
-
-def build_tagger(spec: TaggerSpec, encoder: tf_keras.Model | None = None) -> TetraTagger:
-    """Builds the tagger (randomly initialized unless an encoder is given) and its variables."""
-    if encoder is None:
-        encoder = encoders.encoder_from_config(spec.encoder)
-    model = TetraTagger(encoder, spec.heads)
-    model(dummy_inputs(), training=False)
-    return model
-
-
-def dummy_inputs(batch_size: int = 1, length: int = 8, words: int = 2) -> dict:
-    inputs = {key: tf.zeros([batch_size, 1, length], tf.int32) for key in ENCODER_INPUTS}
-    inputs["word_end_positions"] = tf.zeros([batch_size, words], tf.int32)
-    return inputs
 
 
 def is_chief(strategy: tf.distribute.Strategy) -> bool:
@@ -370,8 +329,8 @@ def prepare_model_dir(model_dir: str, train_data: str, encoder_path: str | None,
       (vocabs, spec, pretrained encoder or None when resuming).
     """
     vocabs = TagVocabularies.load(train_data)
-    vocab_dir = os.path.join(model_dir, VOCAB_DIR)
-    if os.path.isfile(os.path.join(model_dir, CONFIG_FILE)):
+    vocab_dir = model_dir_lib.vocab_dir(model_dir)
+    if os.path.isfile(os.path.join(model_dir, model_dir_lib.CONFIG_FILE)):
         saved = TagVocabularies.load(vocab_dir)
         if saved != vocabs:
             raise UsageError(
@@ -386,7 +345,7 @@ def prepare_model_dir(model_dir: str, train_data: str, encoder_path: str | None,
         return vocabs, spec, pretrained
     os.makedirs(model_dir, exist_ok=True)
     vocabs.save(vocab_dir)
-    shutil.copyfile(pretrained.vocab_path, os.path.join(vocab_dir, ENCODER_VOCAB_FILE))
+    shutil.copyfile(pretrained.vocab_path, model_dir_lib.encoder_vocab_path(model_dir))
     spec.save(model_dir)
     return vocabs, spec, pretrained
 
@@ -422,7 +381,7 @@ def train(train_data: str, dev_data: str | None, model_dir: str, config: Trainin
             model_dir, train_data, encoder_path, config, write=is_chief(strategy))
     check_same_vocabulary(train_data, vocabs, "--train_data")
     encoder_vocab = (pretrained.vocab_path if pretrained
-                     else os.path.join(model_dir, VOCAB_DIR, ENCODER_VOCAB_FILE))
+                     else model_dir_lib.encoder_vocab_path(model_dir))
     tokenizer = SubwordTokenizer(encoder_vocab, lower_case=spec.encoder.do_lower_case)
     train_set, train_summary = load_training_data(
         train_data, vocabs, tokenizer, input_config, "--train_data")
@@ -444,18 +403,19 @@ def train(train_data: str, dev_data: str | None, model_dir: str, config: Trainin
         trainer = Trainer(model, config, total_steps, strategy)
     checkpoint = trainer.checkpoint()
     chief = is_chief(strategy)
-    latest = tf.train.latest_checkpoint(os.path.join(model_dir, "ckpt"))
+    latest = tf.train.latest_checkpoint(
+        os.path.join(model_dir, model_dir_lib.ROLLING_CHECKPOINT_DIR))
     # Every worker takes part in saving; only the chief's copy is kept (TF's recipe).
-    save_dir = (os.path.join(model_dir, "ckpt") if chief
+    save_dir = (os.path.join(model_dir, model_dir_lib.ROLLING_CHECKPOINT_DIR) if chief
                 else tempfile.mkdtemp(prefix="tetra_tf_worker_ckpt_"))
     manager = tf.train.CheckpointManager(checkpoint, save_dir, max_to_keep=2)
     if latest:
         checkpoint.restore(latest).assert_existing_objects_matched()
         logging.info("resumed from %s at step %d", latest, int(trainer.step.numpy()))
         print(f"resumed from step {int(trainer.step.numpy())}", file=sys.stderr, flush=True)
-    best_path = os.path.join(model_dir, "best")
+    best_path = os.path.join(model_dir, model_dir_lib.BEST_DIR)
     best = _read_json(os.path.join(best_path, "best.json")) or {"dev_f1": -1.0}
-    history = _read_json(os.path.join(model_dir, "history.json")) or []
+    history = _read_json(os.path.join(model_dir, model_dir_lib.HISTORY_FILE)) or []
 
     writer = tf.summary.create_file_writer(
         os.path.join(model_dir, "logs") if chief else tempfile.mkdtemp(prefix="tetra_tf_logs_"))
@@ -517,7 +477,7 @@ def train(train_data: str, dev_data: str | None, model_dir: str, config: Trainin
             _write_json(os.path.join(best_path, "best.json"), best)
             message += " (best)"
         print(message, file=sys.stderr, flush=True)
-        _write_json(os.path.join(model_dir, "history.json"), history)
+        _write_json(os.path.join(model_dir, model_dir_lib.HISTORY_FILE), history)
     return {"steps": int(trainer.step.numpy()), "resumed_from_step": start_step,
             "seconds": time.time() - started, "best": best, "history": history}
 
@@ -542,18 +502,12 @@ def evaluate_model(model_dir: str, data_dir: str, checkpoint: str | None = None,
       F1 and more with gold POS on the leaves (the standard), F1 with the predicted POS,
       and the POS accuracy.
     """
-    spec = TaggerSpec.load(model_dir)
-    vocabs = TagVocabularies.load(os.path.join(model_dir, VOCAB_DIR))
-    check_same_vocabulary(data_dir, vocabs, "--evaluate")
     if checkpoint is None:
-        best = os.path.join(model_dir, "best", "model")
-        checkpoint = best if tf.io.gfile.exists(best + ".index") else tf.train.latest_checkpoint(
-            os.path.join(model_dir, "ckpt"))
-    if not checkpoint:
-        raise UsageError(f"{model_dir} holds no checkpoint yet")
-    model = build_tagger(spec)
-    tf.train.Checkpoint(model=model).read(checkpoint).expect_partial()
-    tokenizer = SubwordTokenizer(os.path.join(model_dir, VOCAB_DIR, ENCODER_VOCAB_FILE),
+        model_dir, checkpoint = model_dir_lib.resolve_checkpoint(model_dir)
+    vocabs = TagVocabularies.load(model_dir_lib.vocab_dir(model_dir))
+    check_same_vocabulary(data_dir, vocabs, "--evaluate")
+    model, spec = model_dir_lib.load_tagger(model_dir, checkpoint)
+    tokenizer = SubwordTokenizer(model_dir_lib.encoder_vocab_path(model_dir),
                                  lower_case=spec.encoder.do_lower_case)
     input_config = input_pipeline.InputConfig(batch_size=batch_size)
     data, _ = load_training_data(data_dir, vocabs, tokenizer, input_config, "--evaluate")
@@ -635,7 +589,7 @@ def main(argv):
             return 2
         try:
             scores = evaluate_model(FLAGS.model_dir, FLAGS.evaluate)
-        except (UsageError, FileNotFoundError) as e:
+        except (UsageError, model_dir_lib.ModelDirError, FileNotFoundError) as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
         print(json.dumps(scores, indent=2))
