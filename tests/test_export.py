@@ -15,6 +15,7 @@ import pytest
 import tensorflow as tf
 
 from tetra_tf import decoding, encoders, export, tags as tags_lib, treebank
+from tetra_tf.inference_encoder import InferenceEncoder
 from tetra_tf.parser import Parser
 from tetra_tf.tags import TagVocabularies
 from tetra_tf.model_dir import CONFIG_FILE, ModelDirError, TaggerSpec, build_tagger
@@ -280,7 +281,7 @@ def test_inference_encoder_equals_keras_encoder(activation, epsilon):
     types = rng.integers(0, 2, (4, 10)).astype(np.int32) * mask
     expected = encoder(dict(input_word_ids=ids, input_mask=mask, input_type_ids=types),
                        training=False)["sequence_output"].numpy()
-    got = export.InferenceEncoder(encoder, config)(tf.constant(ids), tf.constant(mask),
+    got = InferenceEncoder(encoder, config)(tf.constant(ids), tf.constant(mask),
                                                    tf.constant(types)).numpy()
     real = mask.astype(bool)
     np.testing.assert_allclose(got[real], expected[real], rtol=1e-4, atol=1e-4)

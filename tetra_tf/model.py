@@ -67,13 +67,21 @@ class TetraTagger(tf_keras.Model):
         sequence = tf.reshape(sequence, [batch_size, windows * length, -1])
         return tf.gather(sequence, inputs["word_end_positions"], batch_dims=1)
 
-    def call(self, inputs: dict, training=None) -> dict:
-        features = self.feature_dropout(self.word_features(inputs, training), training=training)
+    def head_logits(self, features: tf.Tensor) -> dict:
+        """Word features [B, W, H] → the three heads' float32 logits [B, W, V].
+
+        Training (through `call`) and the export (on features it computes its own way)
+        both score words here.
+        """
         return {
             "leaf_logits": tf.cast(self.leaf_head(features), tf.float32),
             "internal_logits": tf.cast(self.internal_head(features), tf.float32),
             "pos_logits": tf.cast(self.pos_head(features), tf.float32),
         }
+
+    def call(self, inputs: dict, training=None) -> dict:
+        features = self.feature_dropout(self.word_features(inputs, training), training=training)
+        return self.head_logits(features)
 
     @property
     def head_variables(self) -> list[tf.Variable]:
