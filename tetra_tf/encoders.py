@@ -148,72 +148,84 @@ class EncoderConfig:
         position_type = config.get("position_embedding_type", "absolute")
         if position_type != "absolute":
             raise ValueError(f"unsupported position_embedding_type {position_type!r}")
-        return cls(
-            vocab_size=int(config["vocab_size"]),
-            hidden_size=int(config["hidden_size"]),
-            num_layers=int(config["num_hidden_layers"]),
-            num_attention_heads=int(config["num_attention_heads"]),
-            intermediate_size=int(config["intermediate_size"]),
-            max_sequence_length=int(config.get("max_position_embeddings", 512)),
-            type_vocab_size=int(config.get("type_vocab_size", 2)),
-            hidden_dropout_rate=float(config.get("hidden_dropout_prob", 0.1)),
-            attention_dropout_rate=float(config.get("attention_probs_dropout_prob", 0.1)),
-            norm_epsilon=float(config.get("layer_norm_eps", 1e-12)),
-            initializer_range=float(config.get("initializer_range", 0.02)),
-            activation=_map_activation(config.get("hidden_act", "gelu"), _HF_ACTIVATIONS),
-            do_lower_case=True if do_lower_case is None else bool(do_lower_case),
-        )
+        return cls._from_keys(config, _HF_KEYS, _HF_ACTIVATIONS, do_lower_case)
 
     @classmethod
     def from_bert_config(cls, config: Mapping[str, Any],
                          do_lower_case: bool | None = None) -> "EncoderConfig":
         """From a Google ``bert_config.json`` dict."""
-        embedding_size = config.get("embedding_size")
-        if embedding_size not in (None, config["hidden_size"]):
-            raise ValueError(f"factorized embeddings (embedding_size {embedding_size} != "
-                             f"hidden_size {config['hidden_size']}) are not supported")
-        return cls(
-            vocab_size=int(config["vocab_size"]),
-            hidden_size=int(config["hidden_size"]),
-            num_layers=int(config["num_hidden_layers"]),
-            num_attention_heads=int(config["num_attention_heads"]),
-            intermediate_size=int(config["intermediate_size"]),
-            max_sequence_length=int(config.get("max_position_embeddings", 512)),
-            type_vocab_size=int(config.get("type_vocab_size", 2)),
-            hidden_dropout_rate=float(config.get("hidden_dropout_prob", 0.1)),
-            attention_dropout_rate=float(config.get("attention_probs_dropout_prob", 0.1)),
-            norm_epsilon=1e-12,
-            initializer_range=float(config.get("initializer_range", 0.02)),
-            activation=_map_activation(config.get("hidden_act", "gelu"), _GOOGLE_ACTIVATIONS),
-            do_lower_case=True if do_lower_case is None else bool(do_lower_case),
-        )
+        _check_unfactorized(config)
+        return cls._from_keys(config, _GOOGLE_KEYS, _GOOGLE_ACTIVATIONS, do_lower_case)
 
     @classmethod
     def from_tf_models_config(cls, config: Mapping[str, Any],
                               do_lower_case: bool | None = None) -> "EncoderConfig":
         """From tf-models' ``task.model.encoder.bert`` params (BertEncoderConfig)."""
-        embedding_size = config.get("embedding_size")
-        if embedding_size not in (None, config["hidden_size"]):
-            raise ValueError(f"factorized embeddings (embedding_size {embedding_size} != "
-                             f"hidden_size {config['hidden_size']}) are not supported")
+        _check_unfactorized(config)
         if config.get("norm_first"):
             raise ValueError("pre-norm (norm_first) BERT encoders are not supported")
-        return cls(
-            vocab_size=int(config["vocab_size"]),
-            hidden_size=int(config.get("hidden_size", 768)),
-            num_layers=int(config.get("num_layers", 12)),
-            num_attention_heads=int(config.get("num_attention_heads", 12)),
-            intermediate_size=int(config.get("intermediate_size", 3072)),
-            max_sequence_length=int(config.get("max_position_embeddings", 512)),
-            type_vocab_size=int(config.get("type_vocab_size", 2)),
-            hidden_dropout_rate=float(config.get("dropout_rate", 0.1)),
-            attention_dropout_rate=float(config.get("attention_dropout_rate", 0.1)),
-            norm_epsilon=float(config.get("norm_epsilon", 1e-12)),
-            initializer_range=float(config.get("initializer_range", 0.02)),
-            activation=_map_activation(config.get("hidden_activation", "gelu"),
-                                       _GOOGLE_ACTIVATIONS),
-            do_lower_case=True if do_lower_case is None else bool(do_lower_case),
-        )
+        return cls._from_keys(config, _TF_MODELS_KEYS, _GOOGLE_ACTIVATIONS, do_lower_case)
+
+    @classmethod
+    def _from_keys(cls, config: Mapping[str, Any], keys: Mapping[str, tuple[str | None, Any]],
+                   activations: Mapping[str, str],
+                   do_lower_case: bool | None) -> "EncoderConfig":
+        """Reads each field from its key in `config` (`keys`: field → (key, default))."""
+        types = {"int": int, "float": float, "str": str}
+        values = {}
+        for field in dataclasses.fields(cls):
+            if field.name not in keys:
+                continue
+            key, default = keys[field.name]
+            if key is not None and key in config:
+                values[field.name] = types[field.type](config[key])
+            elif default is not None:
+                values[field.name] = default
+            else:
+                raise ValueError(f"encoder config lacks {key!r}")
+        values["activation"] = _map_activation(values["activation"], activations)
+        values["do_lower_case"] = True if do_lower_case is None else bool(do_lower_case)
+        return cls(**values)
+
+
+# Per source format: field → (the format's key, default when the key is absent; None: the
+# key is required). A None key means the format has no such setting: the default holds.
+_HF_KEYS = {
+    "vocab_size": ("vocab_size", None),
+    "hidden_size": ("hidden_size", None),
+    "num_layers": ("num_hidden_layers", None),
+    "num_attention_heads": ("num_attention_heads", None),
+    "intermediate_size": ("intermediate_size", None),
+    "max_sequence_length": ("max_position_embeddings", 512),
+    "type_vocab_size": ("type_vocab_size", 2),
+    "hidden_dropout_rate": ("hidden_dropout_prob", 0.1),
+    "attention_dropout_rate": ("attention_probs_dropout_prob", 0.1),
+    "norm_epsilon": ("layer_norm_eps", 1e-12),
+    "initializer_range": ("initializer_range", 0.02),
+    "activation": ("hidden_act", "gelu"),
+}
+_GOOGLE_KEYS = {**_HF_KEYS, "norm_epsilon": (None, 1e-12)}
+_TF_MODELS_KEYS = {
+    "vocab_size": ("vocab_size", None),
+    "hidden_size": ("hidden_size", 768),
+    "num_layers": ("num_layers", 12),
+    "num_attention_heads": ("num_attention_heads", 12),
+    "intermediate_size": ("intermediate_size", 3072),
+    "max_sequence_length": ("max_position_embeddings", 512),
+    "type_vocab_size": ("type_vocab_size", 2),
+    "hidden_dropout_rate": ("dropout_rate", 0.1),
+    "attention_dropout_rate": ("attention_dropout_rate", 0.1),
+    "norm_epsilon": ("norm_epsilon", 1e-12),
+    "initializer_range": ("initializer_range", 0.02),
+    "activation": ("hidden_activation", "gelu"),
+}
+
+
+def _check_unfactorized(config: Mapping[str, Any]) -> None:
+    embedding_size = config.get("embedding_size")
+    if embedding_size not in (None, config["hidden_size"]):
+        raise ValueError(f"factorized embeddings (embedding_size {embedding_size} != "
+                         f"hidden_size {config['hidden_size']}) are not supported")
 
 
 def _map_activation(name: str, table: Mapping[str, str]) -> str:

@@ -19,8 +19,6 @@ import tensorflow as tf
 from tetra_tf import records
 from tetra_tf.tokenization import SubwordTokenizer, pack_windows
 
-LABEL_KEYS = ("leaf_tag_ids", "internal_tag_ids", "pos_tag_ids")
-
 
 @dataclasses.dataclass(frozen=True)
 class InputConfig:
@@ -86,7 +84,7 @@ def summarize(dataset: tf.data.Dataset, config: InputConfig) -> DataSummary:
     max_ids = collections.defaultdict(lambda: -1)
     lengths = dataset.map(lambda e: {"num_pieces": e["num_pieces"],
                                      **{k: tf.reduce_max(tf.concat([e[k], [-1]], 0))
-                                        for k in LABEL_KEYS}})
+                                        for k in records.TAG_ID_FEATURES}})
     count = 0
     for item in lengths.as_numpy_iterator():
         count += 1
@@ -95,7 +93,7 @@ def summarize(dataset: tf.data.Dataset, config: InputConfig) -> DataSummary:
             too_long += 1
         else:
             sizes[bucket] += 1
-        for key in LABEL_KEYS:
+        for key in records.TAG_ID_FEATURES:
             max_ids[key] = max(max_ids[key], int(item[key]))
     return DataSummary(count, sizes, too_long, dict(max_ids))
 
@@ -123,7 +121,7 @@ def _pack_example(example: dict, tokenizer: SubwordTokenizer, seq_length: int,
                           pad_id=tokenizer.pad_id)
     features = {key: value[0] for key, value in packed.items()}
     width = tf.shape(features["word_end_positions"])[0]
-    for key in LABEL_KEYS:
+    for key in records.TAG_ID_FEATURES:
         ids = tf.cast(example[key], tf.int32)
         features[key] = tf.pad(ids, [[0, width - tf.shape(ids)[0]]], constant_values=-1)
         if max_words is not None:
@@ -204,7 +202,7 @@ def pad_batch(batch: dict, batch_size: int) -> dict:
         return batch
     padded = {}
     for key, value in batch.items():
-        fill = -1 if key in LABEL_KEYS else (b"" if value.dtype.kind in "SO" else 0)
+        fill = -1 if key in records.TAG_ID_FEATURES else (b"" if value.dtype.kind in "SO" else 0)
         pad = np.full((missing,) + value.shape[1:], fill, dtype=value.dtype)
         padded[key] = np.concatenate([value, pad])
     return padded

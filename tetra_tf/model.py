@@ -13,10 +13,12 @@ import tetra_tf  # noqa: F401  (selects Keras 2 before TensorFlow loads)
 import tensorflow as tf
 import tf_keras
 
+from tetra_tf import records
+
 ENCODER_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
-LABEL_KEYS = ("leaf_tag_ids", "internal_tag_ids", "pos_tag_ids")
-LOGIT_KEYS = {"leaf_tag_ids": "leaf_logits", "internal_tag_ids": "internal_logits",
-              "pos_tag_ids": "pos_logits"}
+# The logits each head gives, keyed by the record feature that holds its gold tag ids.
+LOGIT_KEYS = {records.LEAF_TAG_IDS: "leaf_logits", records.INTERNAL_TAG_IDS: "internal_logits",
+              records.POS_TAG_IDS: "pos_logits"}
 
 
 @dataclasses.dataclass
@@ -97,7 +99,7 @@ def tagging_loss_terms(outputs: dict, labels: dict) -> dict[str, tuple[tf.Tensor
     by the count over the whole global batch, which keeps every replica count equal.
     """
     terms = {}
-    for label_key in LABEL_KEYS:
+    for label_key in records.TAG_ID_FEATURES:
         ids = labels[label_key]
         mask = tf.cast(ids >= 0, tf.float32)
         losses = tf.nn.sparse_softmax_cross_entropy_with_logits(
