@@ -168,7 +168,9 @@ def line_to_words(text: str, tokenize: bool = False, max_words: int = 0) -> list
     if 0 < max_words < len(words):
         raise InvalidLine(TOO_MANY_WORDS, f"{len(words)} words, more than "
                           f"--max_words={max_words}")
-    return [escape_brackets(word) for word in words]
+    if "(" in text or ")" in text:
+        words = [escape_brackets(word) for word in words]
+    return words
 
 
 def read_lines(input_file: IO, tokenize: bool = False, max_words: int = 0,
@@ -238,12 +240,17 @@ def chunks(lines: Iterator[Line], max_lines: int = CHUNK_LINES,
     size = 0
     for line in lines:
         chunk.append(line)
-        size += sum(len(word) + 1 for word in line.words) if line.words else 1
+        size += _length(line.words) if line.words else 1
         if len(chunk) >= max_lines or size >= max_bytes:
             yield chunk
             chunk, size = [], 0
     if chunk:
         yield chunk
+
+
+def _length(words: Sequence[str]) -> int:
+    """The length of the words joined by spaces, plus one (what the Parser sorts by)."""
+    return sum(map(len, words)) + len(words)
 
 
 def _rejection_errors() -> tuple[type[Exception], ...]:
@@ -268,7 +275,7 @@ def parse_sentences(parser, sentences: Sequence[Sequence[str]], batch_size: int,
     sentences that fail alone become Rejections.
     """
     errors = _rejection_errors()
-    order = sorted(range(len(sentences)), key=lambda i: len(" ".join(sentences[i])))
+    order = sorted(range(len(sentences)), key=lambda i: _length(sentences[i]))
     results: list[str | Rejection] = [Rejection("")] * len(sentences)
     for start in range(0, len(order), batch_size):
         indices = order[start:start + batch_size]
