@@ -29,10 +29,15 @@ def export_dir(tmp_path_factory):
     return path
 
 
-def _cli(*args, stdin=""):
+def _cli(*args, stdin: str | bytes = ""):
+    """Runs the CLI; stdout and stderr come back as text (decoded as UTF-8)."""
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=REPO)
-    return subprocess.run([sys.executable, "-m", "tetra_tf.parse", *args], input=stdin,
-                          capture_output=True, text=True, env=env, timeout=300)
+    data = stdin if isinstance(stdin, bytes) else stdin.encode("utf-8")
+    result = subprocess.run([sys.executable, "-m", "tetra_tf.parse", *args], input=data,
+                            capture_output=True, env=env, timeout=300)
+    return subprocess.CompletedProcess(result.args, result.returncode,
+                                       result.stdout.decode("utf-8"),
+                                       result.stderr.decode("utf-8"))
 
 
 @pytest.fixture(scope="module")
@@ -44,6 +49,37 @@ def _run(parser, text, **kwargs) -> list[str]:
     output = io.StringIO()
     parse.run(parser.export_dir, io.StringIO(text), output, parser=parser, **kwargs)
     return output.getvalue().split("\n")[:-1]
+
+
+def _run_bytes(parser, data: bytes, **kwargs) -> tuple[list[str], list[str], parse.Summary]:
+    """Runs on binary input (as the CLI does); returns output lines, error lines, summary."""
+    output, errors = io.BytesIO(), io.StringIO()
+    summary = parse.run("unused", io.BytesIO(data), output, parser=parser, errors_file=errors,
+                        **kwargs)
+    return (output.getvalue().decode("utf-8").split("\n")[:-1], errors.getvalue().splitlines(),
+            summary)
+
+
+class FakeParser:
+    """Stands in for Parser: a flat tree per sentence; rejects sentences holding 'POISON'."""
+
+    def __init__(self, on_call=None):
+        self.calls: list[list[int]] = []  # per call, each sentence's number of words
+        self._on_call = on_call
+
+    def parse_to_strings(self, sentences, batch_size=64):
+        assert len(sentences) <= batch_size
+        self.calls.append([len(words) for words in sentences])
+        if self._on_call is not None:
+            self._on_call()
+        if any("POISON" in words for words in sentences):
+            raise ValueError("sentence 0: POISON is not a word\nsecond line")
+        return ["(TOP " + " ".join(f"(X {word})" for word in words) + ")"
+                for words in sentences]
+
+
+def _flat(words: str) -> str:
+    return "(TOP " + " ".join(f"(X {word})" for word in words.split()) + ")"
 
 
 def test_one_tree_per_line_in_order(parser):
@@ -61,6 +97,18 @@ def test_last_line_without_newline_and_crlf(parser):
     assert len(_run(parser, "a b\r\nc d")) == 2
 
 
+def test_bom_crlf_and_bad_bytes_in_binary_input(parser):
+    data = b"\xef\xbb\xbfThe cat\r\ncaf\xe9 au lait\nHi \xef\xbb\xbf\r\nlast"
+    out, errors, summary = _run_bytes(parser, data, on_error="skip")
+    assert [nltk.Tree.fromstring(line).leaves() if line else None for line in out] == [
+        ["The", "cat"], None, ["Hi", "\ufeff"], ["last"]]  # only the first BOM is dropped
+    assert errors == ["line 2: not UTF-8 (byte 0xE9 at byte 4 of the line)"]
+    assert (summary.lines, summary.trees, dict(summary.bad)) == (4, 3, {parse.NOT_UTF8: 1})
+    with pytest.raises(parse.BadLineError, match="line 2: not UTF-8") as raised:
+        _run_bytes(parser, data)
+    assert raised.value.trees_written == 1
+
+
 def test_tokenize_raw_text(parser):
     text = 'He said, "Hello (world)" -- it costs $5.50.\n'
     (line,) = _run(parser, text, tokenize=True)
@@ -70,9 +118,105 @@ def test_tokenize_raw_text(parser):
 
 
 @pytest.mark.parametrize("text, line_number", [("a\n\nb\n", 2), ("a\n  \t\n", 2), ("\n", 1)])
-def test_empty_line_is_an_input_error(parser, text, line_number):
-    with pytest.raises(parse.InputError, match=f"line {line_number} is empty"):
-        _run(parser, text)
+def test_empty_line_fails_after_writing_the_lines_before_it(text, line_number):
+    output = io.StringIO()
+    with pytest.raises(parse.BadLineError, match=f"line {line_number}: empty") as raised:
+        parse.run("unused", io.StringIO(text), output, parser=FakeParser())
+    assert raised.value.number == line_number
+    assert raised.value.trees_written == line_number - 1
+    assert output.getvalue() == "".join(_flat(line) + "\n"
+                                        for line in text.split("\n")[:line_number - 1])
+
+
+def test_skip_keeps_line_numbers_and_reports_every_bad_line():
+    lines = [b"a b", b"", b"c POISON d", b"e " * 5, b"  \t", b"\xff\xfe", b"f" * 40, b"g h"]
+    output, errors = io.BytesIO(), io.StringIO()
+    summary = parse.run("unused", io.BytesIO(b"\n".join(lines) + b"\n"), output,
+                        parser=FakeParser(), on_error="skip", errors_file=errors,
+                        max_words=4, max_line_bytes=30, batch_size=3)
+    assert output.getvalue().decode("utf-8").split("\n")[:-1] == [
+        _flat("a b"), "", "", "", "", "", "", _flat("g h")]
+    assert errors.getvalue().splitlines() == [
+        "line 2: empty (give one sentence per line)",
+        "line 3: the model rejected it: sentence 0: POISON is not a word",
+        "line 4: 5 words, more than --max_words=4",
+        "line 5: empty (give one sentence per line)",
+        "line 6: not UTF-8 (byte 0xFF at byte 1 of the line)",
+        "line 7: longer than --max_line_bytes=30"]
+    assert (summary.lines, summary.trees) == (8, 2)
+    assert summary.bad == {parse.EMPTY: 2, parse.REJECTED: 1, parse.TOO_MANY_WORDS: 1,
+                           parse.NOT_UTF8: 1, parse.TOO_LONG: 1}
+    assert str(summary) == ("parsed 2 of 8 lines; skipped 6 (empty: 2, not UTF-8: 1, rejected "
+                            "by the model: 1, too long: 1, too many words: 1)")
+
+
+def test_a_rejected_batch_is_retried_one_sentence_at_a_time():
+    fake = FakeParser()
+    sentences = [["x" * 7], ["POISON"], ["y" * 7], ["z", "w" * 8]]
+    results = parse.parse_sentences(fake, sentences, batch_size=3)
+    assert isinstance(results[1], parse.Rejection)
+    assert [results[i] for i in (0, 2, 3)] == [_flat(" ".join(sentences[i])) for i in (0, 2, 3)]
+    # The three shortest fail as a batch and are retried one by one; then the last batch.
+    assert [len(call) for call in fake.calls] == [3, 1, 1, 1, 1]
+
+
+def test_line_length_limit_is_exact_in_bytes():
+    limit = 10
+    data = "é" * 5 + "\r\n" + "x" * 11 + "\n" + "y" * 10 + "\n" + "z" * 25
+    out, errors, _ = _run_bytes(FakeParser(), data.encode("utf-8"), on_error="skip",
+                                max_line_bytes=limit)
+    assert out == [_flat("é" * 5), "", _flat("y" * 10), ""]
+    assert errors == ["line 2: 11 bytes, more than --max_line_bytes=10",
+                      "line 4: longer than --max_line_bytes=10"]
+
+
+class GeneratedInput(io.BufferedIOBase):
+    """A binary stream of `total` generated lines that counts how many were read."""
+
+    def __init__(self, total: int):
+        super().__init__()
+        self.total, self.read_lines = total, 0
+
+    def readable(self):
+        return True
+
+    def readline(self, size=-1):
+        if self.read_lines == self.total:
+            return b""
+        self.read_lines += 1
+        return ("w " * (1 + self.read_lines % 13) + "\n").encode("ascii")
+
+
+class CountingOutput(io.BufferedIOBase):
+    """A binary sink that keeps only the number of lines written and the last line."""
+
+    def __init__(self):
+        super().__init__()
+        self.written_lines, self.last = 0, b""
+
+    def writable(self):
+        return True
+
+    def write(self, data):
+        self.written_lines += data.count(b"\n")
+        self.last = data.rsplit(b"\n", 2)[-2]
+        return len(data)
+
+
+def test_streaming_holds_one_chunk_whatever_the_input_length():
+    total, chunk_lines = 200_000, 1000
+    source, sink = GeneratedInput(total), CountingOutput()
+    held = []
+    fake = FakeParser(on_call=lambda: held.append(source.read_lines - sink.written_lines))
+    summary = parse.run("unused", source, sink, parser=fake, chunk_lines=chunk_lines,
+                        batch_size=250)
+    assert summary.trees == sink.written_lines == total
+    assert sink.last == _flat("w " * (1 + total % 13)).encode("ascii")
+    assert max(held) == chunk_lines  # read ahead of the output: one chunk, not the input
+    assert len(fake.calls) == total // 250
+    # Inside a chunk, the batches go shortest first.
+    lengths = [length for call in fake.calls[:chunk_lines // 250] for length in call]
+    assert lengths == sorted(lengths) and lengths[0] < lengths[-1]
 
 
 def test_empty_input_gives_empty_output(parser):
@@ -84,19 +228,88 @@ def test_missing_model_dir(tmp_path):
         parse.run(str(tmp_path), io.StringIO("a b\n"), io.StringIO())
 
 
-def test_cli_file_to_file_and_stdin_to_stdout(export_dir, parser, tmp_path):
+def test_replacing_output_keeps_the_old_file_on_failure(tmp_path):
+    path = tmp_path / "out.txt"
+    path.write_text("old\n")
+    os.chmod(path, 0o640)
+    link = tmp_path / "link.txt"
+    link.symlink_to(path)
+    with pytest.raises(RuntimeError):
+        with parse.replacing_output(str(link)) as stream:
+            stream.write(b"partial\n")
+            raise RuntimeError("input went bad")
+    assert path.read_text() == "old\n" and sorted(os.listdir(tmp_path)) == ["link.txt", "out.txt"]
+    with parse.replacing_output(str(link)) as stream:
+        stream.write(b"new\n")
+        assert path.read_text() == "old\n"  # not yet
+    assert link.is_symlink() and path.read_text() == "new\n"
+    assert oct(os.stat(path).st_mode & 0o777) == oct(0o640)
+    assert sorted(os.listdir(tmp_path)) == ["link.txt", "out.txt"]
+
+
+def test_cli_file_to_file_skip_and_stdin_fail(export_dir, parser, tmp_path):
     input_path, output_path = tmp_path / "in.txt", tmp_path / "out.txt"
-    input_path.write_text("\n".join(LINES) + "\n", encoding="utf-8")
+    errors_path = tmp_path / "errors.txt"
+    input_path.write_bytes(b"\xef\xbb\xbf" + "\r\n".join(LINES).encode("utf-8")
+                           + b"\r\n\r\ncaf\xe9\r\n")
+    output_path.write_text("old\n", encoding="utf-8")
     result = _cli(f"--model_dir={export_dir}", f"--input={input_path}",
-                  f"--output={output_path}")
+                  f"--output={output_path}", "--on_error=skip", f"--errors={errors_path}")
     assert result.returncode == 0, result.stderr[-2000:]
     written = output_path.read_text(encoding="utf-8").split("\n")[:-1]
-    assert written == _run(parser, "\n".join(LINES))
+    assert written == _run(parser, "\n".join(LINES)) + ["", ""]
+    assert errors_path.read_text(encoding="utf-8").splitlines() == [
+        f"line {len(LINES) + 1}: empty (give one sentence per line)",
+        f"line {len(LINES) + 2}: not UTF-8 (byte 0xE9 at byte 4 of the line)"]
     assert "sent" in result.stderr  # the progress bar
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"parsed {len(LINES)} of {len(LINES) + 2} lines; skipped 2 (empty: 1, not UTF-8: 1), "
+        f"listed in {errors_path}")
     result = _cli(f"--model_dir={export_dir}", stdin="a\n\nb\n")
     assert result.returncode == 2
+    assert result.stdout == _run(parser, "a\n")[0] + "\n"
     assert result.stderr.strip().splitlines() == [
-        "error: line 2 is empty: give one sentence per line"]
+        "error: line 2: empty (give one sentence per line); stopped: 1 tree (lines 1-1) went "
+        "to stdout before it (--on_error=skip writes an empty line for a bad line and goes on)"]
+
+
+# The CLI tests below fail before any sentence needs the model, so they do not load it.
+def test_cli_bad_bytes_name_the_line_on_stdin_and_in_files(export_dir, tmp_path):
+    expected = ("error: line 1: not UTF-8 (byte 0xE9 at byte 4 of the line); stopped: "
+                "no tree went to stdout")
+    result = _cli(f"--model_dir={export_dir}", stdin=b"caf\xe9\nok\n")
+    assert result.returncode == 2 and result.stderr.startswith(expected), result.stderr
+    input_path = tmp_path / "in.txt"
+    input_path.write_bytes(b"\xef\xbb\xbfcaf\xe9\nok\n")
+    result = _cli(f"--model_dir={export_dir}", f"--input={input_path}")
+    assert result.returncode == 2 and expected in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_cli_failure_leaves_an_existing_output_untouched(export_dir, tmp_path):
+    output_path = tmp_path / "out.txt"
+    output_path.write_text("old trees\n", encoding="utf-8")
+    result = _cli(f"--model_dir={export_dir}", f"--output={output_path}", stdin="\nok\n")
+    assert result.returncode == 2
+    assert f"line 1: empty (give one sentence per line); stopped: {output_path} was left " \
+           "unchanged" in result.stderr
+    assert output_path.read_text(encoding="utf-8") == "old trees\n"
+    assert os.listdir(tmp_path) == ["out.txt"]  # no temporary file left behind
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_cli_write_errors_are_one_line_exit_1(export_dir):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=REPO)
+    command = [sys.executable, "-m", "tetra_tf.parse", f"--model_dir={export_dir}",
+               "--on_error=skip"]
+    with open("/dev/full", "wb") as full:
+        for extra, stdout, name in ((["--output=/dev/full"], subprocess.PIPE, "/dev/full"),
+                                    ([], full, "stdout")):
+            result = subprocess.run(command + extra, input=b"\n\n", stdout=stdout,
+                                    stderr=subprocess.PIPE, env=env, timeout=300, check=False)
+            assert result.returncode == 1, result.stderr
+            assert result.stderr.decode().splitlines() == [
+                f"error: cannot write {name} (No space left on device)"]
 
 
 def test_cli_usage_errors(tmp_path):
@@ -106,8 +319,14 @@ def test_cli_usage_errors(tmp_path):
     assert "Traceback" not in result.stderr
     result = _cli("--help")
     assert result.returncode == 0 and "Exit codes" in result.stdout
+    for documented in ("--on_error=skip", "--errors", "byte order mark", "CRLF", "UTF-8"):
+        assert documented in result.stdout
     result = _cli("--batch_size=x")
     assert result.returncode == 2 and result.stderr.startswith("error: flag --batch_size")
+    result = _cli(f"--model_dir={tmp_path}", f"--errors={tmp_path / 'e.txt'}")
+    assert result.returncode == 2 and "--errors needs --on_error=skip" in result.stderr
+    result = _cli(f"--model_dir={tmp_path}", "--on_error=maybe")
+    assert result.returncode == 2 and result.stderr.startswith("error: flag --on_error")
 
 
 def test_eval_export_scores_with_gold_or_predicted_pos(export_dir, tmp_path):

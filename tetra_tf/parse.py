@@ -1,9 +1,10 @@
 r"""Parses sentences, one per line, with an exported SavedModel; writes one tree per line.
 
   python -m tetra_tf.parse --model_dir=models/tetra/1 [--input=FILE] [--output=FILE]
-      [--tokenize] [--batch_size=64]
+      [--tokenize] [--batch_size=64] [--on_error=fail|skip] [--errors=FILE]
+      [--max_words=N] [--max_line_bytes=N]
 
-Input (stdin by default, UTF-8): one sentence per line, pre-tokenized Penn Treebank tokens
+Input (stdin by default): one sentence per line, pre-tokenized Penn Treebank tokens
 separated by whitespace (-LRB-, ``, 1\/2 ... as in the treebank); with --tokenize, raw
 text, split into PTB tokens by NLTK's Treebank-style word tokenizer (brackets become
 -LRB- etc., double quotes `` and ''). Output (stdout by default): one bracketed tree per
@@ -11,18 +12,45 @@ input line, in order, ``(TOP (S ...))`` with the predicted POS tags, ready for E
 Tokens holding a bracket, such as ``:-)``, are written with -LRB-/-RRB- in its place so that
 every output line stays a readable tree.
 
+Streaming: lines are read, parsed and written in chunks (at most 4096 lines or 8 MiB of
+text; sorted by length inside a chunk so that batches pad little), so memory does not
+grow with the input; stdout receives each chunk's trees as soon as they are parsed.
+--output=FILE is written to a temporary file next to FILE and renamed onto it at the end:
+an existing FILE is replaced only by a complete output (never truncated by a failed run).
+
+Encodings and line ends: input is UTF-8 bytes; only \n ends a line (line N is the N-th
+\n-terminated line; the last line needs no \n); a \r before the \n (CRLF) is dropped, and
+any other \r is whitespace; a UTF-8 byte order mark at the very start of the input is
+dropped. Output is UTF-8 with \n line ends, whatever the locale.
+
+Bad lines: an empty or whitespace-only line, a line that is not valid UTF-8, a line longer
+than --max_line_bytes, a sentence of more than --max_words words (after --tokenize) and a
+sentence the model rejects. --on_error=fail (the default; EVALB-safe) stops at the first
+one with exit code 2, naming its line and saying how many trees were written before it
+(stdout) or that FILE was left unchanged (--output). --on_error=skip writes an empty
+line in its place, so that output line N still belongs to input line N, reports each
+bad line as "line N: REASON" to --errors=FILE (default: stderr), prints a count, and
+exits 0.
+
 Exit codes:
-  0  parsed every line
-  1  internal failure
+  0  parsed every line (with --on_error=skip: every line that was not bad)
+  1  internal failure, or the output could not be written (e.g. a full disk)
   2  usage or input error: bad flags, a missing or unreadable model directory or input
-     file, an unwritable output file, or an empty input line (the message names it)
+     file, an unwritable output file, or (with --on_error=fail) a bad input line (the
+     message names it)
 """
 
 from __future__ import annotations
 
+import collections
+import contextlib
+import dataclasses
+import io
 import os
+import stat
 import sys
-from typing import Sequence, TextIO
+import tempfile
+from typing import IO, Callable, Iterator, Sequence, TextIO
 
 import tetra_tf  # noqa: F401  (selects Keras 2 before TensorFlow loads)
 
@@ -32,14 +60,74 @@ from tetra_tf import cli
 from tqdm import tqdm
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
-# Lines are parsed (and written) in chunks, each sorted by length inside the Parser.
-CHUNK_SIZE = 4096
+# A chunk is read, parsed and written before the next is read: this bounds memory.
+CHUNK_LINES = 4096
+CHUNK_BYTES = 8 * 1024 * 1024
+# A line longer than this is a bad line (it is skipped over without being held).
+DEFAULT_MAX_LINE_BYTES = 1024 * 1024
+ON_ERROR_CHOICES = ("fail", "skip")
+_BOM = b"\xef\xbb\xbf"
 _BRACKET_ESCAPES = (("(", "-LRB-"), (")", "-RRB-"))
 _QUOTE_ESCAPES = {"\u201c": "``", "\u201d": "''", "\u2018": "`", "\u2019": "'"}
+_MAX_REASON_CHARS = 300
+
+# Kinds of bad lines, as counted in the summary.
+EMPTY, NOT_UTF8, TOO_LONG, TOO_MANY_WORDS, REJECTED = (
+    "empty", "not UTF-8", "too long", "too many words", "rejected by the model")
 
 
 class InputError(Exception):
     """A problem with the input or the flags: reported in one line, exit code 2."""
+
+
+class BadLineError(InputError):
+    """With --on_error=fail: the first bad input line, after `trees_written` trees."""
+
+    def __init__(self, number: int, reason: str, trees_written: int):
+        super().__init__(f"line {number}: {reason}")
+        self.number, self.reason, self.trees_written = number, reason, trees_written
+
+
+class InvalidLine(ValueError):
+    """Why one input line cannot be parsed: `kind` (EMPTY, ...) and a one-line reason."""
+
+    def __init__(self, kind: str, reason: str):
+        super().__init__(reason)
+        self.kind = kind
+
+
+class OutputError(Exception):
+    """The output (or errors file) could not be written: one line, exit code 1."""
+
+
+@dataclasses.dataclass
+class Line:
+    """One input line: its words, or (for a bad line) why it cannot be parsed."""
+    number: int
+    words: list[str] | None
+    kind: str = ""  # one of the bad-line kinds (EMPTY, ...) for a bad line
+    reason: str = ""
+
+
+@dataclasses.dataclass
+class Rejection:
+    """The model's (or Parser's) refusal of one sentence."""
+    reason: str
+
+
+@dataclasses.dataclass
+class Summary:
+    """What a run did: lines read, trees written, bad lines by kind."""
+    lines: int = 0
+    trees: int = 0
+    bad: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+
+    def __str__(self) -> str:
+        skipped = sum(self.bad.values())
+        text = f"parsed {self.trees} of {self.lines} lines; skipped {skipped}"
+        if skipped:
+            text += " (" + ", ".join(f"{kind}: {n}" for kind, n in sorted(self.bad.items())) + ")"
+        return text
 
 
 def escape_brackets(word: str) -> str:
@@ -49,60 +137,251 @@ def escape_brackets(word: str) -> str:
     return word
 
 
+_tokenizer = None
+
+
 def ptb_tokenize(text: str) -> list[str]:
     """Splits raw text into PTB-style tokens (NLTK's improved Treebank tokenizer).
 
     Brackets become -LRB-/-RRB-/-LSB-/..., straight and curly double quotes `` and '',
     and the sentence-final period is split off; needs no NLTK data downloads.
     """
-    from nltk.tokenize import NLTKWordTokenizer  # pylint: disable=import-outside-toplevel
+    global _tokenizer  # pylint: disable=global-statement
+    if _tokenizer is None:
+        from nltk.tokenize import NLTKWordTokenizer  # pylint: disable=import-outside-toplevel
 
-    tokens = NLTKWordTokenizer().tokenize(text, convert_parentheses=True)
+        _tokenizer = NLTKWordTokenizer()
+    tokens = _tokenizer.tokenize(text, convert_parentheses=True)
     return [_QUOTE_ESCAPES.get(token, token) for token in tokens]
 
 
-def read_sentences(lines: Sequence[str], tokenize: bool) -> list[list[str]]:
-    """Turns input lines into word lists.
+def line_to_words(text: str, tokenize: bool = False, max_words: int = 0) -> list[str]:
+    """Turns one decoded input line into the words to parse.
 
     Raises:
-      InputError: for an empty (or whitespace-only) line, naming its 1-based number.
+      InvalidLine: for an empty line or more than max_words words (0: no limit); the
+        message is the reason, without the line number.
     """
-    sentences = []
-    for number, line in enumerate(lines, start=1):
-        words = ptb_tokenize(line) if tokenize else line.split()
-        if not words:
-            raise InputError(f"line {number} is empty: give one sentence per line")
-        sentences.append([escape_brackets(word) for word in words])
-    return sentences
+    words = ptb_tokenize(text) if tokenize else text.split()
+    if not words:
+        raise InvalidLine(EMPTY, "empty (give one sentence per line)")
+    if 0 < max_words < len(words):
+        raise InvalidLine(TOO_MANY_WORDS, f"{len(words)} words, more than "
+                          f"--max_words={max_words}")
+    if "(" in text or ")" in text:
+        words = [escape_brackets(word) for word in words]
+    return words
 
 
-def run(model_dir: str, input_file: TextIO, output_file: TextIO, tokenize: bool = False,
-        batch_size: int = 64, progress: bool = False, parser=None) -> int:
-    """Parses every line of input_file into output_file; returns the number of trees.
+def read_lines(input_file: IO, tokenize: bool = False, max_words: int = 0,
+               max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> Iterator[Line]:
+    """Yields the input's lines one at a time, each with its words or why it is bad.
+
+    input_file is a binary stream (UTF-8 bytes; decoded line by line, so that a bad byte
+    names its line) or a text stream (already decoded). A line longer than
+    max_line_bytes is consumed in pieces and never held whole.
+    """
+    binary = not isinstance(input_file, io.TextIOBase)
+    readline = _reader(input_file)
+    number = 0
+    while True:
+        raw = readline(max_line_bytes + 2)  # room for \r\n
+        if not raw:
+            return
+        number += 1
+        if number == 1:
+            raw = raw[len(_BOM):] if binary and raw.startswith(_BOM) else raw
+            raw = raw[1:] if not binary and raw.startswith("\ufeff") else raw
+        newline = b"\n" if binary else "\n"
+        ended = raw.endswith(newline)
+        if not ended and len(raw) == max_line_bytes + 2:
+            while raw and not raw.endswith(newline):  # skip the rest of the long line
+                raw = readline(65536)
+            yield Line(number, None, TOO_LONG, f"longer than --max_line_bytes={max_line_bytes}")
+            continue
+        raw = raw[:-1] if ended else raw
+        raw = raw[:-1] if raw.endswith(b"\r" if binary else "\r") else raw
+        size = len(raw) if binary else len(raw.encode("utf-8", "surrogatepass"))
+        if size > max_line_bytes:
+            yield Line(number, None, TOO_LONG, f"{size} bytes, more than "
+                       f"--max_line_bytes={max_line_bytes}")
+            continue
+        if binary:
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                yield Line(number, None, NOT_UTF8, f"not UTF-8 (byte 0x{raw[e.start]:02X} at "
+                           f"byte {e.start + 1} of the line)")
+                continue
+        else:
+            text = raw
+        try:
+            yield Line(number, line_to_words(text, tokenize, max_words))
+        except InvalidLine as e:
+            yield Line(number, None, e.kind, str(e))
+
+
+def _reader(input_file: IO) -> Callable[[int], bytes | str]:
+    """input_file's readline, with read failures (not bad content) as InputErrors."""
+
+    def readline(size: int) -> bytes | str:
+        try:
+            return input_file.readline(size)
+        except OSError as e:
+            raise InputError(f"cannot read the input ({e.strerror or e})") from None
+
+    return readline
+
+
+def chunks(lines: Iterator[Line], max_lines: int = CHUNK_LINES,
+           max_bytes: int = CHUNK_BYTES) -> Iterator[list[Line]]:
+    """Groups lines into chunks of at most max_lines lines and about max_bytes of words."""
+    chunk: list[Line] = []
+    size = 0
+    for line in lines:
+        chunk.append(line)
+        size += _length(line.words) if line.words else 1
+        if len(chunk) >= max_lines or size >= max_bytes:
+            yield chunk
+            chunk, size = [], 0
+    if chunk:
+        yield chunk
+
+
+def _length(words: Sequence[str]) -> int:
+    """The length of the words joined by spaces, plus one (what the Parser sorts by)."""
+    return sum(map(len, words)) + len(words)
+
+
+def _rejection_errors() -> tuple[type[Exception], ...]:
+    """The errors that mean "the model will not parse this input", not a broken model."""
+    tf = sys.modules.get("tensorflow")
+    errors: tuple[type[Exception], ...] = (ValueError,)
+    if tf is not None:
+        errors += (tf.errors.InvalidArgumentError,)
+    return errors
+
+
+def _reason(error: Exception) -> str:
+    message = getattr(error, "message", None) or str(error) or type(error).__name__
+    return "the model rejected it: " + message.strip().splitlines()[0][:_MAX_REASON_CHARS]
+
+
+def parse_sentences(parser, sentences: Sequence[Sequence[str]], batch_size: int,
+                    progress: Callable[[int], None] | None = None) -> list[str | Rejection]:
+    """Parses sentences, shortest together, into output lines (in input order).
+
+    A batch the model rejects is retried one sentence at a time, so that only the
+    sentences that fail alone become Rejections.
+    """
+    errors = _rejection_errors()
+    order = sorted(range(len(sentences)), key=lambda i: _length(sentences[i]))
+    results: list[str | Rejection] = [Rejection("")] * len(sentences)
+    for start in range(0, len(order), batch_size):
+        indices = order[start:start + batch_size]
+        batch = [sentences[i] for i in indices]
+        try:
+            outputs: list = parser.parse_to_strings(batch, batch_size)
+        except errors as e:
+            if len(batch) == 1:
+                outputs = [Rejection(_reason(e))]
+            else:
+                outputs = [parse_sentences(parser, [sentence], 1)[0] for sentence in batch]
+        for index, output in zip(indices, outputs):
+            results[index] = output if isinstance(output, Rejection) else format_line(output)
+        if progress is not None:
+            progress(len(indices))
+    return results
+
+
+def format_line(tree: str) -> str:
+    """The output line (without its \\n) for one parsed sentence: the one-line tree."""
+    return tree
+
+
+class _Writer:
+    """Writes text lines as UTF-8 to a binary or text stream; write failures → OutputError."""
+
+    def __init__(self, stream: IO, name: str):
+        self._stream, self._name = stream, name
+        self._binary = not isinstance(stream, io.TextIOBase)
+
+    def write(self, lines: Sequence[str]) -> None:
+        if not lines:
+            return
+        text = "\n".join(lines) + "\n"
+        try:
+            self._stream.write(text.encode("utf-8") if self._binary else text)
+            self._stream.flush()
+        except OSError as e:
+            raise OutputError(f"cannot write {self._name} ({e.strerror or e})") from None
+
+
+def run(model_dir: str, input_file: IO, output_file: IO, tokenize: bool = False,
+        batch_size: int = 64, progress: bool = False, parser=None, on_error: str = "fail",
+        errors_file: TextIO | None = None, max_words: int = 0,
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, chunk_lines: int = CHUNK_LINES,
+        output_name: str = "the output", errors_name: str = "--errors") -> Summary:
+    """Parses every line of input_file into output_file, chunk by chunk; returns a Summary.
 
     Args:
-      parser: an already loaded `Parser` of model_dir, to reuse.
+      input_file: a binary (UTF-8 bytes) or text stream, read line by line.
+      output_file: a binary or text stream; gets one line per input line (with
+        on_error="skip", an empty one for each bad line).
+      parser: an already loaded `Parser` of model_dir (or an object with its
+        `parse_to_strings`), to reuse; otherwise loaded when the first line needs it.
+      on_error: "fail" stops at the first bad line; "skip" writes an empty line for it
+        and reports "line N: REASON" to errors_file (default: stderr).
 
     Raises:
-      InputError: for an empty line or a model directory that cannot be loaded.
+      BadLineError: with on_error="fail", for the first bad line (after writing the
+        trees of the lines before it).
+      InputError: for a model directory that cannot be loaded.
+      OutputError: if output_file or errors_file cannot be written.
     """
-    if not os.path.isfile(os.path.join(model_dir, "saved_model.pb")):
+    if on_error not in ON_ERROR_CHOICES:
+        raise InputError(f"--on_error must be one of {', '.join(ON_ERROR_CHOICES)}, got "
+                         f"{on_error!r}")
+    if parser is None and not os.path.isfile(os.path.join(model_dir, "saved_model.pb")):
         raise InputError(f"--model_dir: {model_dir} holds no SavedModel (saved_model.pb); "
                          "export one with python -m tetra_tf.export")
-    text = input_file.read()
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()  # the final newline ends the last line
-    sentences = read_sentences([line.rstrip("\r") for line in lines], tokenize)
-    parser = parser or load_parser(model_dir)
-    bar = tqdm(total=len(sentences), unit="sent", disable=not progress, file=sys.stderr)
-    for start in range(0, len(sentences), CHUNK_SIZE):
-        chunk = sentences[start:start + CHUNK_SIZE]
-        for tree in parser.parse_to_strings(chunk, batch_size, progress=bar.update):
-            output_file.write(tree + "\n")
-        output_file.flush()
-    bar.close()
-    return len(sentences)
+    output = _Writer(output_file, output_name)
+    errors = _Writer(errors_file or sys.stderr, errors_name)
+    summary = Summary()
+    bar = tqdm(unit="sent", disable=not progress, file=sys.stderr)
+    lines = read_lines(input_file, tokenize, max_words, max_line_bytes)
+    try:
+        for chunk in chunks(lines, chunk_lines):
+            summary.lines += len(chunk)
+            if on_error == "fail":
+                first_bad = next((i for i, line in enumerate(chunk) if line.words is None), None)
+                chunk = chunk if first_bad is None else chunk[:first_bad + 1]
+            good = [line for line in chunk if line.words is not None]
+            if good and parser is None:
+                parser = load_parser(model_dir)
+            results = iter(parse_sentences(parser, [line.words for line in good], batch_size,
+                                           bar.update) if good else [])
+            out_lines, error_lines = [], []
+            for line in chunk:
+                result = next(results) if line.words is not None else None
+                if isinstance(result, Rejection):
+                    line.kind, line.reason = REJECTED, result.reason
+                if line.kind:
+                    if on_error == "fail":
+                        output.write(out_lines)
+                        raise BadLineError(line.number, line.reason,
+                                           summary.trees + len(out_lines))
+                    summary.bad[line.kind] += 1
+                    error_lines.append(f"line {line.number}: {line.reason}")
+                    out_lines.append("")
+                else:
+                    out_lines.append(result)
+            output.write(out_lines)
+            summary.trees += len(out_lines) - len(error_lines)
+            errors.write(error_lines)
+    finally:
+        bar.close()
+    return summary
 
 
 def load_parser(model_dir: str):
@@ -120,6 +399,78 @@ def load_parser(model_dir: str):
                          f"({str(e).splitlines()[0][:200]})") from None
 
 
+@contextlib.contextmanager
+def replacing_output(path: str) -> Iterator[IO[bytes]]:
+    """Opens a binary stream whose content replaces the file at `path` only on success.
+
+    A regular (or missing) file is written as a temporary file in the same directory and
+    renamed onto it when the block ends without an exception; on an exception the
+    temporary file is removed and an existing file stays untouched. A symbolic link's
+    target is replaced and the link kept; an existing file's permissions are kept.
+    Anything else (a device such as /dev/full, a pipe) is written directly.
+
+    Raises:
+      InputError: if the file cannot be created.
+      OutputError: if the output cannot be completed (flush, close or rename).
+    """
+    target = os.path.realpath(path)
+    try:
+        mode = os.stat(target).st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError as e:
+        raise InputError(f"--output: cannot write {path} ({e.strerror})") from None
+    if mode is not None and not stat.S_ISREG(mode):
+        try:
+            stream = open(path, "wb")  # pylint: disable=consider-using-with
+        except OSError as e:
+            raise InputError(f"--output: cannot write {path} ({e.strerror})") from None
+        with _closing(stream, path):
+            yield stream
+        return
+    directory, name = os.path.split(target)
+    try:
+        fd, temp_path = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
+    except OSError as e:
+        raise InputError(f"--output: cannot write {path} ({e.strerror})") from None
+    try:
+        if mode is None:
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(temp_path, 0o666 & ~umask)
+        else:
+            os.chmod(temp_path, stat.S_IMODE(mode))
+        with _closing(os.fdopen(fd, "wb"), path) as stream:
+            yield stream
+            try:
+                stream.flush()
+                os.fsync(stream.fileno())  # the content is on disk before the rename
+            except OSError as e:
+                raise OutputError(f"cannot write {path} ({e.strerror})") from None
+        try:
+            os.replace(temp_path, target)
+        except OSError as e:
+            raise OutputError(f"cannot write {path} ({e.strerror})") from None
+    finally:
+        if os.path.exists(temp_path):
+            os.unlink(temp_path)
+
+
+@contextlib.contextmanager
+def _closing(stream: IO, name: str) -> Iterator[IO]:
+    """Closes stream at the end; a failing flush or close (on success) is an OutputError."""
+    try:
+        yield stream
+    except BaseException:
+        with contextlib.suppress(OSError):
+            stream.close()
+        raise
+    try:
+        stream.close()
+    except OSError as e:
+        raise OutputError(f"cannot write {name} ({e.strerror or e})") from None
+
+
 FLAGS = flags.FLAGS
 
 
@@ -127,52 +478,118 @@ def define_flags() -> None:
     """Defines the flags; only when run as a program, so that importing stays side-effect free."""
     flags.DEFINE_string("model_dir", None, "The exported SavedModel (tetra_tf.export's "
                         "--export_dir, e.g. models/tetra/1).")
-    flags.DEFINE_string("input", None, "Input file, one sentence per line (default: stdin).")
-    flags.DEFINE_string("output", None, "Output file, one tree per line (default: stdout).")
+    flags.DEFINE_string("input", None, "Input file, one sentence per line, UTF-8 (default: "
+                        "stdin).")
+    flags.DEFINE_string("output", None, "Output file, one tree per line (default: stdout). "
+                        "Written to a temporary file next to it and renamed onto it only when "
+                        "the run succeeds.")
     flags.DEFINE_bool("tokenize", False, "Input is raw text: split it into PTB tokens first.")
     flags.DEFINE_integer("batch_size", 64, "Sentences per call of the model.")
+    flags.DEFINE_enum("on_error", "fail", list(ON_ERROR_CHOICES),
+                      "What a bad line does: 'fail' stops with exit code 2 naming it; 'skip' "
+                      "writes an empty output line in its place, reports it to --errors and "
+                      "goes on (exit code 0).")
+    flags.DEFINE_string("errors", None, "With --on_error=skip: write one 'line N: REASON' line "
+                        "per bad input line here (default: stderr).")
+    flags.DEFINE_integer("max_words", 0, "A sentence with more words than this (after "
+                         "--tokenize) is a bad line; 0: no limit (the REST server's default "
+                         "limit is 1000).")
+    flags.DEFINE_integer("max_line_bytes", DEFAULT_MAX_LINE_BYTES, "An input line of more "
+                         "bytes than this (without its line end) is a bad line; it is skipped "
+                         "over, never held in memory.")
+
+
+def _open_errors(path: str | None) -> TextIO | None:
+    if path is None:
+        return None
+    try:
+        return open(path, "w", encoding="utf-8")  # pylint: disable=consider-using-with
+    except OSError as e:
+        raise InputError(f"--errors: cannot write {path} ({e.strerror})") from None
+
+
+def _usage_error() -> str | None:
+    """Checks the flags that absl cannot; returns the message of the first problem."""
+    if not FLAGS.model_dir:
+        return "--model_dir is required (see --help)"
+    if FLAGS.batch_size < 1:
+        return "--batch_size must be positive"
+    if FLAGS.max_words < 0:
+        return "--max_words must be 0 (no limit) or positive"
+    if FLAGS.max_line_bytes < 1:
+        return "--max_line_bytes must be positive"
+    if FLAGS.errors is not None and FLAGS.on_error != "skip":
+        return "--errors needs --on_error=skip (with 'fail' the first bad line goes to stderr)"
+    return None
 
 
 def main(argv) -> int:
     if len(argv) > 1:
         print(f"error: unexpected arguments {' '.join(argv[1:])} (see --help)", file=sys.stderr)
         return EXIT_USAGE
-    if not FLAGS.model_dir:
-        print("error: --model_dir is required (see --help)", file=sys.stderr)
+    message = _usage_error()
+    if message:
+        print(f"error: {message}", file=sys.stderr)
         return EXIT_USAGE
-    if FLAGS.batch_size < 1:
-        print("error: --batch_size must be positive", file=sys.stderr)
-        return EXIT_USAGE
-    input_file = output_file = None
+    output_name = FLAGS.output or "stdout"
+    output_existed = bool(FLAGS.output) and os.path.exists(FLAGS.output)
     try:
-        if FLAGS.input:
-            try:
-                input_file = open(FLAGS.input, encoding="utf-8")
-            except OSError as e:
-                raise InputError(f"--input: cannot read {FLAGS.input} ({e.strerror})") from None
+        with contextlib.ExitStack() as stack:
+            if FLAGS.input:
+                try:
+                    input_file = stack.enter_context(open(FLAGS.input, "rb"))
+                except OSError as e:
+                    raise InputError(f"--input: cannot read {FLAGS.input} ({e.strerror})") \
+                        from None
+            else:
+                input_file = sys.stdin.buffer
+            errors_file = _open_errors(FLAGS.errors)
+            if errors_file is not None:
+                stack.enter_context(_closing(errors_file, FLAGS.errors))
+            output_file = (stack.enter_context(replacing_output(FLAGS.output)) if FLAGS.output
+                           else sys.stdout.buffer)
+            summary = run(FLAGS.model_dir, input_file, output_file, FLAGS.tokenize,
+                          FLAGS.batch_size, progress=bool(FLAGS.input), on_error=FLAGS.on_error,
+                          errors_file=errors_file, max_words=FLAGS.max_words,
+                          max_line_bytes=FLAGS.max_line_bytes, output_name=output_name,
+                          errors_name=FLAGS.errors or "stderr")
+    except BadLineError as e:
         if FLAGS.output:
-            try:
-                output_file = open(FLAGS.output, "w", encoding="utf-8")
-            except OSError as e:
-                raise InputError(f"--output: cannot write {FLAGS.output} ({e.strerror})") \
-                    from None
-        try:
-            run(FLAGS.model_dir, input_file or sys.stdin, output_file or sys.stdout,
-                FLAGS.tokenize, FLAGS.batch_size, progress=bool(FLAGS.input))
-        except UnicodeDecodeError:
-            raise InputError(f"{FLAGS.input or 'stdin'} is not UTF-8 text") from None
+            done = (f"{FLAGS.output} was left unchanged" if output_existed
+                    else f"{FLAGS.output} was not created")
+        elif e.trees_written:
+            done = (f"{e.trees_written} tree{'s' if e.trees_written != 1 else ''} (lines 1-"
+                    f"{e.trees_written}) went to stdout before it")
+        else:
+            done = "no tree went to stdout"
+        print(f"error: {e}; stopped: {done} (--on_error=skip writes an empty line for a bad "
+              "line and goes on)", file=sys.stderr)
+        return EXIT_USAGE
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_USAGE
+    except (OutputError, BrokenPipeError) as e:
+        if not FLAGS.output or isinstance(e, BrokenPipeError):
+            _silence_stdout()
+        message = str(e) if isinstance(e, OutputError) else "cannot write stdout (broken pipe)"
+        print(f"error: {message}", file=sys.stderr)
+        return EXIT_FAILURE
     except Exception as e:  # pylint: disable=broad-except
         print(f"error: parsing failed: {type(e).__name__}: {str(e).splitlines()[0][:300]}",
               file=sys.stderr)
         return EXIT_FAILURE
-    finally:
-        for f in (input_file, output_file):
-            if f is not None:
-                f.close()
+    if FLAGS.on_error == "skip":
+        where = f", listed in {FLAGS.errors}" if FLAGS.errors and sum(summary.bad.values()) else ""
+        print(f"{summary}{where}", file=sys.stderr)
     return EXIT_OK
+
+
+def _silence_stdout() -> None:
+    """Points stdout at /dev/null, so that Python's final flush cannot fail again."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
 
 
 if __name__ == "__main__":
