@@ -20,6 +20,7 @@ OUTPUT ?= /dev/stdout
 
 install:
 	$(PYTHON) -m pip install -e ".[dev]"
+	$(PYTHON) -m tetra_tf.default_encoder
 
 test:
 	$(PYTHON) -m pytest -q tests
