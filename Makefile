@@ -58,4 +58,5 @@ serve:
 
 bench:
 	$(PYTHON) bench/decoder.py
+	$(PYTHON) bench/load_and_score.py
 	$(PYTHON) bench/throughput.py --export_dir=$(EXPORT_DIR)
