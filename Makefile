@@ -20,6 +20,7 @@ OUTPUT ?= /dev/stdout
 
 install:
 	$(PYTHON) -m pip install -e ".[dev]"
+	$(PYTHON) -m tetra_tf.default_encoder
 
 test:
 	$(PYTHON) -m pytest -q tests
@@ -57,4 +58,5 @@ serve:
 
 bench:
 	$(PYTHON) bench/decoder.py
+	$(PYTHON) bench/load_and_score.py
 	$(PYTHON) bench/throughput.py --export_dir=$(EXPORT_DIR)

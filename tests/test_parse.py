@@ -10,8 +10,8 @@ import tetra_tf  # noqa: F401  (selects Keras 2 before TensorFlow loads)
 import nltk
 import pytest
 
-from tetra_tf import export, parse
-from tetra_tf.parser import Parser
+from tetra_tf import evaluate, export, parse
+from tetra_tf.parser import Parser, with_pos_tags
 
 sys.path.insert(0, os.path.dirname(__file__))
 import tiny_model  # noqa: E402
@@ -329,7 +329,7 @@ def test_cli_usage_errors(tmp_path):
     assert result.returncode == 2 and result.stderr.startswith("error: flag --on_error")
 
 
-def test_eval_export_scores_with_gold_or_predicted_pos(export_dir, tmp_path):
+def test_eval_export_scores_with_gold_or_predicted_pos(export_dir, parser, tmp_path):
     sys.path.insert(0, os.path.join(REPO, "tools"))
     import eval_export  # pylint: disable=import-outside-toplevel
 
@@ -339,7 +339,12 @@ def test_eval_export_scores_with_gold_or_predicted_pos(export_dir, tmp_path):
     assert len(gold_lines) == len(tiny_model.TREES)
     result, pos_accuracy, lines = eval_export.score_export(export_dir, gold_lines, gold_trees)
     assert result.tagging_accuracy == 100.0  # gold POS on the leaves
-    assert 0.0 <= result.fscore <= 100.0 and len(lines) == len(gold_lines)
+    # What is scored: the parser's trees with the gold POS on their leaves.
+    expected = [evaluate.tree_to_line(with_pos_tags(tree, [pos for _, pos in gold.pos()]))
+                for tree, gold in zip(parser.parse_sents([t.leaves() for t in gold_trees]),
+                                      gold_trees)]
+    assert lines == expected
+    assert result.fscore == evaluate.evaluate_lines(gold_lines, expected).fscore
     predicted, same_accuracy, _ = eval_export.score_export(
         export_dir, gold_lines, gold_trees, gold_pos=False)
     assert same_accuracy == pos_accuracy

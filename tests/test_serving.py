@@ -357,9 +357,7 @@ _BAD_REQUESTS = {
 @pytest.mark.parametrize("name", sorted(_BAD_REQUESTS))
 def test_bad_request_gets_error_and_server_keeps_serving(server, name):
     method, path, body, expected_status = _BAD_REQUESTS[name]
-    started = time.perf_counter()
-    status, answer = _http(server, method, path, body)
-    assert time.perf_counter() - started < 10.0
+    status, answer = _http(server, method, path, body)  # a hang fails by HTTP_TIMEOUT_S
     assert status == expected_status, answer
     assert list(answer) == ["error"] and isinstance(answer["error"], str) and answer["error"]
     status, answer = _http(server, "POST", _PREDICT, {"instances": ["still serving ."]})
@@ -415,9 +413,10 @@ def test_server_usage_errors(tmp_path, base_path):
 @pytest.fixture(scope="module")
 def tetra_export(tmp_path_factory):
     """A tiny random tagger exported as models/tetra/1; returns the base path."""
-    export = pytest.importorskip("tetra_tf.export")
+    from tetra_tf import export
+
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    tiny_model = pytest.importorskip("tiny_model")
+    import tiny_model
     root = tmp_path_factory.mktemp("tetra")
     tiny_model.make_model_dir(str(root / "model_dir"))
     export.export(str(root / "model_dir"), str(root / "models" / "tetra" / "1"))
@@ -472,12 +471,10 @@ def test_real_export_over_rest_matches_parser(tetra_export, tmp_path):
         assert body["outputs"]["num_words"] == [len(words) for words in word_lists[:3]]
 
         # The checks in front of the model: a 10,000-word sentence, an empty one, and
-        # parse_words rows with an empty word, all rejected quickly.
-        started = time.perf_counter()
+        # parse_words rows with an empty word, all rejected (a hang fails by HTTP_TIMEOUT_S).
         for request in [{"instances": [" ".join(["word"] * 10_000)]},
                         {"instances": ["ok", " "]},
                         {"signature_name": "parse_words",
                          "instances": [{"words": ["a", ""], "num_words": 2}]}]:
             status, body = _http(port, "POST", "/v1/models/tetra:predict", request)
             assert status == 400 and list(body) == ["error"], body
-        assert time.perf_counter() - started < 10.0

@@ -9,6 +9,7 @@ import shutil
 import numpy as np
 import pytest
 import tensorflow as tf
+import tokenizers  # the oracle, from the [dev] extra
 
 from tetra_tf import encoders, tokenization
 from tetra_tf.tokenization import SubwordTokenizer, pack_windows, unescape_ptb_token
@@ -35,7 +36,6 @@ def tokenizer(vocab_path):
 
 @pytest.fixture(scope="module")
 def hf_tokenizer(vocab_path):
-    tokenizers = pytest.importorskip("tokenizers")
     # What transformers.BertTokenizerFast runs for this vocab (lowercase, strip accents).
     return tokenizers.BertWordPieceTokenizer(vocab_path, lowercase=True)
 

@@ -448,7 +448,7 @@ def make_decoder(
         path; one trace serves all shapes). True for XLA: traced and compiled once per
         input shape, so pad inputs to a few bucketed shapes (`pad_to_bucket`). The
         returned function checks lengths in an uncompiled wrapper, then calls the
-        compiled decoder.
+        compiled decoder, its attribute `xla_function`.
     """
     tf = _tf()
     leaf_directions = _check_directions(leaf_directions, None, "leaf_directions")
@@ -476,6 +476,7 @@ def make_decoder(
         lengths = _checked_lengths(lengths, tf.shape(leaf_scores)[1])
         return compiled(leaf_scores, internal_scores, lengths)
 
+    checked.xla_function = compiled  # the compiled part, for inspection (compiler IR)
     return checked
 
 

