@@ -1,7 +1,8 @@
 r"""Parses sentences, one per line, with an exported SavedModel; writes one tree per line.
 
   python -m tetra_tf.parse --model_dir=models/tetra/1 [--input=FILE] [--output=FILE]
-      [--tokenize] [--batch_size=64]
+      [--tokenize] [--batch_size=64] [--scores]
+  python -m tetra_tf.parse --model_dir=models/tetra/1 --describe
 
 Input (stdin by default, UTF-8): one sentence per line, pre-tokenized Penn Treebank tokens
 separated by whitespace (-LRB-, ``, 1\/2 ... as in the treebank); with --tokenize, raw
@@ -9,7 +10,9 @@ text, split into PTB tokens by NLTK's Treebank-style word tokenizer (brackets be
 -LRB- etc., double quotes `` and ''). Output (stdout by default): one bracketed tree per
 input line, in order, ``(TOP (S ...))`` with the predicted POS tags, ready for EVALB.
 Tokens holding a bracket, such as ``:-)``, are written with -LRB-/-RRB- in its place so that
-every output line stays a readable tree.
+every output line stays a readable tree. With --scores each line is the tree's score (the
+log-probability of its tags, ≤ 0), a tab, then the tree. --describe prints the export's
+model card (encoder, training data, dev/test F1) instead of parsing.
 
 Exit codes:
   0  parsed every line
@@ -76,12 +79,35 @@ def read_sentences(lines: Sequence[str], tokenize: bool) -> list[list[str]]:
     return sentences
 
 
+def format_scored(result) -> str:
+    """One --scores output line (without newline): score, a tab, the one-line tree."""
+    return f"{result.score:.4f}\t{result.bracketed}"
+
+
+def describe(model_dir: str) -> str:
+    """The export's model card as text, or a line saying that it has none.
+
+    Raises:
+      InputError: if model_dir holds no SavedModel.
+    """
+    from tetra_tf import model_card  # pylint: disable=import-outside-toplevel
+
+    if not os.path.isfile(os.path.join(model_dir, "saved_model.pb")):
+        raise InputError(f"--model_dir: {model_dir} holds no SavedModel (saved_model.pb)")
+    card = model_card.read(model_dir)
+    if card is None:
+        return (f"{model_dir}: no model card (exported before tetra-tf wrote them, or by "
+                "another tool); it still parses\n")
+    return model_card.render(card)
+
+
 def run(model_dir: str, input_file: TextIO, output_file: TextIO, tokenize: bool = False,
-        batch_size: int = 64, progress: bool = False, parser=None) -> int:
+        batch_size: int = 64, progress: bool = False, parser=None, scores: bool = False) -> int:
     """Parses every line of input_file into output_file; returns the number of trees.
 
     Args:
       parser: an already loaded `Parser` of model_dir, to reuse.
+      scores: write `format_scored` lines (score, tab, tree) instead of trees.
 
     Raises:
       InputError: for an empty line or a model directory that cannot be loaded.
@@ -98,7 +124,12 @@ def run(model_dir: str, input_file: TextIO, output_file: TextIO, tokenize: bool 
     bar = tqdm(total=len(sentences), unit="sent", disable=not progress, file=sys.stderr)
     for start in range(0, len(sentences), CHUNK_SIZE):
         chunk = sentences[start:start + CHUNK_SIZE]
-        for tree in parser.parse_to_strings(chunk, batch_size, progress=bar.update):
+        if scores:
+            lines = [format_scored(r) for r in
+                     parser.parse_results(chunk, batch_size, progress=bar.update)]
+        else:
+            lines = parser.parse_to_strings(chunk, batch_size, progress=bar.update)
+        for tree in lines:
             output_file.write(tree + "\n")
         output_file.flush()
     bar.close()
@@ -131,6 +162,10 @@ def define_flags() -> None:
     flags.DEFINE_string("output", None, "Output file, one tree per line (default: stdout).")
     flags.DEFINE_bool("tokenize", False, "Input is raw text: split it into PTB tokens first.")
     flags.DEFINE_integer("batch_size", 64, "Sentences per call of the model.")
+    flags.DEFINE_bool("scores", False, "Write each tree's score (log-probability of its tags), "
+                      "a tab, then the tree.")
+    flags.DEFINE_bool("describe", False, "Print the export's model card (encoder, data, "
+                      "dev/test F1) and exit.")
 
 
 def main(argv) -> int:
@@ -140,6 +175,13 @@ def main(argv) -> int:
     if not FLAGS.model_dir:
         print("error: --model_dir is required (see --help)", file=sys.stderr)
         return EXIT_USAGE
+    if FLAGS.describe:
+        try:
+            sys.stdout.write(describe(FLAGS.model_dir))
+        except InputError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return EXIT_USAGE
+        return EXIT_OK
     if FLAGS.batch_size < 1:
         print("error: --batch_size must be positive", file=sys.stderr)
         return EXIT_USAGE
@@ -158,7 +200,8 @@ def main(argv) -> int:
                     from None
         try:
             run(FLAGS.model_dir, input_file or sys.stdin, output_file or sys.stdout,
-                FLAGS.tokenize, FLAGS.batch_size, progress=bool(FLAGS.input))
+                FLAGS.tokenize, FLAGS.batch_size, progress=bool(FLAGS.input),
+                scores=FLAGS.scores)
         except UnicodeDecodeError:
             raise InputError(f"{FLAGS.input or 'stdin'} is not UTF-8 text") from None
     except InputError as e:
