@@ -236,7 +236,7 @@ def render(card: dict[str, Any]) -> str:
         lines.append("- test F1: not recorded (run python -m tetra_tf.train --model_dir=DIR "
                      "--evaluate=TEST_DATA before exporting)")
     for evaluation in scores.get("evaluations", []):
-        if evaluation is not test:
+        if evaluation != test:
             lines.append(f"- {evaluation['split']} F1 {_number(evaluation['f1'])} "
                          f"({evaluation['data']})")
     lines.append(f"- checkpoint: {card['checkpoint']} (step {card['step']})")
