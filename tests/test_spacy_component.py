@@ -243,6 +243,7 @@ def test_entry_point_registers_the_factory_without_importing_tetra_tf(tiny_expor
         "points = importlib.metadata.entry_points(group='spacy_factories')\n"
         "print([p.value for p in points if p.name == 'tetra_tf'])\n"
         "nlp = spacy.blank('en')\n"
+        "print('tetra_tf' in sys.modules)  # spaCy imported the factory's module, not tetra_tf\n"
         "nlp.add_pipe('sentencizer')\n"
         f"nlp.add_pipe('tetra_tf', config={{'model_dir': {tiny_export_dir!r}}})\n"
         "print(next(nlp('The cat sat .').sents)._.parse_string)\n")
@@ -252,9 +253,10 @@ def test_entry_point_registers_the_factory_without_importing_tetra_tf(tiny_expor
                             text=True, timeout=300, check=False)
     assert result.returncode == 0, result.stderr[-2000:]
     lines = result.stdout.strip().splitlines()
-    assert lines[0] == "['tetra_tf.spacy_component:make_tetra_tf']"
+    assert lines[0] == "['tetra_tf_spacy:make_tetra_tf']"
+    assert lines[1] == "False"
     tree = Parser(tiny_export_dir).parse("The cat sat .".split())
-    assert nltk.Tree.fromstring(lines[1]) == (tree if len(tree) > 1 else tree[0])
+    assert nltk.Tree.fromstring(lines[2]) == (tree if len(tree) > 1 else tree[0])
 
 
 def test_bad_config_is_reported(tiny_export_dir, tmp_path):

@@ -9,8 +9,10 @@
   sent._.labels         # ("S",)
   list(sent._.children) # [The time for action, is now, .]
 
-The factory is registered through the ``spacy_factories`` entry point (setup.py), so
-``nlp.add_pipe("tetra_tf")`` works without importing tetra_tf first.
+The factory is registered through the ``spacy_factories`` entry point (setup.py), by the
+top-level module tetra_tf_spacy.py, so ``nlp.add_pipe("tetra_tf")`` works without importing
+tetra_tf first (and spaCy, which imports every factory's module, never imports tetra_tf
+unless the component is used).
 
 Attributes (benepar's names):
   Span._.labels          labels of the constituent (a unary chain is several, outermost first;
@@ -51,9 +53,9 @@ from spacy.language import Language
 from spacy.tokens import Doc, Span, Token
 from spacy.util import minibatch
 
-FACTORY_NAME = "tetra_tf"
+from tetra_tf_spacy import DEFAULT_BATCH_SIZE, FACTORY_NAME, make_tetra_tf  # noqa: F401
+
 DATA_ATTRIBUTE = "tetra_tf"
-DEFAULT_BATCH_SIZE = 64
 _BRACKETS = {"(": "-LRB-", ")": "-RRB-", "[": "-LSB-", "]": "-RSB-", "{": "-LCB-",
              "}": "-RCB-"}
 _OPENING = {"-LRB-", "-LSB-", "-LCB-", "``", "`"}
@@ -144,13 +146,6 @@ class TetraTfComponent:
         for doc, doc_data in zip(docs, data):
             doc._.set(DATA_ATTRIBUTE, doc_data)
         return docs
-
-
-@Language.factory(FACTORY_NAME, default_config={"batch_size": DEFAULT_BATCH_SIZE})
-def make_tetra_tf(nlp: Language, name: str, model_dir: str,
-                  batch_size: int) -> TetraTfComponent:
-    """The ``tetra_tf`` factory: model_dir is an export (tetra_tf.export's --export_dir)."""
-    return TetraTfComponent(nlp, name, model_dir, batch_size)
 
 
 # --------------------------------------------------------------------------------------
