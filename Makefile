@@ -45,8 +45,8 @@ evaluate:
 export:
 	$(PYTHON) -m tetra_tf.export --checkpoint=$(RUN_DIR) --export_dir=$(EXPORT_DIR) --overwrite
 
-# End to end: convert, train, export to models/tetra/1.
-parser: train export
+# End to end: convert, train, score the test split (for the model card), export to models/tetra/1.
+parser: train evaluate export
 
 # One sentence per line in, one tree per line out: make parse INPUT=sents.txt OUTPUT=trees.txt
 parse:

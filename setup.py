@@ -11,6 +11,7 @@ setup(
     license="Apache-2.0",
     python_requires=">=3.10",
     packages=find_packages(include=["tetra_tf", "tetra_tf.*"]),
+    py_modules=["tetra_tf_spacy"],  # the spaCy entry point, light: see its docstring
     install_requires=[
         "tensorflow==2.20.*",
         "tensorflow-text==2.20.*",
@@ -28,5 +29,8 @@ setup(
     extras_require={
         "dev": ["pytest", "hypothesis", "tokenizers"],  # tokenizers: the tokenization oracle
         "bench": ["torch", "transformers"],  # the PyTorch reference pipeline and test oracle
+        "spacy": ["spacy>=3.7,<4"],
     },
+    # nlp.add_pipe("tetra_tf") finds the factory without importing tetra_tf first.
+    entry_points={"spacy_factories": ["tetra_tf = tetra_tf_spacy:make_tetra_tf"]},
 )

@@ -124,3 +124,15 @@ def small_data_dirs(tmp_path_factory) -> dict[str, str]:
     convert([f"--input={root / 'dev.txt'}", f"--output_dir={dirs['dev']}",
              f"--vocab_from={dirs['train']}"])
     return dirs
+
+
+@pytest.fixture(scope="session")
+def tiny_export_dir(tmp_path_factory) -> str:
+    """A SavedModel exported from tests/tiny_model.py's random model (shared, read-only)."""
+    import tiny_model
+    from tetra_tf import export
+
+    root = tmp_path_factory.mktemp("tiny_export")
+    tiny_model.make_model_dir(str(root / "model"))
+    export.export(str(root / "model"), str(root / "tetra" / "1"))
+    return str(root / "tetra" / "1")

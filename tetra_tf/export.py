@@ -27,7 +27,8 @@ Objects on the loaded model: ``max_stack_depth`` (int32 variable), ``leaf_tags``
 ``internal_tags``, ``pos_tags`` (string variables: the tag vocabularies in id order),
 ``tokenize`` (words [B, W], num_words [B] → the encoder inputs) and ``encode`` (encoder
 inputs → logits), which split the pipeline for benchmarks; the encoder's vocab.txt is the
-asset ``assets/encoder_vocab.txt``.
+asset ``assets/encoder_vocab.txt``. The model card (tetra_tf/model_card.py: encoder, data,
+scores) is ``assets.extra/model_card.json``.
 
 Exit codes: 0 exported; 2 usage error (missing flag, no model directory or checkpoint
 there, export directory already exists); 1 any other failure.
@@ -47,7 +48,7 @@ from absl import app, flags, logging
 import numpy as np
 import tensorflow as tf
 
-from tetra_tf import cli, decoding, encoders, tags as tags_lib
+from tetra_tf import cli, decoding, encoders, model_card, tags as tags_lib
 from tetra_tf.inference_encoder import InferenceEncoder
 from tetra_tf.model import ENCODER_INPUTS, TetraTagger
 from tetra_tf.tags import TagVocabularies, TagVocabulary
@@ -426,6 +427,7 @@ def export(checkpoint: str, export_dir: str, overwrite: bool = False,
             PARSE_WORDS_SIGNATURE: module.parse_words.get_concrete_function(),
         }
         tf.saved_model.save(module, staging, signatures=signatures)
+        model_card.write(staging, model_card.build(model_dir, prefix, module))
         if os.path.exists(export_dir):
             shutil.rmtree(export_dir)
         os.replace(staging, export_dir)

@@ -2,7 +2,8 @@ r"""Parses sentences, one per line, with an exported SavedModel; writes one tree
 
   python -m tetra_tf.parse --model_dir=models/tetra/1 [--input=FILE] [--output=FILE]
       [--tokenize] [--batch_size=64] [--on_error=fail|skip] [--errors=FILE]
-      [--max_words=N] [--max_line_bytes=N]
+      [--max_words=N] [--max_line_bytes=N] [--scores]
+  python -m tetra_tf.parse --model_dir=models/tetra/1 --describe
 
 Input (stdin by default): one sentence per line, pre-tokenized Penn Treebank tokens
 separated by whitespace (-LRB-, ``, 1\/2 ... as in the treebank); with --tokenize, raw
@@ -10,7 +11,9 @@ text, split into PTB tokens by NLTK's Treebank-style word tokenizer (brackets be
 -LRB- etc., double quotes `` and ''). Output (stdout by default): one bracketed tree per
 input line, in order, ``(TOP (S ...))`` with the predicted POS tags, ready for EVALB.
 Tokens holding a bracket, such as ``:-)``, are written with -LRB-/-RRB- in its place so that
-every output line stays a readable tree.
+every output line stays a readable tree. With --scores each line is the tree's score (the
+log-probability of its tags, ≤ 0), a tab, then the tree. --describe prints the export's
+model card (encoder, training data, dev/test F1) instead of parsing.
 
 Streaming: lines are read, parsed and written in chunks (at most 4096 lines or 8 MiB of
 text; sorted by length inside a chunk so that batches pad little), so memory does not
@@ -268,11 +271,13 @@ def _reason(error: Exception) -> str:
 
 
 def parse_sentences(parser, sentences: Sequence[Sequence[str]], batch_size: int,
-                    progress: Callable[[int], None] | None = None) -> list[str | Rejection]:
+                    progress: Callable[[int], None] | None = None,
+                    scores: bool = False) -> list[str | Rejection]:
     """Parses sentences, shortest together, into output lines (in input order).
 
     A batch the model rejects is retried one sentence at a time, so that only the
-    sentences that fail alone become Rejections.
+    sentences that fail alone become Rejections. With scores, each line is
+    `format_scored`'s (score, tab, tree).
     """
     errors = _rejection_errors()
     order = sorted(range(len(sentences)), key=lambda i: _length(sentences[i]))
@@ -281,22 +286,41 @@ def parse_sentences(parser, sentences: Sequence[Sequence[str]], batch_size: int,
         indices = order[start:start + batch_size]
         batch = [sentences[i] for i in indices]
         try:
-            outputs: list = parser.parse_to_strings(batch, batch_size)
+            outputs: list = ([format_scored(r) for r in parser.parse_results(batch, batch_size)]
+                             if scores else parser.parse_to_strings(batch, batch_size))
         except errors as e:
             if len(batch) == 1:
                 outputs = [Rejection(_reason(e))]
             else:
-                outputs = [parse_sentences(parser, [sentence], 1)[0] for sentence in batch]
+                outputs = [parse_sentences(parser, [sentence], 1, scores=scores)[0]
+                           for sentence in batch]
         for index, output in zip(indices, outputs):
-            results[index] = output if isinstance(output, Rejection) else format_line(output)
+            results[index] = output
         if progress is not None:
             progress(len(indices))
     return results
 
 
-def format_line(tree: str) -> str:
-    """The output line (without its \\n) for one parsed sentence: the one-line tree."""
-    return tree
+def format_scored(result) -> str:
+    """One --scores output line (without newline): score, a tab, the one-line tree."""
+    return f"{result.score:.4f}\t{result.bracketed}"
+
+
+def describe(model_dir: str) -> str:
+    """The export's model card as text, or a line saying that it has none.
+
+    Raises:
+      InputError: if model_dir holds no SavedModel.
+    """
+    from tetra_tf import model_card  # pylint: disable=import-outside-toplevel
+
+    if not os.path.isfile(os.path.join(model_dir, "saved_model.pb")):
+        raise InputError(f"--model_dir: {model_dir} holds no SavedModel (saved_model.pb)")
+    card = model_card.read(model_dir)
+    if card is None:
+        return (f"{model_dir}: no model card (exported before tetra-tf wrote them, or by "
+                "another tool); it still parses\n")
+    return model_card.render(card)
 
 
 class _Writer:
@@ -321,7 +345,8 @@ def run(model_dir: str, input_file: IO, output_file: IO, tokenize: bool = False,
         batch_size: int = 64, progress: bool = False, parser=None, on_error: str = "fail",
         errors_file: TextIO | None = None, max_words: int = 0,
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, chunk_lines: int = CHUNK_LINES,
-        output_name: str = "the output", errors_name: str = "--errors") -> Summary:
+        output_name: str = "the output", errors_name: str = "--errors",
+        scores: bool = False) -> Summary:
     """Parses every line of input_file into output_file, chunk by chunk; returns a Summary.
 
     Args:
@@ -332,6 +357,7 @@ def run(model_dir: str, input_file: IO, output_file: IO, tokenize: bool = False,
         `parse_to_strings`), to reuse; otherwise loaded when the first line needs it.
       on_error: "fail" stops at the first bad line; "skip" writes an empty line for it
         and reports "line N: REASON" to errors_file (default: stderr).
+      scores: write `format_scored` lines (score, tab, tree) instead of trees.
 
     Raises:
       BadLineError: with on_error="fail", for the first bad line (after writing the
@@ -360,7 +386,7 @@ def run(model_dir: str, input_file: IO, output_file: IO, tokenize: bool = False,
             if good and parser is None:
                 parser = load_parser(model_dir)
             results = iter(parse_sentences(parser, [line.words for line in good], batch_size,
-                                           bar.update) if good else [])
+                                           bar.update, scores) if good else [])
             out_lines, error_lines = [], []
             for line in chunk:
                 result = next(results) if line.words is not None else None
@@ -485,6 +511,10 @@ def define_flags() -> None:
                         "the run succeeds.")
     flags.DEFINE_bool("tokenize", False, "Input is raw text: split it into PTB tokens first.")
     flags.DEFINE_integer("batch_size", 64, "Sentences per call of the model.")
+    flags.DEFINE_bool("scores", False, "Write each tree's score (log-probability of its tags), "
+                      "a tab, then the tree.")
+    flags.DEFINE_bool("describe", False, "Print the export's model card (encoder, data, "
+                      "dev/test F1) and exit.")
     flags.DEFINE_enum("on_error", "fail", list(ON_ERROR_CHOICES),
                       "What a bad line does: 'fail' stops with exit code 2 naming it; 'skip' "
                       "writes an empty output line in its place, reports it to --errors and "
@@ -531,6 +561,13 @@ def main(argv) -> int:
     if message:
         print(f"error: {message}", file=sys.stderr)
         return EXIT_USAGE
+    if FLAGS.describe:
+        try:
+            sys.stdout.write(describe(FLAGS.model_dir))
+        except InputError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return EXIT_USAGE
+        return EXIT_OK
     output_name = FLAGS.output or "stdout"
     output_existed = bool(FLAGS.output) and os.path.exists(FLAGS.output)
     try:
@@ -552,7 +589,7 @@ def main(argv) -> int:
                           FLAGS.batch_size, progress=bool(FLAGS.input), on_error=FLAGS.on_error,
                           errors_file=errors_file, max_words=FLAGS.max_words,
                           max_line_bytes=FLAGS.max_line_bytes, output_name=output_name,
-                          errors_name=FLAGS.errors or "stderr")
+                          errors_name=FLAGS.errors or "stderr", scores=FLAGS.scores)
     except BadLineError as e:
         if FLAGS.output:
             done = (f"{FLAGS.output} was left unchanged" if output_existed

@@ -3,6 +3,8 @@
   parser = tetra_tf.Parser("models/tetra/1")
   tree = parser.parse(["The", "cat", "sat", "."])        # nltk.Tree (TOP (S ...))
   trees = parser.parse_sents(list_of_word_lists)        # batched, in input order
+  results = parser.parse_results(list_of_word_lists)    # trees with scores and tags
+  parser.card                                           # the export's model card (or None)
 
 The SavedModel does all the work (tokenization, tagging, decoding, the bracketed tree);
 this class batches sentences by length, so that each batch is padded only to its own
@@ -11,8 +13,9 @@ longest sentence, and turns the results into nltk trees.
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from typing import Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import tetra_tf  # noqa: F401  (selects Keras 2 before TensorFlow loads)
 
@@ -21,6 +24,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the tokenizer's ops the SavedModel uses)
 
+from tetra_tf import model_card
 from tetra_tf.tags import tags_to_tree
 
 SERVING_SIGNATURE = "serving_default"
@@ -105,6 +109,30 @@ class Parser:
                 lines[index] = outputs["tree"][row].decode("utf-8")
         return lines
 
+    def parse_results(self, sentences: Sequence[Sequence[str]],
+                      batch_size: int = DEFAULT_BATCH_SIZE,
+                      progress: Callable[[int], None] | None = None) -> list[ParseResult]:
+        """Like `parse_sents`, but each tree comes with its score and tags (`ParseResult`)."""
+        results: list[ParseResult | None] = [None] * len(sentences)
+        for indices, outputs in self._run(sentences, batch_size, progress):
+            for row, index in enumerate(indices):
+                words = sentences[index]
+                n = len(words)
+                pos_tags = _decode(outputs["pos_tags"][row, :n])
+                leaf_tags = _decode(outputs["leaf_tags"][row, :n])
+                internal_tags = _decode(outputs["internal_tags"][row, :n - 1])
+                results[index] = ParseResult(
+                    tree=_build_tree(words, pos_tags, leaf_tags, internal_tags),
+                    score=float(outputs["score"][row]), pos_tags=pos_tags,
+                    leaf_tags=leaf_tags, internal_tags=internal_tags,
+                    bracketed=outputs["tree"][row].decode("utf-8"))
+        return results  # type: ignore[return-value]
+
+    @property
+    def card(self) -> dict[str, Any] | None:
+        """The export's model card (tetra_tf/model_card.py), None if it was made without one."""
+        return model_card.read(self.export_dir)
+
     def _run(self, sentences: Sequence[Sequence[str]], batch_size: int,
              progress: Callable[[int], None] | None) -> Iterator[tuple[list[int], dict]]:
         """Yields (sentence indices, numpy outputs) per batch, shortest sentences first."""
@@ -118,6 +146,27 @@ class Parser:
             yield indices, {key: value.numpy() for key, value in outputs.items()}
             if progress is not None:
                 progress(len(indices))
+
+
+@dataclasses.dataclass(frozen=True)
+class ParseResult:
+    """One sentence's parse: the tree, its score and the tags it was built from.
+
+    Attributes:
+      tree: the nltk tree (TOP root, predicted POS tags, words verbatim).
+      score: log-probability of the chosen leaf and internal tags under the model (the
+        decoder's objective; ≤ 0, higher is more confident; POS tags not included).
+      pos_tags, leaf_tags: one per word.
+      internal_tags: one per fencepost between words (n − 1).
+      bracketed: the SavedModel's one-line tree string.
+    """
+
+    tree: nltk.Tree
+    score: float
+    pos_tags: list[str]
+    leaf_tags: list[str]
+    internal_tags: list[str]
+    bracketed: str
 
 
 def _join_words(words: Sequence[str], index: int) -> str:

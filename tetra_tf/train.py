@@ -10,6 +10,8 @@ The model directory holds everything needed to resume and to export:
   ckpt/                rolling checkpoints (model, optimizers, step) for automatic resume
   best/                the weights with the best dev F1, and best.json
   logs/                TensorBoard summaries
+  training.json        each run's command, date, data and recipe (for the export's model card)
+  evaluations.json     --evaluate results per data directory (for the model card)
 Run the same command again after a kill and training continues from the last checkpoint.
 
 Exit codes: 0 done; 2 bad flags or input (one line on stderr); 1 any other failure.
@@ -34,7 +36,7 @@ import tensorflow as tf
 import tf_keras
 from tqdm import tqdm
 
-from tetra_tf import cli, decoding, encoders, evaluate, input_pipeline, records
+from tetra_tf import cli, decoding, encoders, evaluate, input_pipeline, model_card, records
 from tetra_tf import model_dir as model_dir_lib
 from tetra_tf.model import ENCODER_INPUTS, HeadsConfig, TetraTagger, tagging_loss_terms
 from tetra_tf.model_dir import TaggerSpec, build_tagger
@@ -353,7 +355,8 @@ def prepare_model_dir(model_dir: str, train_data: str, encoder_path: str | None,
 def train(train_data: str, dev_data: str | None, model_dir: str, config: TrainingConfig,
           strategy: tf.distribute.Strategy, encoder_path: str | None = None,
           input_config: input_pipeline.InputConfig | None = None,
-          max_steps: int | None = None, progress: bool = True) -> dict:
+          max_steps: int | None = None, progress: bool = True,
+          command: str | None = None) -> dict:
     """Trains (or resumes training) and returns a summary of the run.
 
     Args:
@@ -366,6 +369,7 @@ def train(train_data: str, dev_data: str | None, model_dir: str, config: Trainin
       input_config: batching; its batch size is overridden by config.batch_size.
       max_steps: stop after this global step (for tests and smoke runs).
       progress: show progress bars.
+      command: the command line, recorded in training.json for the model card.
     """
     if not os.path.isdir(train_data):
         raise UsageError(f"--train_data: {train_data} is not a directory (make one with "
@@ -420,6 +424,10 @@ def train(train_data: str, dev_data: str | None, model_dir: str, config: Trainin
     writer = tf.summary.create_file_writer(
         os.path.join(model_dir, "logs") if chief else tempfile.mkdtemp(prefix="tetra_tf_logs_"))
     start_step = int(trainer.step.numpy())
+    if chief:
+        model_card.record_training_run(
+            model_dir, command, train_data, dev_data, encoder_path, dataclasses.asdict(config),
+            train_summary.num_examples, start_step)
     last_step = min(total_steps, max_steps or total_steps)
     started = time.time()
     while int(trainer.step.numpy()) < last_step:
@@ -578,7 +586,8 @@ def define_flags() -> None:
                       "Mixed precision policy (bfloat16 on TPUs).")
     flags.DEFINE_bool("progress", True, "Show progress bars.")
     flags.DEFINE_string("evaluate", None, "Instead of training, score --model_dir's best weights on "
-                        "this converted data directory (EVALB, COLLINS.prm) and print JSON.")
+                        "this converted data directory (EVALB, COLLINS.prm), print JSON and save "
+                        "it in evaluations.json there (the export's model card shows it).")
 
 
 def main(argv):
@@ -589,6 +598,7 @@ def main(argv):
             return 2
         try:
             scores = evaluate_model(FLAGS.model_dir, FLAGS.evaluate)
+            model_card.record_evaluation(FLAGS.model_dir, FLAGS.evaluate, scores)
         except (UsageError, model_dir_lib.ModelDirError, FileNotFoundError) as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
@@ -611,7 +621,8 @@ def main(argv):
         strategy = get_strategy(FLAGS.tpu, FLAGS.strategy)
         summary = train(FLAGS.train_data, FLAGS.dev_data, FLAGS.model_dir, config, strategy,
                         encoder_path=FLAGS.encoder, max_steps=FLAGS.max_steps,
-                        progress=FLAGS.progress)
+                        progress=FLAGS.progress,
+                        command=" ".join(["python -m tetra_tf.train"] + sys.argv[1:]))
     except (UsageError, FileNotFoundError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

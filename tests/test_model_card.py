@@ -1,0 +1,117 @@
+"""Tests for tetra_tf/model_card.py: training records, the card in every export, --describe."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+import tetra_tf
+from conftest import REPO_ROOT
+from tetra_tf import export, model_card
+from tetra_tf.parser import Parser
+
+
+def _env():
+    return dict(os.environ, PYTHONPATH=REPO_ROOT, TF_USE_LEGACY_KERAS="1",
+                TF_CPP_MIN_LOG_LEVEL="3")
+
+
+def _run(module, *args, stdin=None):
+    return subprocess.run([sys.executable, "-m", module, *args], env=_env(), input=stdin,
+                          capture_output=True, text=True, timeout=600, check=False)
+
+
+@pytest.fixture(scope="module")
+def trained(tiny_encoder_dir, small_data_dirs, tmp_path_factory):
+    """A model trained by the command line for one epoch, scored on a 'test' split, exported."""
+    root = tmp_path_factory.mktemp("card")
+    model_dir = str(root / "run")
+    result = _run("tetra_tf.train", f"--train_data={small_data_dirs['train']}",
+                  f"--dev_data={small_data_dirs['dev']}", f"--model_dir={model_dir}",
+                  f"--encoder={tiny_encoder_dir}", "--batch_size=8", "--epochs=1",
+                  "--warmup_steps=1", "--progress=false")
+    assert result.returncode == 0, result.stderr[-3000:]
+    test_dir = str(root / "test")  # the dev records again, under a test split's name
+    shutil.copytree(small_data_dirs["dev"], test_dir)
+    result = _run("tetra_tf.train", f"--model_dir={model_dir}", f"--evaluate={test_dir}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    evaluation = json.loads(result.stdout)
+    export_dir = str(root / "tetra" / "1")
+    export.export(model_dir, export_dir)
+    return {"model_dir": model_dir, "export_dir": export_dir, "evaluation": evaluation,
+            "test_dir": test_dir}
+
+
+def test_training_records_its_command_data_and_evaluations(trained, small_data_dirs):
+    runs = json.load(open(os.path.join(trained["model_dir"], model_card.TRAINING_FILE)))["runs"]
+    assert len(runs) == 1
+    assert runs[0]["command"].startswith("python -m tetra_tf.train --train_data=")
+    assert runs[0]["train_data"] == os.path.abspath(small_data_dirs["train"])
+    assert runs[0]["dev_data"] == os.path.abspath(small_data_dirs["dev"])
+    assert runs[0]["recipe"]["epochs"] == 1 and runs[0]["train_sentences"] == 96
+    evaluations = json.load(open(os.path.join(trained["model_dir"],
+                                              model_card.EVALUATIONS_FILE)))
+    saved = evaluations[os.path.abspath(trained["test_dir"])]
+    assert saved["f1"] == trained["evaluation"]["f1"]
+    best = json.load(open(os.path.join(trained["model_dir"], "best", "best.json")))
+    assert saved["step"] == best["step"]
+
+
+def test_export_carries_the_card_with_real_scores(trained, tiny_encoder_dir):
+    card = Parser(trained["export_dir"]).card
+    best = json.load(open(os.path.join(trained["model_dir"], "best", "best.json")))
+    assert card["scores"]["dev"]["f1"] == best["dev_f1"]
+    assert card["scores"]["dev"]["pos_accuracy"] == best["dev_pos_accuracy"]
+    assert card["scores"]["test"]["f1"] == trained["evaluation"]["f1"]
+    assert card["scores"]["test"]["pos_accuracy"] == trained["evaluation"]["pos_accuracy"]
+    config = json.load(open(os.path.join(tiny_encoder_dir, "config.json")))
+    assert card["encoder"]["name"] == tiny_encoder_dir
+    assert card["encoder"]["layers"] == config["num_hidden_layers"]
+    assert card["encoder"]["hidden_size"] == config["hidden_size"]
+    hidden, inner, vocab = config["hidden_size"], config["intermediate_size"], config["vocab_size"]
+    per_layer = 4 * hidden * hidden + 4 * hidden + 2 * hidden * inner + inner + hidden + 4 * hidden
+    embeddings = (vocab + config["max_position_embeddings"] + 2) * hidden + 2 * hidden
+    assert card["encoder"]["parameters"] == embeddings + config["num_hidden_layers"] * per_layer
+    vocab_dir = os.path.join(trained["model_dir"], "vocab")
+    for name in ("leaf", "internal", "pos"):
+        with open(os.path.join(vocab_dir, f"{name}_tags.txt"), encoding="utf-8") as f:
+            assert card["tag_vocabularies"][name] == sum(1 for line in f if line.strip())
+    assert card["max_stack_depth"] == Parser(trained["export_dir"]).max_stack_depth
+    assert card["training"]["command"].startswith("python -m tetra_tf.train")
+    assert card["tetra_tf_version"] == tetra_tf.__version__
+    assert os.path.isfile(os.path.join(trained["export_dir"], "assets.extra",
+                                       model_card.CARD_MARKDOWN_FILE))
+
+
+def test_describe_prints_the_card(trained):
+    result = _run("tetra_tf.parse", f"--model_dir={trained['export_dir']}", "--describe")
+    assert result.returncode == 0, result.stderr
+    card = Parser(trained["export_dir"]).card
+    assert f"dev F1 {card['scores']['dev']['f1']:.2f}" in result.stdout
+    assert f"test F1 {trained['evaluation']['f1']:.2f}" in result.stdout
+    assert tetra_tf.__version__ in result.stdout and "hidden 32" in result.stdout
+
+
+def test_export_without_a_card_still_loads_and_says_so(tiny_export_dir, tmp_path):
+    old = str(tmp_path / "old")
+    shutil.copytree(tiny_export_dir, old)
+    assert model_card.read(old) is not None
+    shutil.rmtree(os.path.join(old, model_card.CARD_DIR))
+    parser = Parser(old)
+    assert parser.card is None
+    assert parser.parse_to_strings([["The", "cat", "."]]) == Parser(
+        tiny_export_dir).parse_to_strings([["The", "cat", "."]])
+    result = _run("tetra_tf.parse", f"--model_dir={old}", "--describe")
+    assert result.returncode == 0 and "no model card" in result.stdout
+    result = _run("tetra_tf.parse", f"--model_dir={tmp_path}", "--describe")
+    assert result.returncode == 2 and "no SavedModel" in result.stderr
+
+
+def test_card_without_training_records_says_what_is_missing(tiny_export_dir):
+    card = model_card.read(tiny_export_dir)
+    assert card["training"] is None and card["scores"]["dev"] is None
+    text = model_card.render(card)
+    assert "no record" in text and "test F1: not recorded" in text

@@ -1,0 +1,268 @@
+"""Tests for tetra_tf/spacy_component.py: the spaCy v3 component on a tiny export."""
+
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+
+spacy = pytest.importorskip("spacy")
+
+import nltk  # noqa: E402
+
+from conftest import REPO_ROOT  # noqa: E402
+from tetra_tf import spacy_component  # noqa: E402
+from tetra_tf.parser import Parser  # noqa: E402
+from tetra_tf.spacy_component import (MissingSentencesError, NonConstituentError,  # noqa: E402
+                                      ptb_tokens)
+
+TEXTS = [
+    'She said "hello (and goodbye)" to me. The cat sat on the mat!',
+    "Emoji 😀 are words too 🎉. \u201cCurly quotes\u201d and [square] {curly} brackets?",
+    "Two  spaces and\ttabs.\n\nA new paragraph starts here.\n",
+    "Hi.",
+]
+LONG_WORDS = ("the cat sat on a mat and she says he even left early while dogs ran "
+              "in text with words").split()
+LONG_TEXT = " ".join(LONG_WORDS[i % len(LONG_WORDS)] for i in range(300)) + " ."
+
+
+@pytest.fixture(scope="module")
+def nlp(tiny_export_dir):
+    nlp = spacy.blank("en")
+    nlp.add_pipe("sentencizer")
+    nlp.add_pipe("tetra_tf", config={"model_dir": tiny_export_dir, "batch_size": 4})
+    return nlp
+
+
+@pytest.fixture(scope="module")
+def parser(tiny_export_dir):
+    return Parser(tiny_export_dir)
+
+
+def _word_tokens(span):
+    return [token for token in span if not token.is_space]
+
+
+def _spans_of(tree: nltk.Tree, token_indices: list[int]) -> list[tuple[int, int, tuple]]:
+    """(start token, end token, labels) of a Parser tree in preorder, as the component sees
+    constituents: TOP dropped (unless it has several children), unary chains merged."""
+    spans = []
+
+    def visit(node, labels, word):
+        while isinstance(node, nltk.Tree) and len(node) == 1 and isinstance(node[0], nltk.Tree):
+            node = node[0]
+            if not (len(node) == 1 and isinstance(node[0], str)):
+                labels = labels + (node.label(),)
+        if len(node) == 1 and isinstance(node[0], str):
+            spans.append((token_indices[word], token_indices[word] + 1, labels))
+            return word + 1
+        position = len(spans)
+        spans.append(None)
+        end = word
+        for child in node:
+            is_word = len(child) == 1 and isinstance(child[0], str)
+            end = visit(child, () if is_word else (child.label(),), end)
+        spans[position] = (token_indices[word], token_indices[end - 1] + 1, labels)
+        return end
+
+    visit(tree, (tree.label(),) if len(tree) > 1 else (), 0)
+    return spans
+
+
+def test_ptb_tokens_map_brackets_and_quotes():
+    nlp = spacy.blank("en")
+    doc = nlp('"Hi (there)," he said, "it\u2019s [a] {test}" \u201cok\u201d :-)')
+    words = ptb_tokens(_word_tokens(doc))
+    assert words[0] == "``" and words[:5] == ["``", "Hi", "-LRB-", "there", "-RRB-"]
+    assert "''" in words[5:8]  # the closing quote after the comma
+    assert words.count("``") == 3 and words.count("''") == 3
+    assert {"-LSB-", "-RSB-", "-LCB-", "-RCB-"} <= set(words)
+    assert "'s" in words  # curly apostrophe inside a token
+    assert words[-1] == ":--RRB-"  # as tetra_tf.parse escapes brackets inside tokens
+    assert not any(c in w for w in words for c in "()[]{}\u201c\u201d\u2019")
+
+
+def test_sentences_get_the_parsers_trees_over_their_tokens(nlp, parser):
+    for text in TEXTS + [LONG_TEXT]:
+        doc = nlp(text)
+        parsed = 0
+        for sent in doc.sents:
+            words = _word_tokens(sent)
+            if not words:  # e.g. the trailing newline: skipped, not parsed
+                assert sent._.parse_string is None and sent._.labels == ()
+                assert sent._.parse_score is None and list(sent._.constituents) == []
+                continue
+            parsed += 1
+            result = parser.parse_results([ptb_tokens(words)])[0]
+            expected = _spans_of(result.tree, [t.i for t in words])
+            found = [(c.start, c.end, c._.labels) for c in sent._.constituents]
+            assert found == expected
+            tree = nltk.Tree.fromstring(sent._.parse_string)
+            # Leaves are the PTB forms of exactly the sentence's non-space tokens.
+            assert tree.leaves() == ptb_tokens(words)
+            assert [pos for _, pos in tree.pos()] == result.pos_tags
+            root = result.tree if len(result.tree) > 1 else result.tree[0]
+            assert tree == root
+            assert math.isclose(sent._.parse_score, result.score, rel_tol=1e-4, abs_tol=1e-3)
+            assert sent._.parse_score <= 0.0
+            assert all(not t.is_space for c in sent._.constituents for t in (c[0], c[-1]))
+        assert parsed >= 1
+        assert math.isclose(doc._.tetra_score, sum(
+            s._.parse_score for s in doc.sents if s._.parse_score is not None), abs_tol=1e-4)
+
+
+def test_whitespace_tokens_are_skipped(nlp):
+    doc = nlp(TEXTS[2])
+    spaces = [t for t in doc if t.is_space]
+    assert len(spaces) >= 3  # the double space, the tab, the blank line, the final newline
+    sents = list(doc.sents)
+    assert sents[-1].text == "\n" and sents[-1]._.parse_string is None
+    # A sentence with leading whitespace matches its constituent without it.
+    second = next(s for s in sents if s.text.strip().startswith("A new"))
+    assert second[0].is_space
+    words = _word_tokens(second)
+    trimmed = doc[words[0].i:words[-1].i + 1]
+    assert list(second._.constituents)[0] == trimmed
+    assert second._.parse_string == trimmed._.parse_string is not None
+    for sent in sents:
+        leaves = nltk.Tree.fromstring(sent._.parse_string).leaves() if sent._.parse_string \
+            else []
+        assert len(leaves) == len(_word_tokens(sent))
+
+
+def test_children_parent_and_tokens_agree(nlp):
+    doc = nlp(TEXTS[0] + " " + LONG_TEXT)
+    for sent in doc.sents:
+        root = list(sent._.constituents)[0]
+        assert root._.parent is None
+        for constituent in sent._.constituents:
+            children = list(constituent._.children)
+            if len(constituent) == 1:
+                assert children == []
+                token = constituent[0]
+                assert token._.labels == constituent._.labels
+                assert token._.parse_string == constituent._.parse_string
+                assert token._.parent == constituent._.parent
+                continue
+            assert len(children) >= 2
+            assert [t.i for c in children for t in _word_tokens(c)] == [
+                t.i for t in _word_tokens(constituent)]
+            for child in children:
+                assert child._.parent == constituent
+            assert constituent._.parse_string == "".join(
+                f"({label} " for label in constituent._.labels) + " ".join(
+                c._.parse_string for c in children) + ")" * len(constituent._.labels)
+
+
+def test_a_span_that_is_no_constituent_raises(nlp):
+    doc = nlp(TEXTS[0])
+    sent = next(doc.sents)
+    constituents = {(c.start, c.end) for c in sent._.constituents}
+    crossing = next((i, j) for i in range(sent.start, sent.end)
+                    for j in range(i + 1, sent.end + 1) if (i, j) not in constituents)
+    with pytest.raises(NonConstituentError, match="not a constituent"):
+        doc[crossing[0]:crossing[1]]._.labels
+    non_sentence = next(c for c in sent._.constituents if c._.parent is not None)
+    assert non_sentence._.parse_score is None
+
+
+def test_the_300_word_sentence(nlp):
+    doc = nlp(LONG_TEXT)
+    sents = list(doc.sents)
+    assert len(sents) == 1
+    tree = nltk.Tree.fromstring(sents[0]._.parse_string)
+    assert len(tree.leaves()) == 301
+    assert len(list(sents[0]._.constituents)) >= 301
+
+
+def test_pipe_batches_sentences_of_many_docs_shortest_together(nlp, tiny_export_dir):
+    component = nlp.get_pipe("tetra_tf")
+    calls = []
+    serve = component.parser._serve
+
+    def recording_serve(sentences):
+        calls.append([s.decode("utf-8") for s in sentences.numpy()])
+        return serve(sentences=sentences)
+
+    texts = TEXTS + ["Another doc comes here. And one more sentence ."]
+    single = [[s._.parse_string for s in nlp(text).sents] for text in texts]
+    component.parser._serve = recording_serve
+    try:
+        docs = list(nlp.pipe(texts, batch_size=len(texts)))
+    finally:
+        component.parser._serve = serve
+    sentences = [s for doc in docs for s in doc.sents if _word_tokens(s)]
+    assert [[s._.parse_string for s in doc.sents] for doc in docs] == single
+    assert len(calls) == math.ceil(len(sentences) / component.batch_size)
+    assert all(len(call) <= component.batch_size for call in calls)
+    lengths = [[len(s) for s in call] for call in calls]
+    for before, after in zip(lengths, lengths[1:]):
+        assert max(before) <= min(after)  # shortest together
+    # A model call mixes sentences of different docs.
+    owners = {" ".join(ptb_tokens(_word_tokens(s))): i for i, doc in enumerate(docs)
+              for s in doc.sents}
+    assert any(len({owners[s] for s in call}) > 1 for call in calls)
+
+
+def test_doc_without_sentence_boundaries_names_the_fix(tiny_export_dir):
+    nlp = spacy.blank("en")
+    nlp.add_pipe("tetra_tf", config={"model_dir": tiny_export_dir})
+    with pytest.raises(MissingSentencesError, match=r'nlp.add_pipe\("sentencizer"'):
+        nlp("No sentencizer here.")
+    assert nlp("")._.tetra_score == 0.0  # an empty doc needs no boundaries
+
+
+def test_unparsed_doc_says_how_to_parse_it(nlp):
+    doc = spacy.blank("en")("Not parsed .")
+    with pytest.raises(ValueError, match="add the tetra_tf component"):
+        doc[0:3]._.parse_string
+    assert doc._.tetra_score is None
+
+
+def test_docs_serialize_with_their_parses(nlp):
+    from spacy.tokens import DocBin
+
+    doc = nlp(TEXTS[0])
+    bin_ = DocBin(store_user_data=True)
+    bin_.add(doc)
+    restored = list(DocBin(store_user_data=True).from_bytes(bin_.to_bytes())
+                    .get_docs(nlp.vocab))[0]
+    assert [s._.parse_string for s in restored.sents] == [s._.parse_string for s in doc.sents]
+    assert restored._.tetra_score == doc._.tetra_score
+
+
+def test_entry_point_registers_the_factory_without_importing_tetra_tf(tiny_export_dir,
+                                                                     tmp_path):
+    # The package metadata setup.py declares (what pip install writes), first on the path.
+    subprocess.run([sys.executable, "setup.py", "-q", "egg_info", "--egg-base", str(tmp_path)],
+                   cwd=REPO_ROOT, check=True, capture_output=True)
+    script = (
+        "import importlib.metadata, sys, spacy\n"
+        "points = importlib.metadata.entry_points(group='spacy_factories')\n"
+        "print([p.value for p in points if p.name == 'tetra_tf'])\n"
+        "nlp = spacy.blank('en')\n"
+        "print('tetra_tf' in sys.modules)  # spaCy imported the factory's module, not tetra_tf\n"
+        "nlp.add_pipe('sentencizer')\n"
+        f"nlp.add_pipe('tetra_tf', config={{'model_dir': {tiny_export_dir!r}}})\n"
+        "print(next(nlp('The cat sat .').sents)._.parse_string)\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), REPO_ROOT]),
+               TF_CPP_MIN_LOG_LEVEL="3")
+    result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                            text=True, timeout=300, check=False)
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = result.stdout.strip().splitlines()
+    assert lines[0] == "['tetra_tf_spacy:make_tetra_tf']"
+    assert lines[1] == "False"
+    tree = Parser(tiny_export_dir).parse("The cat sat .".split())
+    assert nltk.Tree.fromstring(lines[2]) == (tree if len(tree) > 1 else tree[0])
+
+
+def test_bad_config_is_reported(tiny_export_dir, tmp_path):
+    nlp = spacy.blank("en")
+    with pytest.raises(FileNotFoundError, match="no SavedModel"):
+        nlp.add_pipe("tetra_tf", config={"model_dir": str(tmp_path)})
+    with pytest.raises(Exception, match="model_dir"):
+        spacy.blank("en").add_pipe("tetra_tf")
+    assert spacy_component.FACTORY_NAME == "tetra_tf"

