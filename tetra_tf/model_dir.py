@@ -5,6 +5,8 @@
   ckpt/                rolling checkpoints (model, optimizers, step) for automatic resume
   best/model           the weights with the best dev F1 (best/best.json says when)
   history.json, logs/  per-epoch records and TensorBoard summaries
+  training.json        each run's command, date, data and recipe (for the model card)
+  evaluations.json     `train --evaluate` results, per data directory
 
 Training writes it; export, evaluation, benchmarks and the tests read it through this module.
 """
@@ -29,7 +31,10 @@ ENCODER_VOCAB_FILE = "encoder_vocab.txt"
 BEST_DIR = "best"
 BEST_CHECKPOINT = os.path.join(BEST_DIR, "model")
 ROLLING_CHECKPOINT_DIR = "ckpt"
+BEST_RECORD_FILE = "best.json"
 HISTORY_FILE = "history.json"
+TRAINING_FILE = "training.json"  # each training run's command, date, data and recipe
+EVALUATIONS_FILE = "evaluations.json"  # `train --evaluate` results, per data directory
 
 
 class ModelDirError(Exception):
@@ -59,6 +64,24 @@ class TaggerSpec:
             spec = json.load(f)
         return cls(encoders.EncoderConfig.from_dict(spec["encoder"]), HeadsConfig(**spec["heads"]),
                    int(spec["max_stack_depth"]))
+
+
+def read_json(path: str):
+    """A model directory's JSON file, or None if it does not exist."""
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def write_json(path: str, value) -> None:
+    """Writes a JSON file atomically (a reader never sees half of it)."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(value, f, indent=2)
+        f.write("\n")
+    os.replace(tmp, path)
 
 
 def vocab_dir(model_dir: str) -> str:
