@@ -139,6 +139,7 @@ def get_strategy(tpu: str | None, strategy: str) -> tf.distribute.Strategy:
 
 
 MAX_WARMUP_FRACTION = 0.1
+MIN_TRAINING_STEPS = 2
 
 
 def effective_warmup_steps(warmup_steps: int, total_steps: int) -> int:
@@ -149,13 +150,48 @@ def effective_warmup_steps(warmup_steps: int, total_steps: int) -> int:
     return max(0, min(warmup_steps, int(total_steps * MAX_WARMUP_FRACTION)))
 
 
+def plan_warmup(config: TrainingConfig, total_steps: int) -> int:
+    """Checks that the run's learning rates can move the weights; returns the warmup steps.
+
+    Raises UsageError when nothing would be learned (negative or only zero peaks, fewer
+    than 2 steps: the schedule's last step has rate 0); says on stderr when the warmup
+    is shortened or one part of the model stays frozen.
+    """
+    for flag, peak in (("--learning_rate", config.learning_rate),
+                       ("--head_learning_rate", config.head_learning_rate)):
+        if not peak >= 0.0:  # Also catches NaN.
+            raise UsageError(f"{flag}={peak}: a peak learning rate must be >= 0")
+    if config.learning_rate == 0.0 and config.head_learning_rate == 0.0:
+        raise UsageError("--learning_rate and --head_learning_rate are both 0: "
+                         "nothing would be learned")
+    if total_steps < MIN_TRAINING_STEPS:
+        raise UsageError(
+            f"{config.epochs} epoch(s) make {total_steps} training step(s): the learning rate "
+            f"decays to 0 at a run's last step, so at least {MIN_TRAINING_STEPS} are needed "
+            "(raise --epochs or lower --batch_size)")
+    for what, flag, peak in (("encoder weights", "--learning_rate", config.learning_rate),
+                             ("tag head weights", "--head_learning_rate",
+                              config.head_learning_rate)):
+        if peak == 0.0:
+            _notice(f"warning: {flag}=0: the {what} stay frozen")
+    warmup = effective_warmup_steps(config.warmup_steps, total_steps)
+    if warmup < config.warmup_steps:
+        _notice(f"warmup shortened from {config.warmup_steps} to {warmup} steps "
+                f"(at most a tenth of the run's {total_steps} steps)")
+    return warmup
+
+
+def _notice(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
 class WarmupLinearDecay(tf_keras.optimizers.schedules.LearningRateSchedule):
     """Rises linearly to `peak` at the last warmup step, then decays linearly to 0 at the
     last step of the run.
 
     `step` is the optimizer's iteration count before the update (0 for the first step), so
-    the first update uses peak / warmup_steps and the update at step total_steps - 1
-    uses exactly 0; every update in between has a positive rate.
+    the first update uses peak / warmup_steps (peak itself without warmup) and the update
+    at step total_steps - 1 uses exactly 0; every update in between has a positive rate.
     """
 
     def __init__(self, peak: float, warmup_steps: int, total_steps: int):
@@ -166,11 +202,11 @@ class WarmupLinearDecay(tf_keras.optimizers.schedules.LearningRateSchedule):
 
     def __call__(self, step):
         step = tf.cast(step, tf.float32)
-        warmup = float(self.warmup_steps)
-        rising = self.peak * (step + 1.0) / max(warmup, 1.0)
+        peak_step = float(max(self.warmup_steps - 1, 0))
+        rising = self.peak * (step + 1.0) / max(float(self.warmup_steps), 1.0)
         falling = self.peak * (self.total_steps - 1.0 - step) / max(
-            self.total_steps - warmup, 1.0)
-        rate = tf.where(step + 1.0 < warmup, rising, falling)
+            self.total_steps - 1.0 - peak_step, 1.0)
+        rate = tf.where(step < peak_step, rising, falling)
         return tf.clip_by_value(rate, 0.0, self.peak)
 
     def get_config(self) -> dict:
@@ -216,6 +252,12 @@ class Trainer:
         self.train_step = tf.function(self._train_step, reduce_retracing=not config.jit_compile)
         self.predict_step = tf.function(self._predict_step,
                                         reduce_retracing=not config.jit_compile)
+
+    def learning_rates(self) -> dict[str, float]:
+        """The rates the schedules gave the last update of each optimizer (the optimizers
+        keep them; evaluating the schedules at `iterations` would give the next step's)."""
+        return {"encoder": float(self.encoder_optimizer.learning_rate),
+                "heads": float(self.head_optimizer.learning_rate)}
 
     def checkpoint(self) -> tf.train.Checkpoint:
         return tf.train.Checkpoint(model=self.model, encoder_optimizer=self.encoder_optimizer,
@@ -415,8 +457,19 @@ def train(train_data: str, dev_data: str | None, model_dir: str, config: Trainin
     static_shapes = config.jit_compile or isinstance(strategy, tf.distribute.TPUStrategy)
     input_config = dataclasses.replace(input_config or input_pipeline.InputConfig(),
                                        batch_size=config.batch_size, static_shapes=static_shapes)
+    # Layers take the policy when built; restore it after, for the process's later models.
+    previous_policy = tf_keras.mixed_precision.global_policy()
     if config.mixed_precision != "none":
         tf_keras.mixed_precision.set_global_policy(f"mixed_{config.mixed_precision}")
+    try:
+        return _train(train_data, dev_data, model_dir, config, strategy, encoder_path,
+                      input_config, max_steps, progress)
+    finally:
+        tf_keras.mixed_precision.set_global_policy(previous_policy)
+
+
+def _train(train_data, dev_data, model_dir, config, strategy, encoder_path, input_config,
+           max_steps, progress) -> dict:
     with strategy.scope():  # The pretrained encoder's variables must live in the strategy.
         vocabs, spec, pretrained = prepare_model_dir(
             model_dir, train_data, encoder_path, config, write=is_chief(strategy))
@@ -438,6 +491,7 @@ def train(train_data: str, dev_data: str | None, model_dir: str, config: Trainin
     if steps_per_epoch == 0:
         raise UsageError(f"--train_data: fewer sentences than one batch of {config.batch_size}")
     total_steps = steps_per_epoch * config.epochs
+    plan_warmup(config, total_steps)
 
     with strategy.scope():
         model = build_tagger(spec, pretrained.encoder if pretrained else None)
@@ -479,13 +533,14 @@ def train(train_data: str, dev_data: str | None, model_dir: str, config: Trainin
             loss = float(trainer.train_step(batch))
             losses.append(loss)
             step = int(trainer.step.numpy())
+            rates = trainer.learning_rates()
             bar.update(1)
-            bar.set_postfix(loss=f"{loss:.3f}",
+            bar.set_postfix(loss=f"{loss:.3f}", lr=f"{rates['encoder']:.2e}",
                             steps_s=f"{len(losses) / (time.time() - epoch_started):.2f}")
             with writer.as_default(step=step):
                 tf.summary.scalar("train/loss", loss)
-                tf.summary.scalar("train/learning_rate",
-                                  trainer.encoder_optimizer.learning_rate)
+                for part, rate in rates.items():
+                    tf.summary.scalar(f"train/learning_rate/{part}", rate)
             if step % config.checkpoint_every_steps == 0:
                 manager.save(checkpoint_number=step)
         bar.close()
@@ -518,6 +573,7 @@ def train(train_data: str, dev_data: str | None, model_dir: str, config: Trainin
             message += " (best)"
         print(message, file=sys.stderr, flush=True)
         _write_json(os.path.join(model_dir, "history.json"), history)
+    writer.close()
     return {"steps": int(trainer.step.numpy()), "resumed_from_step": start_step,
             "seconds": time.time() - started, "best": best, "history": history}
 
