@@ -166,9 +166,9 @@ def plan_warmup(config: TrainingConfig, total_steps: int) -> int:
                          "nothing would be learned")
     if total_steps < MIN_TRAINING_STEPS:
         raise UsageError(
-            f"{config.epochs} epoch(s) make {total_steps} training step(s): the learning rate "
-            f"decays to 0 at a run's last step, so at least {MIN_TRAINING_STEPS} are needed "
-            "(raise --epochs or lower --batch_size)")
+            f"--epochs={config.epochs} makes {max(total_steps, 0)} training step(s) of "
+            f"{config.batch_size} sentences: at least {MIN_TRAINING_STEPS} are needed, as the "
+            "learning rate decays to 0 at a run's last step")
     for what, flag, peak in (("encoder weights", "--learning_rate", config.learning_rate),
                              ("tag head weights", "--head_learning_rate",
                               config.head_learning_rate)):
@@ -662,10 +662,13 @@ def define_flags() -> None:
                       "Strategy when --tpu is not set (multi_worker reads TF_CONFIG).")
     flags.DEFINE_integer("epochs", defaults.epochs, "Training epochs.")
     flags.DEFINE_integer("batch_size", defaults.batch_size, "Global batch size, in sentences.")
-    flags.DEFINE_float("learning_rate", defaults.learning_rate, "Peak learning rate of the encoder.")
+    flags.DEFINE_float("learning_rate", defaults.learning_rate,
+                       "Peak learning rate of the encoder (0 keeps it frozen).")
     flags.DEFINE_float("head_learning_rate", defaults.head_learning_rate,
                        "Peak learning rate of the tag heads.")
-    flags.DEFINE_integer("warmup_steps", defaults.warmup_steps, "Linear warmup steps.")
+    flags.DEFINE_integer("warmup_steps", defaults.warmup_steps,
+                         "Steps of linear warmup to the peak rates (at most a tenth of the run's "
+                         "steps), then linear decay to 0 at the run's last step.")
     flags.DEFINE_float("weight_decay", defaults.weight_decay, "AdamW weight decay.")
     flags.DEFINE_float("clip_norm", defaults.clip_norm, "Global gradient norm clip.")
     flags.DEFINE_float("dropout_rate", defaults.dropout_rate, "Dropout before the heads.")
