@@ -256,8 +256,8 @@ class Trainer:
     def learning_rates(self) -> dict[str, float]:
         """The rates the schedules gave the last update of each optimizer (the optimizers
         keep them; evaluating the schedules at `iterations` would give the next step's)."""
-        return {"encoder": float(self.encoder_optimizer.learning_rate),
-                "heads": float(self.head_optimizer.learning_rate)}
+        return {"encoder": float(tf.convert_to_tensor(self.encoder_optimizer.learning_rate)),
+                "heads": float(tf.convert_to_tensor(self.head_optimizer.learning_rate))}
 
     def checkpoint(self) -> tf.train.Checkpoint:
         return tf.train.Checkpoint(model=self.model, encoder_optimizer=self.encoder_optimizer,
