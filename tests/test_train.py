@@ -123,6 +123,7 @@ class TestPlanWarmup:
         (dict(learning_rate=-1e-4), 100, "--learning_rate=-0.0001"),
         (dict(head_learning_rate=float("nan")), 100, "--head_learning_rate=nan"),
         (dict(learning_rate=0.0, head_learning_rate=0.0), 100, "both 0"),
+        (dict(warmup_steps=-1), 100, "--warmup_steps=-1"),
     ])
     def test_refuses_runs_that_learn_nothing(self, changes, total, message):
         with pytest.raises(train.UsageError, match=message):

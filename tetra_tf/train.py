@@ -154,13 +154,15 @@ def plan_warmup(config: TrainingConfig, total_steps: int) -> int:
     """Checks that the run's learning rates can move the weights; returns the warmup steps.
 
     Raises UsageError when nothing would be learned (negative or only zero peaks, fewer
-    than 2 steps: the schedule's last step has rate 0); says on stderr when the warmup
-    is shortened or one part of the model stays frozen.
+    than 2 steps: the schedule's last step has rate 0) or the warmup is negative; says on
+    stderr when the warmup is shortened or one part of the model stays frozen.
     """
     for flag, peak in (("--learning_rate", config.learning_rate),
                        ("--head_learning_rate", config.head_learning_rate)):
         if not peak >= 0.0:  # Also catches NaN.
             raise UsageError(f"{flag}={peak}: a peak learning rate must be >= 0")
+    if config.warmup_steps < 0:
+        raise UsageError(f"--warmup_steps={config.warmup_steps}: must be >= 0")
     if config.learning_rate == 0.0 and config.head_learning_rate == 0.0:
         raise UsageError("--learning_rate and --head_learning_rate are both 0: "
                          "nothing would be learned")
