@@ -149,8 +149,9 @@ def test_one_epoch_lowers_the_loss_and_logs_the_rates_used(tiny_encoder_dir, sma
     assert f"warmup shortened from 200 to {warmup} steps" in capsys.readouterr().err
     logged = logged_scalars(tmp_path / "run" / "logs")
     losses = [logged["train/loss"][step] for step in range(1, total + 1)]
-    # Untrained, the loss is about ln(40 * 85 * 45) = 11.9 and batches differ by < 0.1.
-    assert np.mean(losses[-3:]) < np.mean(losses[:3]) - 0.3, losses
+    # Untrained, the loss is about the log of the product of the three vocabularies' sizes
+    # (9.9 for these 96 trees), whatever the batch; this run lowers it by 0.43 (seeds 1, 2).
+    assert np.mean(losses[-3:]) < np.mean(losses[:3]) - 0.2, losses
     for part, peak in (("encoder", config.learning_rate), ("heads", config.head_learning_rate)):
         schedule = train.WarmupLinearDecay(peak, warmup, total)
         expected = [float(schedule(step - 1)) for step in range(1, total + 1)]
