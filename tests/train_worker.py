@@ -25,7 +25,7 @@ from tetra_tf.model import HeadsConfig  # noqa: E402
 from tetra_tf.tags import TagVocabularies  # noqa: E402
 from tetra_tf.tokenization import SubwordTokenizer  # noqa: E402
 
-STEPS = 3  # The first has a learning rate of 0 (warmup); the others move the weights.
+STEPS = 3  # All at positive learning rates (warmup 1 step, then decay over 10).
 
 
 def run(strategy, encoder_dir, data_dir, initial_weights, batches):

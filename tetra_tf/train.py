@@ -100,6 +100,7 @@ def get_strategy(tpu: str | None, strategy: str) -> tf.distribute.Strategy:
 
 
 MAX_WARMUP_FRACTION = 0.1
+MIN_TRAINING_STEPS = 2
 
 
 def effective_warmup_steps(warmup_steps: int, total_steps: int) -> int:
@@ -110,13 +111,50 @@ def effective_warmup_steps(warmup_steps: int, total_steps: int) -> int:
     return max(0, min(warmup_steps, int(total_steps * MAX_WARMUP_FRACTION)))
 
 
+def plan_warmup(config: TrainingConfig, total_steps: int) -> int:
+    """Checks that the run's learning rates can move the weights; returns the warmup steps.
+
+    Raises UsageError when nothing would be learned (negative or only zero peaks, fewer
+    than 2 steps: the schedule's last step has rate 0) or the warmup is negative; says on
+    stderr when the warmup is shortened or one part of the model stays frozen.
+    """
+    for flag, peak in (("--learning_rate", config.learning_rate),
+                       ("--head_learning_rate", config.head_learning_rate)):
+        if not peak >= 0.0:  # Also catches NaN.
+            raise UsageError(f"{flag}={peak}: a peak learning rate must be >= 0")
+    if config.warmup_steps < 0:
+        raise UsageError(f"--warmup_steps={config.warmup_steps}: must be >= 0")
+    if config.learning_rate == 0.0 and config.head_learning_rate == 0.0:
+        raise UsageError("--learning_rate and --head_learning_rate are both 0: "
+                         "nothing would be learned")
+    if total_steps < MIN_TRAINING_STEPS:
+        raise UsageError(
+            f"--epochs={config.epochs} makes {max(total_steps, 0)} training step(s) of "
+            f"{config.batch_size} sentences: at least {MIN_TRAINING_STEPS} are needed, as the "
+            "learning rate decays to 0 at a run's last step")
+    for what, flag, peak in (("encoder weights", "--learning_rate", config.learning_rate),
+                             ("tag head weights", "--head_learning_rate",
+                              config.head_learning_rate)):
+        if peak == 0.0:
+            _notice(f"warning: {flag}=0: the {what} stay frozen")
+    warmup = effective_warmup_steps(config.warmup_steps, total_steps)
+    if warmup < config.warmup_steps:
+        _notice(f"warmup shortened from {config.warmup_steps} to {warmup} steps "
+                f"(at most a tenth of the run's {total_steps} steps)")
+    return warmup
+
+
+def _notice(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
 class WarmupLinearDecay(tf_keras.optimizers.schedules.LearningRateSchedule):
     """Rises linearly to `peak` at the last warmup step, then decays linearly to 0 at the
     last step of the run.
 
     `step` is the optimizer's iteration count before the update (0 for the first step), so
-    the first update uses peak / warmup_steps and the update at step total_steps - 1
-    uses exactly 0; every update in between has a positive rate.
+    the first update uses peak / warmup_steps (peak itself without warmup) and the update
+    at step total_steps - 1 uses exactly 0; every update in between has a positive rate.
     """
 
     def __init__(self, peak: float, warmup_steps: int, total_steps: int):
@@ -127,11 +165,11 @@ class WarmupLinearDecay(tf_keras.optimizers.schedules.LearningRateSchedule):
 
     def __call__(self, step):
         step = tf.cast(step, tf.float32)
-        warmup = float(self.warmup_steps)
-        rising = self.peak * (step + 1.0) / max(warmup, 1.0)
+        peak_step = float(max(self.warmup_steps - 1, 0))
+        rising = self.peak * (step + 1.0) / max(float(self.warmup_steps), 1.0)
         falling = self.peak * (self.total_steps - 1.0 - step) / max(
-            self.total_steps - warmup, 1.0)
-        rate = tf.where(step + 1.0 < warmup, rising, falling)
+            self.total_steps - 1.0 - peak_step, 1.0)
+        rate = tf.where(step < peak_step, rising, falling)
         return tf.clip_by_value(rate, 0.0, self.peak)
 
     def get_config(self) -> dict:
@@ -178,6 +216,12 @@ class Trainer:
         self.predict_step = tf.function(self._predict_step,
                                         reduce_retracing=not config.jit_compile)
 
+    def learning_rates(self) -> dict[str, float]:
+        """The rates the schedules gave the last update of each optimizer (the optimizers
+        keep them; evaluating the schedules at `iterations` would give the next step's)."""
+        return {"encoder": float(tf.convert_to_tensor(self.encoder_optimizer.learning_rate)),
+                "heads": float(tf.convert_to_tensor(self.head_optimizer.learning_rate))}
+
     def checkpoint(self) -> tf.train.Checkpoint:
         return tf.train.Checkpoint(model=self.model, encoder_optimizer=self.encoder_optimizer,
                                    head_optimizer=self.head_optimizer, step=self.step)
@@ -220,7 +264,7 @@ class Trainer:
 
 def model_inputs(batch: dict) -> dict:
     """The tensors of a batch that go through the accelerator (strings stay on the host)."""
-    return {key: value for key, value in batch.items() if key not in ("words", "tree")}
+    return {key: value for key, value in batch.items() if key not in (records.WORDS, records.TREE)}
 
 
 def log_softmax(logits: np.ndarray) -> np.ndarray:
@@ -299,8 +343,8 @@ def load_training_data(data_dir: str, vocabs: TagVocabularies, tokenizer: Subwor
         raise UsageError(f"{what}: {data_dir} holds a corrupt TFRecord file ({e.message})") from None
     if summary.num_examples == 0:
         raise UsageError(f"{what}: {data_dir} holds no examples")
-    sizes = {"leaf_tag_ids": len(vocabs.leaf), "internal_tag_ids": len(vocabs.internal),
-             "pos_tag_ids": len(vocabs.pos)}
+    sizes = {records.LEAF_TAG_IDS: len(vocabs.leaf),
+             records.INTERNAL_TAG_IDS: len(vocabs.internal), records.POS_TAG_IDS: len(vocabs.pos)}
     for key, size in sizes.items():
         if summary.max_tag_ids[key] >= size:
             raise UsageError(
@@ -378,8 +422,41 @@ def train(train_data: str, dev_data: str | None, model_dir: str, config: Trainin
     static_shapes = config.jit_compile or isinstance(strategy, tf.distribute.TPUStrategy)
     input_config = dataclasses.replace(input_config or input_pipeline.InputConfig(),
                                        batch_size=config.batch_size, static_shapes=static_shapes)
+    # Layers take the policy when built; restore it after, for the process's later models.
+    previous_policy = tf_keras.mixed_precision.global_policy()
     if config.mixed_precision != "none":
         tf_keras.mixed_precision.set_global_policy(f"mixed_{config.mixed_precision}")
+    try:
+        run = _prepare_run(train_data, dev_data, model_dir, config, strategy, encoder_path,
+                           input_config)
+        return _train(run, config, strategy, model_dir, max_steps, progress,
+                      record=lambda start_step: model_card.record_training_run(
+                          model_dir, command, train_data, dev_data, encoder_path,
+                          dataclasses.asdict(config), run.train_summary.num_examples,
+                          start_step))
+    finally:
+        tf_keras.mixed_precision.set_global_policy(previous_policy)
+
+
+@dataclasses.dataclass
+class _Run:
+    """What one training run works on: vocabularies, tokenized data, model and step counts."""
+
+    vocabs: TagVocabularies
+    spec: TaggerSpec
+    tokenizer: SubwordTokenizer
+    input_config: input_pipeline.InputConfig
+    train_set: tf.data.Dataset
+    train_summary: input_pipeline.DataSummary
+    dev_set: tf.data.Dataset | None
+    steps_per_epoch: int
+    total_steps: int
+    trainer: "Trainer"
+
+
+def _prepare_run(train_data, dev_data, model_dir, config, strategy, encoder_path,
+                 input_config) -> _Run:
+    """Setup: the model directory, the data (tokenized, checked) and the trainer."""
     with strategy.scope():  # The pretrained encoder's variables must live in the strategy.
         vocabs, spec, pretrained = prepare_model_dir(
             model_dir, train_data, encoder_path, config, write=is_chief(strategy))
@@ -401,12 +478,17 @@ def train(train_data: str, dev_data: str | None, model_dir: str, config: Trainin
     if steps_per_epoch == 0:
         raise UsageError(f"--train_data: fewer sentences than one batch of {config.batch_size}")
     total_steps = steps_per_epoch * config.epochs
-
+    plan_warmup(config, total_steps)
     with strategy.scope():
         model = build_tagger(spec, pretrained.encoder if pretrained else None)
         trainer = Trainer(model, config, total_steps, strategy)
-    checkpoint = trainer.checkpoint()
-    chief = is_chief(strategy)
+    return _Run(vocabs, spec, tokenizer, input_config, train_set, train_summary, dev_set,
+                steps_per_epoch, total_steps, trainer)
+
+
+def _restore(run: _Run, model_dir: str, chief: bool) -> tf.train.CheckpointManager:
+    """Resume: restores the latest rolling checkpoint, if any; returns the manager."""
+    checkpoint = run.trainer.checkpoint()
     latest = tf.train.latest_checkpoint(
         os.path.join(model_dir, model_dir_lib.ROLLING_CHECKPOINT_DIR))
     # Every worker takes part in saving; only the chief's copy is kept (TF's recipe).
@@ -415,78 +497,104 @@ def train(train_data: str, dev_data: str | None, model_dir: str, config: Trainin
     manager = tf.train.CheckpointManager(checkpoint, save_dir, max_to_keep=2)
     if latest:
         checkpoint.restore(latest).assert_existing_objects_matched()
-        logging.info("resumed from %s at step %d", latest, int(trainer.step.numpy()))
-        print(f"resumed from step {int(trainer.step.numpy())}", file=sys.stderr, flush=True)
-    best_path = os.path.join(model_dir, model_dir_lib.BEST_DIR)
-    best = _read_json(os.path.join(best_path, "best.json")) or {"dev_f1": -1.0}
-    history = _read_json(os.path.join(model_dir, model_dir_lib.HISTORY_FILE)) or []
+        step = int(run.trainer.step.numpy())
+        logging.info("resumed from %s at step %d", latest, step)
+        print(f"resumed from step {step}", file=sys.stderr, flush=True)
+    return manager
 
+
+def _train_epoch(run: _Run, config: TrainingConfig, strategy: tf.distribute.Strategy,
+                 last_step: int, manager: tf.train.CheckpointManager, writer,
+                 progress: bool) -> list[float]:
+    """Trains from the current step to the end of its epoch (or last_step); returns losses."""
+    trainer = run.trainer
+    step = int(trainer.step.numpy())
+    epoch, done_in_epoch = divmod(step, run.steps_per_epoch)
+    dataset = input_pipeline.training_dataset(
+        run.train_set, run.tokenizer, run.input_config, run.train_summary,
+        seed=config.seed * 1000 + epoch, skip_batches=done_in_epoch).map(model_inputs)
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    batches = strategy.experimental_distribute_dataset(dataset.with_options(options))
+    todo = min(run.steps_per_epoch - done_in_epoch, last_step - step)
+    bar = tqdm(total=run.steps_per_epoch, initial=done_in_epoch, disable=not progress,
+               desc=f"epoch {epoch + 1}/{config.epochs}", unit="step", file=sys.stderr)
+    started, losses = time.time(), []
+    for _, batch in zip(range(todo), batches):
+        loss = float(trainer.train_step(batch))
+        losses.append(loss)
+        step = int(trainer.step.numpy())
+        rates = trainer.learning_rates()
+        bar.update(1)
+        bar.set_postfix(loss=f"{loss:.3f}", lr=f"{rates['encoder']:.2e}",
+                        steps_s=f"{len(losses) / (time.time() - started):.2f}")
+        with writer.as_default(step=step):
+            tf.summary.scalar("train/loss", loss)
+            for part, rate in rates.items():
+                tf.summary.scalar(f"train/learning_rate/{part}", rate)
+        if step % config.checkpoint_every_steps == 0:
+            manager.save(checkpoint_number=step)
+    bar.close()
+    manager.save(checkpoint_number=step)
+    return losses
+
+
+def _score_dev(run: _Run) -> tuple[float, float]:
+    """Dev scoring: (F1 with gold POS, POS accuracy) of the current weights."""
+    parsed = predict_trees(
+        run.trainer.predict_step,
+        input_pipeline.evaluation_batches(run.dev_set, run.tokenizer, run.input_config),
+        run.vocabs, run.spec.max_stack_depth)
+    scores = evaluate.evaluate_trees(parsed.gold, parsed.with_gold_pos,
+                                     scoring_params(len(parsed.gold)))
+    return scores.fscore, parsed.pos_accuracy
+
+
+def _train(run: _Run, config: TrainingConfig, strategy: tf.distribute.Strategy,
+           model_dir: str, max_steps: int | None, progress: bool, record) -> dict:
+    """The loop: epochs of steps, each full epoch scored on dev, the best weights kept."""
+    chief = is_chief(strategy)
+    manager = _restore(run, model_dir, chief)
+    best_path = os.path.join(model_dir, model_dir_lib.BEST_DIR)
+    best = (model_dir_lib.read_json(os.path.join(best_path, model_dir_lib.BEST_RECORD_FILE))
+            or {"dev_f1": -1.0})
+    history = model_dir_lib.read_json(os.path.join(model_dir, model_dir_lib.HISTORY_FILE)) or []
     writer = tf.summary.create_file_writer(
         os.path.join(model_dir, "logs") if chief else tempfile.mkdtemp(prefix="tetra_tf_logs_"))
-    start_step = int(trainer.step.numpy())
+    start_step = int(run.trainer.step.numpy())
     if chief:
-        model_card.record_training_run(
-            model_dir, command, train_data, dev_data, encoder_path, dataclasses.asdict(config),
-            train_summary.num_examples, start_step)
-    last_step = min(total_steps, max_steps or total_steps)
+        record(start_step)
+    last_step = min(run.total_steps, max_steps or run.total_steps)
     started = time.time()
-    while int(trainer.step.numpy()) < last_step:
-        step = int(trainer.step.numpy())
-        epoch, done_in_epoch = divmod(step, steps_per_epoch)
-        dataset = input_pipeline.training_dataset(
-            train_set, tokenizer, input_config, train_summary, seed=config.seed * 1000 + epoch,
-            skip_batches=done_in_epoch).map(model_inputs)
-        options = tf.data.Options()
-        options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
-        batches = strategy.experimental_distribute_dataset(dataset.with_options(options))
-        todo = min(steps_per_epoch - done_in_epoch, last_step - step)
-        bar = tqdm(total=steps_per_epoch, initial=done_in_epoch, disable=not progress,
-                   desc=f"epoch {epoch + 1}/{config.epochs}", unit="step", file=sys.stderr)
-        epoch_started, losses = time.time(), []
-        for _, batch in zip(range(todo), batches):
-            loss = float(trainer.train_step(batch))
-            losses.append(loss)
-            step = int(trainer.step.numpy())
-            bar.update(1)
-            bar.set_postfix(loss=f"{loss:.3f}",
-                            steps_s=f"{len(losses) / (time.time() - epoch_started):.2f}")
-            with writer.as_default(step=step):
-                tf.summary.scalar("train/loss", loss)
-                tf.summary.scalar("train/learning_rate",
-                                  trainer.encoder_optimizer.learning_rate)
-            if step % config.checkpoint_every_steps == 0:
-                manager.save(checkpoint_number=step)
-        bar.close()
-        manager.save(checkpoint_number=step)
-        if step % steps_per_epoch or dev_set is None:
+    while int(run.trainer.step.numpy()) < last_step:
+        epoch_started = time.time()
+        losses = _train_epoch(run, config, strategy, last_step, manager, writer, progress)
+        step = int(run.trainer.step.numpy())
+        if step % run.steps_per_epoch or run.dev_set is None:
             continue
-        # End of an epoch: score the dev set and keep the best weights.
-        parsed = predict_trees(
-            trainer.predict_step,
-            input_pipeline.evaluation_batches(dev_set, tokenizer, input_config),
-            vocabs, spec.max_stack_depth)
-        scores = evaluate.evaluate_trees(parsed.gold, parsed.with_gold_pos,
-                                         scoring_params(len(parsed.gold)))
-        record = {"epoch": step // steps_per_epoch, "step": step,
-                  "train_loss": float(np.mean(losses)) if losses else None,
-                  "dev_f1": scores.fscore, "dev_pos_accuracy": parsed.pos_accuracy,
-                  "epoch_seconds": round(time.time() - epoch_started, 1)}
-        history.append(record)
+        dev_f1, dev_pos_accuracy = _score_dev(run)
+        entry = {"epoch": step // run.steps_per_epoch, "step": step,
+                 "train_loss": float(np.mean(losses)) if losses else None,
+                 "dev_f1": dev_f1, "dev_pos_accuracy": dev_pos_accuracy,
+                 "epoch_seconds": round(time.time() - epoch_started, 1)}
+        history.append(entry)
         with writer.as_default(step=step):
-            tf.summary.scalar("dev/f1", scores.fscore)
-            tf.summary.scalar("dev/pos_accuracy", record["dev_pos_accuracy"])
-        message = (f"epoch {record['epoch']}: loss {record['train_loss']:.4f}, dev F1 "
-                   f"{scores.fscore:.2f}, dev POS {record['dev_pos_accuracy']:.2f}")
+            tf.summary.scalar("dev/f1", dev_f1)
+            tf.summary.scalar("dev/pos_accuracy", dev_pos_accuracy)
+        message = (f"epoch {entry['epoch']}: loss {entry['train_loss']:.4f}, dev F1 "
+                   f"{dev_f1:.2f}, dev POS {dev_pos_accuracy:.2f}")
         if not chief:
             continue
-        if scores.fscore > best["dev_f1"]:
-            best = dict(record)
-            tf.train.Checkpoint(model=model).write(os.path.join(best_path, "model"))
-            _write_json(os.path.join(best_path, "best.json"), best)
+        if dev_f1 > best["dev_f1"]:
+            best = dict(entry)
+            tf.train.Checkpoint(model=run.trainer.model).write(
+                os.path.join(model_dir, model_dir_lib.BEST_CHECKPOINT))
+            model_dir_lib.write_json(os.path.join(best_path, model_dir_lib.BEST_RECORD_FILE), best)
             message += " (best)"
         print(message, file=sys.stderr, flush=True)
-        _write_json(os.path.join(model_dir, model_dir_lib.HISTORY_FILE), history)
-    return {"steps": int(trainer.step.numpy()), "resumed_from_step": start_step,
+        model_dir_lib.write_json(os.path.join(model_dir, model_dir_lib.HISTORY_FILE), history)
+    writer.close()
+    return {"steps": int(run.trainer.step.numpy()), "resumed_from_step": start_step,
             "seconds": time.time() - started, "best": best, "history": history}
 
 
@@ -534,21 +642,6 @@ def evaluate_model(model_dir: str, data_dir: str, checkpoint: str | None = None,
             "pos_accuracy": parsed.pos_accuracy}
 
 
-def _read_json(path: str):
-    if not os.path.isfile(path):
-        return None
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
-
-
-def _write_json(path: str, value) -> None:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(value, f, indent=2)
-    os.replace(tmp, path)
-
-
 FLAGS = flags.FLAGS
 
 
@@ -568,10 +661,13 @@ def define_flags() -> None:
                       "Strategy when --tpu is not set (multi_worker reads TF_CONFIG).")
     flags.DEFINE_integer("epochs", defaults.epochs, "Training epochs.")
     flags.DEFINE_integer("batch_size", defaults.batch_size, "Global batch size, in sentences.")
-    flags.DEFINE_float("learning_rate", defaults.learning_rate, "Peak learning rate of the encoder.")
+    flags.DEFINE_float("learning_rate", defaults.learning_rate,
+                       "Peak learning rate of the encoder (0 keeps it frozen).")
     flags.DEFINE_float("head_learning_rate", defaults.head_learning_rate,
                        "Peak learning rate of the tag heads.")
-    flags.DEFINE_integer("warmup_steps", defaults.warmup_steps, "Linear warmup steps.")
+    flags.DEFINE_integer("warmup_steps", defaults.warmup_steps,
+                         "Steps of linear warmup to the peak rates (at most a tenth of the run's "
+                         "steps), then linear decay to 0 at the run's last step.")
     flags.DEFINE_float("weight_decay", defaults.weight_decay, "AdamW weight decay.")
     flags.DEFINE_float("clip_norm", defaults.clip_norm, "Global gradient norm clip.")
     flags.DEFINE_float("dropout_rate", defaults.dropout_rate, "Dropout before the heads.")
