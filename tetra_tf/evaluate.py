@@ -800,7 +800,7 @@ def _main(argv: list[str]) -> int:
 
 
 def _run_cli() -> None:
-    from absl import app, flags
+    from absl import flags
 
     from tetra_tf import cli
 
@@ -808,13 +808,7 @@ def _run_cli() -> None:
                         "of the standard COLLINS.prm.")
     flags.DEFINE_bool("per_sentence", False, "Also print EVALB's per-sentence table.")
 
-    def main(argv: list[str]) -> int:
-        try:
-            return _main(argv)
-        except Exception as e:  # noqa: BLE001 - one line, not a traceback
-            return _fail(f"internal error: {type(e).__name__}: {e}", EXIT_FAILURE)
-
-    app.run(main, flags_parser=cli.parse_flags)
+    cli.run(_main, takes_arguments=True)
 
 
 if __name__ == "__main__":

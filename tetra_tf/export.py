@@ -38,13 +38,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 import tempfile
 import time
 
 import tetra_tf  # noqa: F401  (selects Keras 2 before TensorFlow loads)
 
-from absl import app, flags, logging
+from absl import flags, logging
 import numpy as np
 import tensorflow as tf
 
@@ -54,7 +53,7 @@ from tetra_tf.model import ENCODER_INPUTS, TetraTagger
 from tetra_tf.tags import TagVocabularies, TagVocabulary
 from tetra_tf.tokenization import SubwordTokenizer
 from tetra_tf import model_dir as model_dir_lib
-from tetra_tf.model_dir import ModelDirError, load_tagger, resolve_checkpoint
+from tetra_tf.model_dir import load_tagger, resolve_checkpoint
 
 SERVING_SIGNATURE = "serving_default"
 PARSE_WORDS_SIGNATURE = "parse_words"
@@ -65,7 +64,7 @@ DEFAULT_LENGTH_MULTIPLE = 8
 DEFAULT_WINDOW_BUCKETS = (32, 64, 96, 128, 192, 256, 384)
 
 
-class ExportError(Exception):
+class ExportError(cli.UsageError):
     """A user mistake (bad checkpoint path, existing export dir): reported in one line."""
 
 
@@ -453,28 +452,15 @@ def define_flags() -> None:
 
 
 def main(argv) -> int:
-    if len(argv) > 1:
-        print(f"error: unexpected arguments {' '.join(argv[1:])} (see --help)", file=sys.stderr)
-        return 2
-    for name in ("checkpoint", "export_dir"):
-        if not getattr(FLAGS, name):
-            print(f"error: --{name} is required (see --help)", file=sys.stderr)
-            return 2
+    del argv
+    cli.require("checkpoint", "export_dir")
     logging.set_verbosity(logging.WARNING)  # TF's INFO lines about saving are noise here
     started = time.time()
-    try:
-        prefix = export(FLAGS.checkpoint, FLAGS.export_dir, overwrite=FLAGS.overwrite)
-    except (ExportError, ModelDirError, FileNotFoundError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except Exception as e:  # pylint: disable=broad-except
-        print(f"error: export failed: {type(e).__name__}: {str(e).splitlines()[0]}",
-              file=sys.stderr)
-        return 1
+    prefix = export(FLAGS.checkpoint, FLAGS.export_dir, overwrite=FLAGS.overwrite)
     print(f"exported {prefix} to {FLAGS.export_dir} in {time.time() - started:.1f} s")
     return 0
 
 
 if __name__ == "__main__":
     define_flags()
-    app.run(main, flags_parser=cli.parse_flags)
+    cli.run(main)

@@ -22,7 +22,7 @@ import tetra_tf  # noqa: F401  (selects Keras 2 before TensorFlow loads)
 import tensorflow as tf
 import tf_keras
 
-from tetra_tf import encoders
+from tetra_tf import cli, encoders
 from tetra_tf.model import ENCODER_INPUTS, HeadsConfig, TetraTagger
 
 CONFIG_FILE = "tagger_config.json"
@@ -37,7 +37,7 @@ TRAINING_FILE = "training.json"  # each training run's command, date, data and r
 EVALUATIONS_FILE = "evaluations.json"  # `train --evaluate` results, per data directory
 
 
-class ModelDirError(Exception):
+class ModelDirError(cli.UsageError):
     """A path that is not a usable model directory or checkpoint: reported in one line."""
 
 

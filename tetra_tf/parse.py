@@ -57,7 +57,7 @@ from typing import IO, Callable, Iterator, Sequence, TextIO
 
 import tetra_tf  # noqa: F401  (selects Keras 2 before TensorFlow loads)
 
-from absl import app, flags
+from absl import flags
 
 from tetra_tf import cli
 from tqdm import tqdm
@@ -79,7 +79,7 @@ EMPTY, NOT_UTF8, TOO_LONG, TOO_MANY_WORDS, REJECTED = (
     "empty", "not UTF-8", "too long", "too many words", "rejected by the model")
 
 
-class InputError(Exception):
+class InputError(cli.UsageError):
     """A problem with the input or the flags: reported in one line, exit code 2."""
 
 
@@ -554,9 +554,7 @@ def _usage_error() -> str | None:
 
 
 def main(argv) -> int:
-    if len(argv) > 1:
-        print(f"error: unexpected arguments {' '.join(argv[1:])} (see --help)", file=sys.stderr)
-        return EXIT_USAGE
+    del argv
     message = _usage_error()
     if message:
         print(f"error: {message}", file=sys.stderr)
@@ -631,4 +629,4 @@ def _silence_stdout() -> None:
 
 if __name__ == "__main__":
     define_flags()
-    app.run(main, flags_parser=cli.parse_flags)
+    cli.run(main)

@@ -29,7 +29,7 @@ import time
 
 import tetra_tf  # noqa: F401  (selects Keras 2 before TensorFlow loads)
 
-from absl import app, flags, logging
+from absl import flags, logging
 import nltk
 import numpy as np
 import tensorflow as tf
@@ -46,7 +46,7 @@ from tetra_tf.tokenization import SubwordTokenizer
 MODEL_INPUTS = ENCODER_INPUTS + ("word_end_positions",)
 
 
-class UsageError(Exception):
+class UsageError(cli.UsageError):
     """A mistake in the command line or the input files: reported in one line."""
 
 
@@ -645,10 +645,28 @@ def evaluate_model(model_dir: str, data_dir: str, checkpoint: str | None = None,
 FLAGS = flags.FLAGS
 
 
+# The help of each TrainingConfig field, which is also its flag.
+_CONFIG_HELP = {
+    "epochs": "Training epochs.",
+    "batch_size": "Global batch size, in sentences.",
+    "learning_rate": "Peak learning rate of the encoder (0 keeps it frozen).",
+    "head_learning_rate": "Peak learning rate of the tag heads.",
+    "warmup_steps": "Steps of linear warmup to the peak rates (at most a tenth of the run's "
+                    "steps), then linear decay to 0 at the run's last step.",
+    "weight_decay": "AdamW weight decay.",
+    "clip_norm": "Global gradient norm clip.",
+    "dropout_rate": "Dropout before the heads.",
+    "max_stack_depth": "Depth cap d of the decoder, recorded with the model.",
+    "checkpoint_every_steps": "Checkpoint every N steps (and at every epoch's end).",
+    "seed": "Seed for shuffling and initialization.",
+    "jit_compile": "Compile the train step with XLA (default: on with TPUs).",
+    "mixed_precision": "Mixed precision policy (bfloat16 on TPUs).",
+}
+
+
 def define_flags() -> None:
     """Defines the command line's flags; only when run as a program, so that importing
     this module (export, benchmarks) leaves the flag namespace free."""
-    defaults = TrainingConfig()
     flags.DEFINE_string("train_data", None, "Training data: a tools/convert_ptb.py output directory.")
     flags.DEFINE_string("dev_data", None, "Dev data (same vocabulary), scored after every epoch.")
     flags.DEFINE_string("model_dir", None, "Where checkpoints, the best model and logs are written. "
@@ -659,69 +677,36 @@ def define_flags() -> None:
     flags.DEFINE_string("tpu", None, "TPU name, or 'local': train with TPUStrategy.")
     flags.DEFINE_enum("strategy", "default", ["default", "mirrored", "multi_worker"],
                       "Strategy when --tpu is not set (multi_worker reads TF_CONFIG).")
-    flags.DEFINE_integer("epochs", defaults.epochs, "Training epochs.")
-    flags.DEFINE_integer("batch_size", defaults.batch_size, "Global batch size, in sentences.")
-    flags.DEFINE_float("learning_rate", defaults.learning_rate,
-                       "Peak learning rate of the encoder (0 keeps it frozen).")
-    flags.DEFINE_float("head_learning_rate", defaults.head_learning_rate,
-                       "Peak learning rate of the tag heads.")
-    flags.DEFINE_integer("warmup_steps", defaults.warmup_steps,
-                         "Steps of linear warmup to the peak rates (at most a tenth of the run's "
-                         "steps), then linear decay to 0 at the run's last step.")
-    flags.DEFINE_float("weight_decay", defaults.weight_decay, "AdamW weight decay.")
-    flags.DEFINE_float("clip_norm", defaults.clip_norm, "Global gradient norm clip.")
-    flags.DEFINE_float("dropout_rate", defaults.dropout_rate, "Dropout before the heads.")
-    flags.DEFINE_integer("max_stack_depth", defaults.max_stack_depth,
-                         "Depth cap d of the decoder, recorded with the model.")
-    flags.DEFINE_integer("checkpoint_every_steps", defaults.checkpoint_every_steps,
-                         "Checkpoint every N steps (and at every epoch's end).")
-    flags.DEFINE_integer("seed", defaults.seed, "Seed for shuffling and initialization.")
+    cli.define_dataclass_flags(TrainingConfig, _CONFIG_HELP,
+                               enums={"mixed_precision": ["none", "bfloat16"]},
+                               skip=("jit_compile",))
+    flags.DEFINE_bool("jit_compile", None, _CONFIG_HELP["jit_compile"])
     flags.DEFINE_integer("max_steps", None, "Stop at this global step (smoke runs).")
-    flags.DEFINE_bool("jit_compile", None, "Compile the train step with XLA (default: on with TPUs).")
-    flags.DEFINE_enum("mixed_precision", "none", ["none", "bfloat16"],
-                      "Mixed precision policy (bfloat16 on TPUs).")
     flags.DEFINE_bool("progress", True, "Show progress bars.")
     flags.DEFINE_string("evaluate", None, "Instead of training, score --model_dir's best weights on "
                         "this converted data directory (EVALB, COLLINS.prm), print JSON and save "
                         "it in evaluations.json there (the export's model card shows it).")
 
 
-def main(argv):
+def main(argv) -> int:
     del argv
     if FLAGS.evaluate:
         if not FLAGS.model_dir:
-            print("error: --evaluate needs --model_dir (see --help)", file=sys.stderr)
-            return 2
-        try:
-            scores = evaluate_model(FLAGS.model_dir, FLAGS.evaluate)
-            model_card.record_evaluation(FLAGS.model_dir, FLAGS.evaluate, scores)
-        except (UsageError, model_dir_lib.ModelDirError, FileNotFoundError) as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 2
+            raise UsageError("--evaluate needs --model_dir (see --help)")
+        scores = evaluate_model(FLAGS.model_dir, FLAGS.evaluate)
+        model_card.record_evaluation(FLAGS.model_dir, FLAGS.evaluate, scores)
         print(json.dumps(scores, indent=2))
         return 0
-    for name in ("train_data", "model_dir"):
-        if not getattr(FLAGS, name):
-            print(f"error: --{name} is required (see --help)", file=sys.stderr)
-            return 2
-    config = TrainingConfig(
-        epochs=FLAGS.epochs, batch_size=FLAGS.batch_size, learning_rate=FLAGS.learning_rate,
-        head_learning_rate=FLAGS.head_learning_rate, warmup_steps=FLAGS.warmup_steps,
-        weight_decay=FLAGS.weight_decay, clip_norm=FLAGS.clip_norm,
-        dropout_rate=FLAGS.dropout_rate, max_stack_depth=FLAGS.max_stack_depth,
-        checkpoint_every_steps=FLAGS.checkpoint_every_steps, seed=FLAGS.seed,
-        jit_compile=bool(FLAGS.tpu) if FLAGS.jit_compile is None else FLAGS.jit_compile,
-        mixed_precision=FLAGS.mixed_precision)
+    cli.require("train_data", "model_dir")
+    config = cli.dataclass_from_flags(
+        TrainingConfig,
+        jit_compile=bool(FLAGS.tpu) if FLAGS.jit_compile is None else FLAGS.jit_compile)
     tf_keras.utils.set_random_seed(config.seed)
-    try:
-        strategy = get_strategy(FLAGS.tpu, FLAGS.strategy)
-        summary = train(FLAGS.train_data, FLAGS.dev_data, FLAGS.model_dir, config, strategy,
-                        encoder_path=FLAGS.encoder, max_steps=FLAGS.max_steps,
-                        progress=FLAGS.progress,
-                        command=" ".join(["python -m tetra_tf.train"] + sys.argv[1:]))
-    except (UsageError, FileNotFoundError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    strategy = get_strategy(FLAGS.tpu, FLAGS.strategy)
+    summary = train(FLAGS.train_data, FLAGS.dev_data, FLAGS.model_dir, config, strategy,
+                    encoder_path=FLAGS.encoder, max_steps=FLAGS.max_steps,
+                    progress=FLAGS.progress,
+                    command=" ".join(["python -m tetra_tf.train"] + sys.argv[1:]))
     best = summary["best"]
     print(f"trained to step {summary['steps']} in {summary['seconds']:.0f} s; best dev F1 "
           f"{best.get('dev_f1', float('nan')):.2f} (epoch {best.get('epoch')})")
@@ -730,4 +715,4 @@ def main(argv):
 
 if __name__ == "__main__":
     define_flags()
-    app.run(main, flags_parser=cli.parse_flags)
+    cli.run(main, user_errors=(ValueError,))

@@ -26,11 +26,11 @@ if _REPO_ROOT not in sys.path:
 
 import tetra_tf  # noqa: E402,F401  (selects Keras 2 before TensorFlow loads)
 
-from absl import app, flags  # noqa: E402
+from absl import flags  # noqa: E402
 import nltk  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
-from tetra_tf import evaluate  # noqa: E402
+from tetra_tf import cli, evaluate  # noqa: E402
 
 FLAGS = flags.FLAGS
 
@@ -89,27 +89,15 @@ def define_flags() -> None:
 
 
 def main(argv) -> int:
-    if len(argv) > 1:
-        print(f"error: unexpected arguments {' '.join(argv[1:])}", file=sys.stderr)
-        return 2
-    for name in ("export_dir", "gold"):
-        if not getattr(FLAGS, name):
-            print(f"error: --{name} is required (see --help)", file=sys.stderr)
-            return 2
-    try:
-        gold_lines, gold_trees = read_gold(FLAGS.gold)
-        result, pos_accuracy, lines = score_export(
-            FLAGS.export_dir, gold_lines, gold_trees, FLAGS.pos == "gold", FLAGS.batch_size,
-            progress=True)
-        if FLAGS.output:
-            with open(FLAGS.output, "w", encoding="utf-8") as f:
-                f.writelines(line + "\n" for line in lines)
-    except (OSError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except Exception as e:  # pylint: disable=broad-except
-        print(f"error: {type(e).__name__}: {str(e).splitlines()[0][:300]}", file=sys.stderr)
-        return 1
+    del argv
+    cli.require("export_dir", "gold")
+    gold_lines, gold_trees = read_gold(FLAGS.gold)
+    result, pos_accuracy, lines = score_export(
+        FLAGS.export_dir, gold_lines, gold_trees, FLAGS.pos == "gold", FLAGS.batch_size,
+        progress=True)
+    if FLAGS.output:
+        with open(FLAGS.output, "w", encoding="utf-8") as f:
+            f.writelines(line + "\n" for line in lines)
     print(f"{len(gold_lines)} sentences, {FLAGS.pos} POS: F1 {result.fscore:.2f}, recall "
           f"{result.recall:.2f}, precision {result.precision:.2f}, exact match "
           f"{result.complete_match:.2f}; POS accuracy (predicted) {pos_accuracy:.2f}")
@@ -118,4 +106,4 @@ def main(argv) -> int:
 
 if __name__ == "__main__":
     define_flags()
-    app.run(main)
+    cli.run(main, user_errors=(OSError, ValueError))
