@@ -20,6 +20,9 @@ _HELP_FLAGS = ("--help", "-help", "--helpshort", "--helpfull", "--helpxml", "-h"
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 
+# Flags that the helpers below define belong to the module that calls them (for --help).
+flags.disclaim_key_flags()
+
 
 class UsageError(Exception):
     """A user's mistake (flags, input files, model directories): one line, exit code 2."""
