@@ -30,13 +30,13 @@ import time
 import tetra_tf  # noqa: F401  (selects Keras 2 before TensorFlow loads)
 
 from absl import flags, logging
-import nltk
 import numpy as np
 import tensorflow as tf
 import tf_keras
 from tqdm import tqdm
 
-from tetra_tf import cli, decoding, encoders, evaluate, input_pipeline, model_card, records
+from tetra_tf import (cli, decoding, encoders, evaluate, input_pipeline, model_card, records,
+                      scoring)
 from tetra_tf import model_dir as model_dir_lib
 from tetra_tf.model import ENCODER_INPUTS, HeadsConfig, TetraTagger, tagging_loss_terms
 from tetra_tf.model_dir import TaggerSpec, build_tagger
@@ -272,23 +272,8 @@ def log_softmax(logits: np.ndarray) -> np.ndarray:
     return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
 
 
-@dataclasses.dataclass
-class ParsedSet:
-    """Trees of a data set: gold, and predicted with gold or with predicted POS tags."""
-
-    gold: list[str]
-    with_gold_pos: list[str]
-    with_predicted_pos: list[str]
-    pos_correct: int = 0
-    pos_total: int = 0
-
-    @property
-    def pos_accuracy(self) -> float:
-        return 100.0 * self.pos_correct / max(self.pos_total, 1)
-
-
 def predict_trees(predict_fn, batches, vocabs: TagVocabularies,
-                  max_stack_depth: int) -> ParsedSet:
+                  max_stack_depth: int) -> tuple[list[str], list[str]]:
     """Parses evaluation batches with the decoder.
 
     Args:
@@ -296,10 +281,13 @@ def predict_trees(predict_fn, batches, vocabs: TagVocabularies,
       batches: numpy batches from `input_pipeline.evaluation_batches`.
       vocabs: the tag vocabularies.
       max_stack_depth: the decoder's depth cap.
+
+    Returns:
+      (gold trees, predicted trees with the predicted POS tags), one line each.
     """
     leaf_directions = vocabs.leaf.directions()
     internal_directions = vocabs.internal.directions()
-    parsed = ParsedSet([], [], [])
+    gold, predicted = [], []
     for batch in batches:
         outputs = {k: v.numpy() for k, v in predict_fn(model_inputs(batch)).items()}
         lengths = batch["num_words"]
@@ -310,24 +298,14 @@ def predict_trees(predict_fn, batches, vocabs: TagVocabularies,
         for row, n in enumerate(lengths):
             if n == 0:
                 continue
-            words = [w.decode("utf-8") for w in batch["words"][row, :n]]
-            gold_tree = batch["tree"][row].decode("utf-8")
-            parsed.pos_correct += int(np.sum(pos_ids[row, :n] == batch["pos_tag_ids"][row, :n]))
-            parsed.pos_total += int(n)
+            words = [w.decode("utf-8") for w in batch[records.WORDS][row, :n]]
             leaf_tags = [vocabs.leaf.tag(i) for i in result.leaf_tag_ids[row, :n]]
             internal_tags = [vocabs.internal.tag(i) for i in result.internal_tag_ids[row, :n - 1]]
-            parsed.gold.append(gold_tree)
-            for pos, trees in ((preterminal_labels(gold_tree), parsed.with_gold_pos),
-                               ([vocabs.pos.tag(i) for i in pos_ids[row, :n]],
-                                parsed.with_predicted_pos)):
-                tree = tags_to_tree(words, pos, leaf_tags, internal_tags)
-                trees.append(" ".join(str(tree).split()))
-    return parsed
-
-
-def preterminal_labels(tree_line: str) -> list[str]:
-    """The POS tags of a bracketed tree, in word order."""
-    return [pos for _, pos in nltk.Tree.fromstring(tree_line).pos()]
+            pos_tags = [vocabs.pos.tag(i) for i in pos_ids[row, :n]]
+            gold.append(batch[records.TREE][row].decode("utf-8"))
+            predicted.append(evaluate.tree_to_line(
+                tags_to_tree(words, pos_tags, leaf_tags, internal_tags)))
+    return gold, predicted
 
 
 def load_training_data(data_dir: str, vocabs: TagVocabularies, tokenizer: SubwordTokenizer,
@@ -541,13 +519,11 @@ def _train_epoch(run: _Run, config: TrainingConfig, strategy: tf.distribute.Stra
 
 def _score_dev(run: _Run) -> tuple[float, float]:
     """Dev scoring: (F1 with gold POS, POS accuracy) of the current weights."""
-    parsed = predict_trees(
+    scores = scoring.score_parses(*predict_trees(
         run.trainer.predict_step,
         input_pipeline.evaluation_batches(run.dev_set, run.tokenizer, run.input_config),
-        run.vocabs, run.spec.max_stack_depth)
-    scores = evaluate.evaluate_trees(parsed.gold, parsed.with_gold_pos,
-                                     scoring_params(len(parsed.gold)))
-    return scores.fscore, parsed.pos_accuracy
+        run.vocabs, run.spec.max_stack_depth))
+    return scores.f1, scores.pos_accuracy
 
 
 def _train(run: _Run, config: TrainingConfig, strategy: tf.distribute.Strategy,
@@ -598,12 +574,6 @@ def _train(run: _Run, config: TrainingConfig, strategy: tf.distribute.Strategy,
             "seconds": time.time() - started, "best": best, "history": history}
 
 
-def scoring_params(num_sentences: int) -> evaluate.EvalbParams:
-    """COLLINS.prm, but scoring every sentence: predicted POS tags on punctuation make
-    EVALB count length errors, and its MAX_ERROR would stop scoring after 10."""
-    return dataclasses.replace(evaluate.COLLINS, max_error=num_sentences + 1)
-
-
 def evaluate_model(model_dir: str, data_dir: str, checkpoint: str | None = None,
                    batch_size: int = 32) -> dict:
     """Scores a trained model on a converted data set, as training scores the dev set.
@@ -628,22 +598,13 @@ def evaluate_model(model_dir: str, data_dir: str, checkpoint: str | None = None,
     input_config = input_pipeline.InputConfig(batch_size=batch_size)
     data, _ = load_training_data(data_dir, vocabs, tokenizer, input_config, "--evaluate")
     predict = tf.function(lambda x: model(x, training=False), reduce_retracing=True)
-    parsed = predict_trees(predict, input_pipeline.evaluation_batches(data, tokenizer,
-                                                                      input_config),
-                           vocabs, spec.max_stack_depth)
-    params = scoring_params(len(parsed.gold))
-    with_gold_pos = evaluate.evaluate_trees(parsed.gold, parsed.with_gold_pos, params)
-    with_predicted_pos = evaluate.evaluate_trees(parsed.gold, parsed.with_predicted_pos, params)
-    return {"checkpoint": checkpoint, "sentences": len(parsed.gold),
-            "f1": with_gold_pos.fscore, "recall": with_gold_pos.recall,
-            "precision": with_gold_pos.precision, "exact_match": with_gold_pos.complete_match,
-            "f1_predicted_pos": with_predicted_pos.fscore,
-            "error_sentences_predicted_pos": with_predicted_pos.counts.error_sentences,
-            "pos_accuracy": parsed.pos_accuracy}
+    scores = scoring.score_parses(*predict_trees(
+        predict, input_pipeline.evaluation_batches(data, tokenizer, input_config),
+        vocabs, spec.max_stack_depth))
+    return {"checkpoint": checkpoint, **scores.to_dict()}
 
 
 FLAGS = flags.FLAGS
-
 
 # The help of each TrainingConfig field, which is also its flag.
 _CONFIG_HELP = {

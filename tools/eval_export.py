@@ -16,21 +16,15 @@ line that is not a tree, no SavedModel); 1 any other failure.
 
 from __future__ import annotations
 
-import dataclasses
-import os
 import sys
 
-_REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if _REPO_ROOT not in sys.path:
-    sys.path.insert(0, _REPO_ROOT)
+import tetra_tf  # noqa: F401  (selects Keras 2 before TensorFlow loads)
 
-import tetra_tf  # noqa: E402,F401  (selects Keras 2 before TensorFlow loads)
+from absl import flags
+import nltk
+from tqdm import tqdm
 
-from absl import flags  # noqa: E402
-import nltk  # noqa: E402
-from tqdm import tqdm  # noqa: E402
-
-from tetra_tf import cli, evaluate  # noqa: E402
+from tetra_tf import cli, evaluate
 
 FLAGS = flags.FLAGS
 
@@ -55,27 +49,20 @@ def read_gold(path: str) -> tuple[list[str], list[nltk.Tree]]:
 def score_export(export_dir: str, gold_lines: list[str], gold_trees: list[nltk.Tree],
                  gold_pos: bool = True, batch_size: int = 64, progress: bool = False):
     """Parses the gold trees' words; returns (EvalbResult, POS accuracy %, predicted lines)."""
-    from tetra_tf.parser import Parser, with_pos_tags  # pylint: disable=import-outside-toplevel
+    from tetra_tf import scoring  # pylint: disable=import-outside-toplevel
+    from tetra_tf.parser import Parser  # pylint: disable=import-outside-toplevel
 
     parser = Parser(export_dir)
     bar = tqdm(total=len(gold_trees), unit="sent", disable=not progress, file=sys.stderr)
     predicted = parser.parse_sents([t.leaves() for t in gold_trees], batch_size,
                                    progress=bar.update)
     bar.close()
-    correct = total = 0
-    lines = []
-    for tree, gold in zip(predicted, gold_trees):
-        gold_tags = [pos for _, pos in gold.pos()]
-        correct += sum(p == g for (_, p), g in zip(tree.pos(), gold_tags))
-        total += len(gold_tags)
-        if gold_pos:
-            tree = with_pos_tags(tree, gold_tags)
-        lines.append(evaluate.tree_to_line(tree))
-    # Score every sentence: predicted POS on punctuation gives EVALB length errors, and
-    # COLLINS.prm's MAX_ERROR would stop after 10 of them.
-    params = dataclasses.replace(evaluate.COLLINS, max_error=len(gold_lines) + 1)
-    result = evaluate.evaluate_lines(gold_lines, lines, params)
-    return result, 100.0 * correct / max(total, 1), lines
+    scores = scoring.score_parses(gold_trees, predicted)
+    lines = (scores.with_gold_pos if gold_pos
+             else [evaluate.tree_to_line(tree) for tree in predicted])
+    result = evaluate.evaluate_lines(gold_lines, lines,
+                                     scoring.scoring_params(len(gold_lines)))
+    return result, scores.pos_accuracy, lines
 
 
 def define_flags() -> None:
