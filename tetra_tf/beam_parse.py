@@ -27,10 +27,14 @@ pipeline failed; 2 usage error (bad flags, no model, an input that matches no fi
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 
-import tetra_tf  # noqa: F401  (selects Keras 2 before TensorFlow loads)
+# TensorFlow's C++ notices and Beam's import-time warnings (e.g. no GCP libraries) are
+# noise here; pipeline failures are reported from their exceptions.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+import tetra_tf  # noqa: E402,F401  (selects Keras 2 before TensorFlow loads)
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 LOCAL_RUNNER = "FnApiRunner"
@@ -124,6 +128,7 @@ def parse_args(argv: list[str]):
 
 
 def main(argv: list[str]) -> int:
+    logging.getLogger().setLevel(logging.ERROR)
     try:
         from tetra_tf import beam  # pylint: disable=import-outside-toplevel
     except ImportError as e:
@@ -154,5 +159,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     sys.exit(main(sys.argv[1:]))
