@@ -16,9 +16,9 @@ loading and model calls (RunInference's own metrics, summed over workers) and th
 (Beam start-up, reading, shuffling, writing). Also the load average, since the machine
 may be shared.
 
-The model: --export_dir (default models/tetra/1 next to the repository's parent folder's
-models/, if there), else the bundled all-MiniLM-L6-v2 with random tag heads (bench/
-throughput.py's default; the same speed as a trained model), exported to a temporary folder.
+The model: --export_dir, else models/tetra/1 if it holds an export, else the bundled
+all-MiniLM-L6-v2 with random tag heads (bench/throughput.py's default; the same speed as a
+trained model), exported to a temporary folder.
 
 Usage: python bench/beam.py [--export_dir=DIR] [--sentences=20000] [--workers=2]
 Needs the [beam] extra.
@@ -40,7 +40,8 @@ import tetra_tf  # noqa: E402,F401  (sets TF_USE_LEGACY_KERAS before TensorFlow 
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-DEFAULT_EXPORT = "/work/models/tetra/1"
+DEFAULT_EXPORT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                              "models", "tetra", "1")  # the Makefile's EXPORT_DIR
 
 
 def sample_sentences(count: int, seed: int) -> list[list[str]]:
@@ -67,7 +68,7 @@ def model_export(requested: str | None, scratch: str) -> tuple[str, str]:
     if requested:
         return requested, requested
     if os.path.isfile(os.path.join(DEFAULT_EXPORT, "saved_model.pb")):
-        return DEFAULT_EXPORT, DEFAULT_EXPORT + " (trained)"
+        return DEFAULT_EXPORT, DEFAULT_EXPORT
     from bench import throughput  # pylint: disable=import-outside-toplevel
     from tetra_tf import export  # pylint: disable=import-outside-toplevel
 
@@ -98,7 +99,7 @@ def time_beam(export_dir: str, corpus: str, output: str, batch_size: int, worker
 
     from tetra_tf import beam  # pylint: disable=import-outside-toplevel
 
-    args = ["--runner=FnApiRunner"]
+    args = ["--runner=FnApiRunner", "--default_sdk_harness_log_level=WARNING"]
     if workers > 1:
         args += [f"--direct_num_workers={workers}", "--direct_running_mode=multi_processing"]
     options = beam.ParseOptions(model_dir=export_dir, inputs=[corpus], output=output,
@@ -162,16 +163,19 @@ def main() -> int:
         for name, seconds, _ in rows:
             print(f"{name:34} {seconds:8.1f} {len(sentences) / seconds:8.1f} "
                   f"{parse_s / seconds:9.2f}x")
-        print("\nwhere the pipeline's time went (model figures summed over workers):")
-        for name, seconds, figures in rows[2:]:
+        print("\nwhere the pipeline's time went (RunInference's metrics, summed over workers):")
+        for (name, seconds, figures), workers in zip(rows[2:], (1, args.workers)):
             load = figures.get("load_model_latency_milli_secs.sum", 0) / 1e3
             infer = figures.get("inference_batch_latency_micro_secs.sum", 0) / 1e6
             batches = figures.get("inference_batch_latency_micro_secs.count", 0)
-            print(f"  {name}: model loading {load:.1f} s, {batches} model calls {infer:.1f} s, "
-                  f"the rest (start-up, read, shuffle, write; wall minus the model on one "
-                  f"worker) {seconds - load - infer:.1f} s; overhead over Parser.parse_sents "
-                  f"{100 * (seconds / parse_s - 1):+.1f}%, over Parser incl. loading "
-                  f"{100 * (seconds / (load_s + parse_s) - 1):+.1f}%")
+            print(f"  {name}: wall {seconds:.1f} s; model loading {load:.1f} s; {batches} model "
+                  f"calls {infer:.1f} s; "
+                  + (f"the rest (start-up, read, validate, shuffle, batch, write) "
+                     f"{seconds - load - infer:.1f} s" if workers == 1 else
+                     f"the workers were busy loading or parsing "
+                     f"{100 * (load + infer) / (workers * seconds):.0f}% of {workers} × wall")
+                  + f"; vs Parser.parse_sents {100 * (seconds / parse_s - 1):+.1f}%, "
+                  f"vs Parser incl. loading {100 * (seconds / (load_s + parse_s) - 1):+.1f}%")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return 0
