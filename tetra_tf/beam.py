@@ -12,7 +12,7 @@ Every input line ends in exactly one of the two outputs: a parsed record
 ``OUTPUT-ordered/<its path below the inputs' common folder>.trees``: one tree per input line,
 in input order, an empty line where the input line was rejected (EVALB-ready when none was).
 
-Lines: each file is read whole by one DoFn that streams its lines (``fileio.MatchFiles`` and
+Lines: each file is read whole by one DoFn that streams its lines (``fileio.MatchAll`` and
 ``ReadMatches``; ``.gz`` and the other compressions Beam knows are opened by extension), so
 line numbers are exact; ReadFromText would split large files across workers and lose them.
 A Reshuffle after validation spreads the lines of one large file over all workers. Line
