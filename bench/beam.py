@@ -95,7 +95,8 @@ def time_beam(export_dir: str, corpus: str, output: str, batch_size: int, worker
     """(wall seconds, tetra_tf counters and distribution sums) of one pipeline run."""
     import apache_beam  # pylint: disable=import-outside-toplevel
     from apache_beam.metrics.metric import MetricsFilter  # pylint: disable=import-outside-toplevel
-    from apache_beam.options.pipeline_options import PipelineOptions  # pylint: disable=import-outside-toplevel
+    # pylint: disable=import-outside-toplevel
+    from apache_beam.options.pipeline_options import PipelineOptions
 
     from tetra_tf import beam  # pylint: disable=import-outside-toplevel
 

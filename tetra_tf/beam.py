@@ -1,9 +1,9 @@
 """Corpus-scale parsing as an Apache Beam pipeline over the exported SavedModel.
 
-  files ─► lines keyed (file, line number) ─► validation ─┬─► Reshuffle ─► sort and batch by words
-                                                          │     ─► RunInference(ParseModelHandler)
-                                                          │     ─┬─► OUTPUT-SSSSS-of-NNNNN.jsonl
-                                                          ▼      ▼
+  files ─► lines keyed (file, line number) ─► validation ─┬─► Reshuffle ─► sort and batch
+                                                          │   ─► RunInference(handler)
+                                                          │   ─┬─► OUTPUT-SSSSS-of-NNNNN.jsonl
+                                                          ▼    ▼
                                           OUTPUT-errors-SSSSS-of-NNNNN.jsonl (dead letters)
 
 Every input line ends in exactly one of the two outputs: a parsed record

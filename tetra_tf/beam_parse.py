@@ -1,4 +1,4 @@
-r"""Parses a corpus with an Apache Beam pipeline: one tree record per line, dead letters for the rest.
+r"""Parses a corpus with an Apache Beam pipeline: a tree per line, dead letters for the rest.
 
   python -m tetra_tf.beam_parse --model_dir=models/tetra/1 --input='corpus/*.txt' \
       --output=out/trees [--tokenize] [--max_words=400] [--ordered] [Beam pipeline options]
@@ -79,7 +79,8 @@ def unknown_pipeline_args(args: list[str]) -> list[str]:
     """The args that are no Beam pipeline option (Beam itself only warns about them)."""
     from apache_beam.options import pipeline_options  # pylint: disable=import-outside-toplevel
 
-    parser = pipeline_options._BeamArgumentParser(allow_abbrev=False)  # pylint: disable=protected-access
+    # pylint: disable=protected-access
+    parser = pipeline_options._BeamArgumentParser(allow_abbrev=False)
     seen = set()
     for cls in pipeline_options.PipelineOptions.__subclasses__():
         if str(cls) not in seen:
