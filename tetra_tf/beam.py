@@ -1,10 +1,10 @@
 """Corpus-scale parsing as an Apache Beam pipeline over the exported SavedModel.
 
-  files ─► lines keyed (file, line number) ─► validation ─┬─► Reshuffle ─► sort and batch
-                                                          │   ─► RunInference(handler)
-                                                          │   ─┬─► OUTPUT-SSSSS-of-NNNNN.jsonl
-                                                          ▼    ▼
-                                          OUTPUT-errors-SSSSS-of-NNNNN.jsonl (dead letters)
+  files ─► (file, line number, bytes) ─► validation ─┬─► Reshuffle ─► sort and batch
+                                                     │   ─► RunInference(handler)
+                                                     │   ─┬─► OUTPUT-SSSSS-of-NNNNN.jsonl
+                                                     ▼    ▼
+                                     OUTPUT-errors-SSSSS-of-NNNNN.jsonl (dead letters)
 
 Every input line ends in exactly one of the two outputs: a parsed record
 ``{"file", "line", "tree", "score"}`` or a dead letter ``{"file", "line", "reason", "error"}``
