@@ -30,6 +30,8 @@ setup(
         "dev": ["pytest", "hypothesis", "tokenizers"],  # tokenizers: the tokenization oracle
         "bench": ["torch", "transformers"],  # the PyTorch reference pipeline and test oracle
         "spacy": ["spacy>=3.7,<4"],
+        # Corpus-scale parsing (tetra_tf.beam); resolves protobuf to 6.x next to TF 2.20.
+        "beam": ["apache-beam==2.77.*"],
     },
     # nlp.add_pipe("tetra_tf") finds the factory without importing tetra_tf first.
     entry_points={"spacy_factories": ["tetra_tf = tetra_tf_spacy:make_tetra_tf"]},

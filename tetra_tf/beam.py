@@ -1,0 +1,377 @@
+"""Corpus-scale parsing as an Apache Beam pipeline over the exported SavedModel.
+
+  files ─► (file, line number, bytes) ─► validation ─┬─► Reshuffle ─► sort and batch
+                                                     │   ─► RunInference(handler)
+                                                     │   ─┬─► OUTPUT-SSSSS-of-NNNNN.jsonl
+                                                     ▼    ▼
+                                     OUTPUT-errors-SSSSS-of-NNNNN.jsonl (dead letters)
+
+Every input line ends in exactly one of the two outputs: a parsed record
+``{"file", "line", "tree", "score"}`` or a dead letter ``{"file", "line", "reason", "error"}``
+(reasons: `REJECT_REASONS`). With `ordered`, each input file also gets
+``OUTPUT-ordered/<its path below the inputs' common folder>.trees``: one tree per input line,
+in input order, an empty line where the input line was rejected (EVALB-ready when none was).
+
+Lines: each file is read whole by one DoFn that streams its lines (``fileio.MatchAll`` and
+``ReadMatches``; ``.gz`` and the other compressions Beam knows are opened by extension), so
+line numbers are exact; ReadFromText would split large files across workers and lose them.
+A Reshuffle after validation spreads the lines of one large file over all workers. Line
+endings are "\\n" (a "\\r" before it is dropped); a UTF-8 BOM opening a file is dropped.
+
+Runs on any Beam runner; locally use FnApiRunner (the default of `tetra_tf.beam_parse`): in
+Beam 2.77 the DirectRunner first tries the Prism runner, which downloads a binary.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import posixpath
+from typing import Any, Iterable, Iterator, NamedTuple, Optional, Sequence
+
+import apache_beam as beam
+from apache_beam.io import fileio
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.fileio import EmptyMatchTreatment
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.metrics import Metrics
+from apache_beam.ml.inference.base import ModelHandler, PredictionResult, RunInference
+
+from tetra_tf.parse import escape_brackets, ptb_tokenize
+
+METRICS_NAMESPACE = "tetra_tf"
+SERVING_SIGNATURE = "serving_default"
+# Dead-letter reasons, in the order they are checked.
+NOT_UTF8, EMPTY, TOO_MANY_WORDS, MODEL_ERROR = "not_utf8", "empty", "too_many_words", "model_error"
+REJECT_REASONS = (NOT_UTF8, EMPTY, TOO_MANY_WORDS, MODEL_ERROR)
+DEFAULT_BATCH_SIZE = 64
+DEFAULT_MAX_BATCH_WORDS = 4096
+DEFAULT_MAX_WORDS = 400
+RECORDS_SUFFIX = ".jsonl"
+ERRORS_INFIX = "-errors"
+ORDERED_INFIX = "-ordered"
+ORDERED_SUFFIX = ".trees"
+_UTF8_BOM = b"\xef\xbb\xbf"
+_MAX_ERROR_CHARS = 300
+
+
+class Sentence(NamedTuple):
+    """A validated input line: its words (PTB brackets escaped) joined by single spaces."""
+    file: str
+    line: int  # 1-based
+    text: str
+    num_words: int
+
+
+class ParseOptions(NamedTuple):
+    """What the pipeline reads, how it parses and where it writes."""
+    model_dir: str
+    inputs: Sequence[str]  # files or glob patterns
+    output: str  # prefix of every output file
+    tokenize: bool = False
+    max_words: int = DEFAULT_MAX_WORDS  # longer lines are dead letters; 0: no limit
+    batch_size: int = DEFAULT_BATCH_SIZE  # sentences per model call
+    max_batch_words: int = DEFAULT_MAX_BATCH_WORDS  # words per model call
+    ordered: bool = False
+
+
+def _counter(name: str):
+    return Metrics.counter(METRICS_NAMESPACE, name)
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0] if text else ''}"[:_MAX_ERROR_CHARS]
+
+
+class _LoadedParser:
+    """The SavedModel and its serving signature (the object keeps the signature's variables)."""
+
+    def __init__(self, model_dir: str):
+        import tetra_tf  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
+        import tensorflow as tf  # pylint: disable=import-outside-toplevel
+        import tensorflow_text  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
+
+        self._tf = tf
+        self.model = tf.saved_model.load(model_dir)
+        self._serve = self.model.signatures[SERVING_SIGNATURE]
+
+    def parse(self, texts: Sequence[str]) -> list[tuple[str, float]]:
+        """(one-line tree, score) for each sentence."""
+        outputs = self._serve(sentences=self._tf.constant(list(texts)))
+        trees = outputs["tree"].numpy()
+        scores = outputs["score"].numpy()
+        return [(tree.decode("utf-8"), float(score)) for tree, score in zip(trees, scores)]
+
+
+class ParseModelHandler(ModelHandler[Sentence, PredictionResult, _LoadedParser]):
+    """RunInference's handler for the tetra-tf SavedModel.
+
+    Loads the model once per worker process (RunInference shares it between the process's
+    threads) and calls ``serving_default`` on a batch, shortest sentence first. A batch
+    that makes the model fail is retried one sentence at a time; a sentence that still
+    fails gets an inference of ``{"error": message}`` instead of ``{"tree", "score"}``, so
+    that one bad sentence never fails the pipeline.
+
+    Batches are bounded by sentences and by words (`batch_elements_kwargs`). Beam 2.77's
+    BatchElements rejects ``max_batch_weight``, so the pipeline batches with
+    ``SortAndBatchElements(**handler.batch_elements_kwargs())`` and gives RunInference
+    ``handler.with_no_batching()``.
+    """
+
+    def __init__(self, model_dir: str, batch_size: int = DEFAULT_BATCH_SIZE,
+                 max_batch_words: int = DEFAULT_MAX_BATCH_WORDS):
+        super().__init__(min_batch_size=1, max_batch_size=batch_size,
+                         max_batch_weight=max_batch_words, element_size_fn=sentence_words)
+        self._model_dir = model_dir
+
+    def load_model(self) -> _LoadedParser:
+        return _LoadedParser(self._model_dir)
+
+    def run_inference(self, batch: Sequence[Sentence], model: _LoadedParser,
+                      inference_args: Optional[dict[str, Any]] = None
+                      ) -> Iterable[PredictionResult]:
+        batch = sorted(batch, key=sentence_words)
+        try:
+            results = model.parse([sentence.text for sentence in batch])
+        except Exception:  # pylint: disable=broad-except
+            _counter("batches_retried").inc()
+            return [self._parse_alone(sentence, model) for sentence in batch]
+        return [PredictionResult(sentence, {"tree": tree, "score": score})
+                for sentence, (tree, score) in zip(batch, results)]
+
+    @staticmethod
+    def _parse_alone(sentence: Sentence, model: _LoadedParser) -> PredictionResult:
+        try:
+            ((tree, score),) = model.parse([sentence.text])
+        except Exception as e:  # pylint: disable=broad-except
+            return PredictionResult(sentence, {"error": _first_line(e)})
+        return PredictionResult(sentence, {"tree": tree, "score": score})
+
+    def get_num_bytes(self, batch: Sequence[Sentence]) -> int:
+        return sum(len(sentence.text) for sentence in batch)
+
+    def get_metrics_namespace(self) -> str:
+        return METRICS_NAMESPACE
+
+
+def sentence_words(sentence: Sentence) -> int:
+    """A sentence's weight in a batch: its number of words."""
+    return sentence.num_words
+
+
+class ReadLines(beam.DoFn):
+    """One matched file → ((file, line number), raw bytes) for each of its lines."""
+
+    def setup(self):
+        self._lines_read = _counter("lines_read")
+        self._files_read = _counter("files_read")
+
+    def process(self, readable: fileio.ReadableFile) -> Iterator[tuple[str, int, bytes]]:
+        path = readable.metadata.path
+        self._files_read.inc()
+        with readable.open(compression_type=CompressionTypes.AUTO) as f:
+            number = 0
+            while True:
+                raw = f.readline()
+                if not raw:
+                    break
+                number += 1
+                if raw.endswith(b"\n"):
+                    raw = raw[:-1]
+                raw = raw.rstrip(b"\r")
+                if number == 1 and raw.startswith(_UTF8_BOM):
+                    raw = raw[len(_UTF8_BOM):]
+                self._lines_read.inc()
+                yield path, number, raw
+
+
+class Validate(beam.DoFn):
+    """Raw lines → `Sentence`s, or dead letters (tagged REJECTED) for lines not to parse."""
+    REJECTED = "rejected"
+
+    def __init__(self, tokenize: bool, max_words: int):
+        self._tokenize = tokenize
+        self._max_words = max_words
+
+    def setup(self):
+        self._rejected = {reason: _counter(f"rejected_{reason}") for reason in REJECT_REASONS}
+
+    def process(self, element: tuple[str, int, bytes]):
+        path, number, raw = element
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            yield self._reject(path, number, NOT_UTF8,
+                               f"byte 0x{raw[e.start]:02x} at offset {e.start} is not UTF-8")
+            return
+        words = ptb_tokenize(text) if self._tokenize else text.split()
+        if not words:
+            yield self._reject(path, number, EMPTY, "no words")
+            return
+        if self._max_words and len(words) > self._max_words:
+            yield self._reject(path, number, TOO_MANY_WORDS,
+                               f"{len(words)} words, more than --max_words={self._max_words}")
+            return
+        yield Sentence(path, number, " ".join(escape_brackets(w) for w in words), len(words))
+
+    def _reject(self, path: str, number: int, reason: str, error: str):
+        self._rejected[reason].inc()
+        return beam.pvalue.TaggedOutput(self.REJECTED, dead_letter(path, number, reason, error))
+
+
+def dead_letter(path: str, number: int, reason: str, error: str) -> dict:
+    """A dead-letter record."""
+    return {"file": path, "line": number, "reason": reason, "error": error}
+
+
+class SplitResults(beam.DoFn):
+    """RunInference results → parsed records, or model-error dead letters (tagged REJECTED)."""
+    REJECTED = "rejected"
+
+    def setup(self):
+        self._parsed = _counter("sentences_parsed")
+        self._words = _counter("words_parsed")
+        self._model_errors = _counter(f"rejected_{MODEL_ERROR}")
+
+    def process(self, result: PredictionResult):
+        sentence: Sentence = result.example
+        inference = result.inference
+        if "error" in inference:
+            self._model_errors.inc()
+            yield beam.pvalue.TaggedOutput(self.REJECTED, dead_letter(
+                sentence.file, sentence.line, MODEL_ERROR, inference["error"]))
+            return
+        self._parsed.inc()
+        self._words.inc(sentence.num_words)
+        yield {"file": sentence.file, "line": sentence.line, "tree": inference["tree"],
+               "score": inference["score"]}
+
+
+def ordered_root(patterns: Sequence[str]) -> str:
+    """The deepest folder holding every file the patterns can match (their glob-free parts)."""
+    folders = []
+    for pattern in patterns:
+        fixed = pattern
+        for i, char in enumerate(pattern):
+            if char in "*?[{":
+                fixed = pattern[:i]
+                break
+        folders.append(_absolute(fixed.rsplit("/", 1)[0] + "/" if "/" in fixed else ""))
+    parts = [folder.rstrip("/").split("/") for folder in folders]
+    common = []
+    for level in zip(*parts):
+        if any(part != level[0] for part in level):
+            break
+        common.append(level[0])
+    return "/".join(common) + "/"
+
+
+def _absolute(path: str) -> str:
+    if "://" in path:
+        return path
+    return os.path.abspath(path or ".") + "/"
+
+
+def ordered_path(output: str, root: str, path: str) -> str:
+    """Where `ordered` writes the trees of input `path`."""
+    absolute = path if "://" in path else os.path.abspath(path)
+    if absolute.startswith(root):
+        relative = absolute[len(root):]
+    else:
+        relative = absolute.split("://", 1)[-1].lstrip("/")
+    return posixpath.join(output + ORDERED_INFIX, relative + ORDERED_SUFFIX)
+
+
+class WriteOrdered(beam.DoFn):
+    """(file, [(line, tree or "")]) → that file's trees, one per input line, in order."""
+
+    def __init__(self, output: str, root: str):
+        self._output = output
+        self._root = root
+
+    def process(self, element: tuple[str, Iterable[tuple[int, str]]]) -> Iterator[str]:
+        path, lines = element
+        trees = sorted(lines)
+        target = ordered_path(self._output, self._root, path)
+        if "://" not in target:
+            os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
+        with FileSystems.create(target, mime_type="text/plain",
+                                compression_type=CompressionTypes.UNCOMPRESSED) as f:
+            for _, tree in trees:
+                f.write(tree.encode("utf-8") + b"\n")
+        yield target
+
+
+def _to_json(record: dict) -> str:
+    return json.dumps(record, ensure_ascii=False)
+
+
+def build(pipeline: beam.Pipeline, options: ParseOptions,
+          handler: Optional[ModelHandler] = None) -> dict[str, beam.PCollection]:
+    """Adds the parsing pipeline to `pipeline`; returns its "parsed" and "rejected" records.
+
+    Args:
+      handler: the model handler (tests inject failing ones); by default a
+        `ParseModelHandler` of options.model_dir.
+    """
+    handler = handler or ParseModelHandler(options.model_dir, options.batch_size,
+                                           options.max_batch_words)
+    files = (pipeline
+             | "Patterns" >> beam.Create(list(options.inputs))
+             | "Match" >> fileio.MatchAll(EmptyMatchTreatment.DISALLOW)
+             | "SpreadFiles" >> beam.Reshuffle()
+             | "Open" >> fileio.ReadMatches())
+    checked = (files
+               | "ReadLines" >> beam.ParDo(ReadLines())
+               | "Validate" >> beam.ParDo(Validate(options.tokenize, options.max_words))
+               .with_outputs(Validate.REJECTED, main="sentences"))
+    results = (checked.sentences
+               | "SpreadLines" >> beam.Reshuffle()
+               | "SortAndBatch" >> beam.SortAndBatchElements(**handler.batch_elements_kwargs())
+               | "Parse" >> RunInference(handler.with_no_batching())
+               | "Split" >> beam.ParDo(SplitResults()).with_outputs(SplitResults.REJECTED,
+                                                                       main="parsed"))
+    rejected = ((checked[Validate.REJECTED], results[SplitResults.REJECTED])
+                | "AllRejected" >> beam.Flatten())
+    parsed = results.parsed
+    (parsed | "RecordsToJson" >> beam.Map(_to_json)
+     | "WriteRecords" >> beam.io.WriteToText(options.output, file_name_suffix=RECORDS_SUFFIX))
+    (rejected | "ErrorsToJson" >> beam.Map(_to_json)
+     | "WriteErrors" >> beam.io.WriteToText(options.output + ERRORS_INFIX,
+                                            file_name_suffix=RECORDS_SUFFIX))
+    if options.ordered:
+        root = ordered_root(options.inputs)
+        trees = parsed | "TreeByFile" >> beam.Map(lambda r: (r["file"], (r["line"], r["tree"])))
+        blanks = rejected | "BlankByFile" >> beam.Map(lambda r: (r["file"], (r["line"], "")))
+        ((trees, blanks) | "AllByFile" >> beam.Flatten() | "GroupByFile" >> beam.GroupByKey()
+         | "WriteOrdered" >> beam.ParDo(WriteOrdered(options.output, root)))
+    return {"parsed": parsed, "rejected": rejected}
+
+
+def counters(result) -> dict[str, int]:
+    """The pipeline's tetra_tf counters (committed values) after it finished."""
+    from apache_beam.metrics.metric import MetricsFilter  # pylint: disable=import-outside-toplevel
+
+    query = result.metrics().query(MetricsFilter().with_namespace(METRICS_NAMESPACE))
+    totals: dict[str, int] = {}
+    for counter in query["counters"]:
+        name = counter.key.metric.name
+        totals[name] = totals.get(name, 0) + int(counter.committed or 0)
+    return totals
+
+
+def run(options: ParseOptions, pipeline_options, handler: Optional[ModelHandler] = None
+        ) -> dict[str, int]:
+    """Runs the pipeline to the end; returns its counters (see `counters`)."""
+    logging.getLogger("apache_beam").setLevel(logging.WARNING)
+    pipeline = beam.Pipeline(options=pipeline_options)
+    build(pipeline, options, handler)
+    result = pipeline.run()
+    result.wait_until_finish()
+    totals = counters(result)
+    for name in ("lines_read", "sentences_parsed", "words_parsed", "batches_retried",
+                 "files_read") + tuple(f"rejected_{r}" for r in REJECT_REASONS):
+        totals.setdefault(name, 0)
+    return totals

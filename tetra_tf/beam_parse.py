@@ -1,0 +1,163 @@
+r"""Parses a corpus with an Apache Beam pipeline: a tree per line, dead letters for the rest.
+
+  python -m tetra_tf.beam_parse --model_dir=models/tetra/1 --input='corpus/*.txt' \
+      --output=out/trees [--tokenize] [--max_words=400] [--ordered] [Beam pipeline options]
+
+Input: files or globs (--input may be repeated; .gz and other compressions by extension),
+one sentence per line, PTB tokens separated by whitespace (or raw text with --tokenize), as
+for `python -m tetra_tf.parse`. Output, sharded as Beam writes it:
+
+  OUTPUT-SSSSS-of-NNNNN.jsonl         {"file", "line", "tree", "score"} per parsed line
+  OUTPUT-errors-SSSSS-of-NNNNN.jsonl  {"file", "line", "reason", "error"} per rejected line
+                                      (reason: not_utf8, empty, too_many_words, model_error)
+  OUTPUT-ordered/PATH.trees           with --ordered: per input file (PATH below the inputs'
+                                      common folder), one tree per line in input order, an
+                                      empty line for a rejected one
+
+Every input line is in exactly one of the first two. The pipeline's counters are printed at
+the end. Any other --flag is a Beam pipeline option (--runner, --direct_num_workers,
+--project, ...). Without --runner it runs on this machine with FnApiRunner (Beam 2.77's
+DirectRunner first tries the Prism runner, which downloads a binary);
+--direct_num_workers=N --direct_running_mode=multi_processing runs N worker processes.
+
+Exit codes: 0 the pipeline finished (rejected lines are in the dead letters); 1 the
+pipeline failed; 2 usage error (bad flags, no model, an input that matches no file).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+# TensorFlow's C++ notices and Beam's import-time warnings (e.g. no GCP libraries) are
+# noise here; pipeline failures are reported from their exceptions.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+import tetra_tf  # noqa: E402,F401  (selects Keras 2 before TensorFlow loads)
+
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+LOCAL_RUNNER = "FnApiRunner"
+
+
+class UsageError(Exception):
+    """Bad flags: one line on stderr, exit code 2."""
+
+
+class _ArgumentParser(argparse.ArgumentParser):
+    def error(self, message):
+        raise UsageError(message)
+
+
+def _parser():
+    from tetra_tf import beam  # pylint: disable=import-outside-toplevel
+
+    parser = _ArgumentParser(
+        prog="python -m tetra_tf.beam_parse", description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
+    parser.add_argument("--model_dir", required=True,
+                        help="The exported SavedModel (local or e.g. gs://...).")
+    parser.add_argument("--input", required=True, action="append",
+                        help="Input file or glob; may be repeated.")
+    parser.add_argument("--output", required=True, help="Prefix of the output files.")
+    parser.add_argument("--tokenize", action="store_true",
+                        help="Input is raw text: split it into PTB tokens first.")
+    parser.add_argument("--max_words", type=int, default=beam.DEFAULT_MAX_WORDS,
+                        help="Lines with more words are dead letters (0: no limit). "
+                             "Default %(default)s.")
+    parser.add_argument("--batch_size", type=int, default=beam.DEFAULT_BATCH_SIZE,
+                        help="Most sentences per model call. Default %(default)s.")
+    parser.add_argument("--max_batch_words", type=int, default=beam.DEFAULT_MAX_BATCH_WORDS,
+                        help="Most words per model call (a longer sentence goes alone). "
+                             "Default %(default)s.")
+    parser.add_argument("--ordered", action="store_true",
+                        help="Also write each input file's trees in input order.")
+    return parser
+
+
+def unknown_pipeline_args(args: list[str]) -> list[str]:
+    """The args that are no Beam pipeline option (Beam itself only warns about them)."""
+    from apache_beam.options import pipeline_options  # pylint: disable=import-outside-toplevel
+
+    # pylint: disable=protected-access
+    parser = pipeline_options._BeamArgumentParser(allow_abbrev=False)
+    seen = set()
+    for cls in pipeline_options.PipelineOptions.__subclasses__():
+        if str(cls) not in seen:
+            seen.add(str(cls))
+            cls._add_argparse_args(parser)  # pylint: disable=protected-access
+    return parser.parse_known_args(args)[1]
+
+
+def parse_args(argv: list[str]):
+    """(ParseOptions, PipelineOptions) from the command line.
+
+    Raises:
+      UsageError: for bad or unknown flags, a missing model or an input matching no file.
+    """
+    from apache_beam.io.filesystems import FileSystems  # pylint: disable=import-outside-toplevel
+    from apache_beam.options.pipeline_options import (  # pylint: disable=import-outside-toplevel
+        PipelineOptions, StandardOptions)
+
+    from tetra_tf import beam  # pylint: disable=import-outside-toplevel
+
+    args, rest = _parser().parse_known_args(argv)
+    unknown = unknown_pipeline_args(rest)
+    if unknown:
+        raise UsageError(f"unknown arguments {' '.join(unknown)} (neither this program's "
+                         "flags nor Beam pipeline options; see --help)")
+    for name in ("max_words",):
+        if getattr(args, name) < 0:
+            raise UsageError(f"--{name} must be 0 or more")
+    for name in ("batch_size", "max_batch_words"):
+        if getattr(args, name) < 1:
+            raise UsageError(f"--{name} must be positive")
+    if not FileSystems.exists(FileSystems.join(args.model_dir, "saved_model.pb")):
+        raise UsageError(f"--model_dir: {args.model_dir} holds no SavedModel (saved_model.pb); "
+                         "export one with python -m tetra_tf.export")
+    for pattern in args.input:
+        if not FileSystems.match([pattern])[0].metadata_list:
+            raise UsageError(f"--input: {pattern} matches no file")
+    pipeline_options = PipelineOptions(rest)
+    if pipeline_options.view_as(StandardOptions).runner is None:
+        pipeline_options.view_as(StandardOptions).runner = LOCAL_RUNNER
+    options = beam.ParseOptions(
+        model_dir=args.model_dir, inputs=args.input, output=args.output,
+        tokenize=args.tokenize, max_words=args.max_words, batch_size=args.batch_size,
+        max_batch_words=args.max_batch_words, ordered=args.ordered)
+    return options, pipeline_options
+
+
+def main(argv: list[str]) -> int:
+    logging.getLogger().setLevel(logging.ERROR)
+    try:
+        from tetra_tf import beam  # pylint: disable=import-outside-toplevel
+    except ImportError as e:
+        print(f"error: Apache Beam is not installed ({e}); pip install -e \".[beam]\"",
+              file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        options, pipeline_options = parse_args(argv)
+    except UsageError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        totals = beam.run(options, pipeline_options)
+    except Exception as e:  # pylint: disable=broad-except
+        message = str(e).strip().splitlines()
+        print(f"error: the pipeline failed: {type(e).__name__}: "
+              f"{message[-1][:300] if message else ''}", file=sys.stderr)
+        return EXIT_FAILURE
+    rejected = sum(totals[f"rejected_{reason}"] for reason in beam.REJECT_REASONS)
+    for name, value in sorted(totals.items()):
+        print(f"{name:>25} {value}")
+    print(f"{totals['sentences_parsed']} of {totals['lines_read']} lines parsed → "
+          f"{options.output}-*{beam.RECORDS_SUFFIX}; {rejected} rejected → "
+          f"{options.output}{beam.ERRORS_INFIX}-*{beam.RECORDS_SUFFIX}"
+          + (f"; in input order → {options.output}{beam.ORDERED_INFIX}/" if options.ordered
+             else ""))
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
