@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tetra_tf import decoding, encoders, export, tags as tags_lib, treebank
+from tetra_tf import decoding, encoders, export, parse, tags as tags_lib, treebank
 from tetra_tf.parser import Parser
 from tetra_tf.tags import TagVocabularies
 from tetra_tf.train import CONFIG_FILE, TaggerSpec, build_tagger
@@ -106,8 +106,10 @@ def _tree_writer_output(taggings, vocabs, extra_empty_rows=0):
 
 
 def _expected_line(tagging) -> str:
+    """tags_to_tree's tree, its words escaped as the parse CLI escapes them."""
+    words = [parse.escape_brackets(word) for word in tagging.words]
     return treebank.tree_to_line(tags_lib.tags_to_tree(
-        tagging.words, tagging.pos_tags, tagging.leaf_tags, tagging.internal_tags))
+        words, tagging.pos_tags, tagging.leaf_tags, tagging.internal_tags))
 
 
 def test_tree_writer_matches_tags_to_tree_on_random_trees():

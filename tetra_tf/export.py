@@ -23,6 +23,13 @@ Both return, per sentence (W = the batch's longest sentence; padding: −1 ids, 
   score float32 [B] (log-probability of the chosen leaf and internal tags); tree string [B]
   (``(TOP (S (NP (DT The) (NN cat)) ...))``, "" for a sentence without words).
 
+Work bounds, in subword pieces, enforced by the graph itself (so plain TF Serving gets
+them too): a word's pieces past ``max_pieces_per_word`` (8) are dropped from its middle,
+keeping its last piece, whose position the heads read; a call holding more than
+``max_pieces_per_call`` (32,768) pieces in all fails with InvalidArgumentError ("the call
+holds N subword pieces; at most 32768 ...") before the encoder runs. Both are int32
+variables on the loaded model and written to ``assets.extra/limits.json``.
+
 Objects on the loaded model: ``max_stack_depth`` (int32 variable), ``leaf_tags``,
 ``internal_tags``, ``pos_tags`` (string variables: the tag vocabularies in id order),
 ``tokenize`` (words [B, W], num_words [B] → the encoder inputs) and ``encode`` (encoder
@@ -35,6 +42,7 @@ there, export directory already exists); 1 any other failure.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
@@ -50,7 +58,7 @@ import tensorflow as tf
 from tetra_tf import cli, decoding, encoders, tags as tags_lib
 from tetra_tf.model import ENCODER_INPUTS, TetraTagger
 from tetra_tf.tags import TagVocabularies, TagVocabulary
-from tetra_tf.tokenization import SubwordTokenizer
+from tetra_tf.tokenization import MAX_PIECES_PER_CALL, SubwordTokenizer, pack_windows
 from tetra_tf.train import CONFIG_FILE, ENCODER_VOCAB_FILE, VOCAB_DIR, TaggerSpec, build_tagger
 
 SERVING_SIGNATURE = "serving_default"
@@ -135,6 +143,61 @@ def _chain_opens(vocab: TagVocabulary) -> tuple[np.ndarray, np.ndarray]:
         counts.append(len(chain))
     return np.array(opens, dtype=object), np.array(counts, dtype=np.int32)
 
+# Characters that nltk.Tree.fromstring (Python's Unicode \s) splits leaves on but the
+# serving signature's whitespace split keeps inside a word (parse_words keeps them all).
+_TREE_WORD_SPACE = (r"[\t-\r\x{1c}-\x{20}\x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}"
+                    r"\x{2029}\x{202f}\x{205f}\x{3000}]")
+
+
+def escape_tree_words(words: tf.Tensor) -> tf.Tensor:
+    """Words as leaves of a bracketed tree: ( → -LRB-, ) → -RRB- (as the parse CLI does),
+    and whitespace inside a word → '_', so that each word reads back as exactly one leaf.
+
+    Only the tree string is escaped; the ``words`` output keeps the input verbatim.
+    """
+    words = tf.strings.regex_replace(words, r"\(", "-LRB-")
+    words = tf.strings.regex_replace(words, r"\)", "-RRB-")
+    return tf.strings.regex_replace(words, _TREE_WORD_SPACE, "_")
+
+
+def _subtree_spans(leaf_depth: tf.Tensor, internal_depth: tf.Tensor, is_left_leaf: tf.Tensor,
+                   is_right_leaf: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """Per fencepost j [B, W]: the last `l` leaf k ≤ j at leaf j's depth (−1 if none), and
+    the first `r` leaf k > j at the depth after node j (W if none).
+
+    Leaves are keyed (sentence, depth, position) in one int64 and sorted; each lookup is a
+    binary search for the query's own key, then a check that the neighbour found has the
+    same (sentence, depth).
+    """
+    batch_size, width = tf.shape(leaf_depth)[0], tf.shape(leaf_depth)[1]
+    positions = tf.cast(tf.range(width), tf.int64)[None, :]
+    rows = tf.cast(tf.range(batch_size), tf.int64)[:, None]
+    span = tf.cast(width, tf.int64) + 1
+    depths = 2 * span + 1  # depths lie in [−W, W]; shifted by W + 1 below
+
+    def group(depth):
+        return rows * depths + tf.cast(depth, tf.int64) + span
+
+    never = tf.constant(np.iinfo(np.int64).max, tf.int64)
+    left_keys = tf.sort(tf.reshape(
+        tf.where(is_left_leaf, group(leaf_depth) * span + positions, never), [1, -1]))
+    right_keys = tf.sort(tf.reshape(
+        tf.where(is_right_leaf, group(leaf_depth) * span + positions, never), [1, -1]))
+    count = tf.shape(left_keys)[1]
+
+    start_queries = tf.reshape(group(leaf_depth) * span + positions, [1, -1])
+    found = tf.searchsorted(left_keys, start_queries, side="right", out_type=tf.int32) - 1
+    key = tf.gather(left_keys[0], tf.maximum(found[0], 0))
+    hit = (found[0] >= 0) & tf.equal(key // span, start_queries[0] // span)
+    starts = tf.where(hit, tf.cast(key % span, tf.int32), -1)
+
+    end_queries = tf.reshape(group(internal_depth) * span + positions, [1, -1])
+    found = tf.searchsorted(right_keys, end_queries, side="right", out_type=tf.int32)
+    key = tf.gather(right_keys[0], tf.minimum(found[0], count - 1))
+    hit = (found[0] < count) & tf.equal(key // span, end_queries[0] // span)
+    ends = tf.where(hit, tf.cast(key % span, tf.int32), width)
+    return tf.reshape(starts, [batch_size, width]), tf.reshape(ends, [batch_size, width])
+
 
 class TreeWriter:
     """Builds bracketed trees from tag ids in-graph, as `tags.tags_to_tree` would.
@@ -145,8 +208,13 @@ class TreeWriter:
     first `r` leaf k > j whose depth equals the depth after node j (the leaf that completes
     the stack entry holding it). Each word then gets the brackets opening before it
     (outermost first, which is decreasing fencepost order among nodes sharing a start)
-    and the count of brackets closing after it, and the pieces are joined: O(W²) boolean
-    work per sentence and a handful of string ops, no loop.
+    and the count of brackets closing after it, and the pieces are joined. The "last/first
+    leaf at equal depth" lookups are binary searches over the leaves sorted by (sentence,
+    depth, position): O(B·W·log(B·W)) work and memory linear in the words, no loop, so a
+    sentence of tens of thousands of words costs what it should.
+
+    Words are escaped as the parse CLI escapes them (see `escape_tree_words`), so that every
+    tree reads back with nltk.Tree.fromstring with one leaf per word.
 
     Unlabelled (binarization) nodes open nothing and vanish; "A+B" chains open "(A (B ".
     """
@@ -186,14 +254,7 @@ class TreeWriter:
         is_left_leaf = is_word & tf.equal(leaf_right, 0)
         is_right_leaf = is_word & tf.equal(leaf_right, 1)
 
-        k = positions[None, None, :]  # leaf
-        j = positions[None, :, None]  # fencepost
-        opens_subtree = (is_left_leaf[:, None, :] & (k <= j)
-                         & tf.equal(leaf_depth[:, None, :], leaf_depth[:, :, None]))
-        starts = tf.reduce_max(tf.where(opens_subtree, k, -1), axis=2)  # [B, W]
-        completes = (is_right_leaf[:, None, :] & (k > j)
-                     & tf.equal(leaf_depth[:, None, :], internal_depth[:, :, None]))
-        ends = tf.reduce_min(tf.where(completes, k, width), axis=2)  # [B, W]
+        starts, ends = _subtree_spans(leaf_depth, internal_depth, is_left_leaf, is_right_leaf)
 
         # Segment b·W + word index collects per word; segment B·W is a sink for padding.
         num_segments = batch_size * width + 1
@@ -219,7 +280,7 @@ class TreeWriter:
         pieces = tf.strings.join([
             tf.reshape(opens, [batch_size, width]),
             tf.gather(self._leaf_opens, leaf_tag_ids),
-            "(", pos_tags, " ", words,
+            "(", pos_tags, " ", escape_tree_words(words),
             tf.reshape(close_strings, [batch_size, width])])
         body = tf.strings.reduce_join(
             tf.RaggedTensor.from_tensor(pieces, lengths=lengths), axis=1, separator=" ")
@@ -228,6 +289,25 @@ class TreeWriter:
 
 # --------------------------------------------------------------------------------------
 # The serving module
+
+LIMITS_FILE = os.path.join("assets.extra", "limits.json")
+
+
+def checked_pieces(pieces: tf.RaggedTensor,
+                   max_pieces: int = MAX_PIECES_PER_CALL) -> tf.RaggedTensor:
+    """`pieces` [B, (W), (P)], after a check that they hold at most `max_pieces` in all.
+
+    Past it, InvalidArgumentError ("... holds N subword pieces; at most M ...") is raised
+    before anything downstream (windows, encoder) runs.
+    """
+    total = tf.size(pieces.flat_values, out_type=tf.int64)
+    message = tf.strings.format(
+        "the call holds {} subword pieces; at most " + str(max_pieces)
+        + " (max_pieces_per_call) are allowed: send fewer or shorter sentences", [total])
+    check = tf.debugging.Assert(total <= max_pieces, [message])
+    with tf.control_dependencies([check]):
+        return pieces.with_flat_values(tf.identity(pieces.flat_values))
+
 
 
 def _string_variable(values: list[str], name: str) -> tf.Variable:
@@ -256,6 +336,13 @@ class ParserModule(tf.Module):
         self.leaf_tags = _string_variable(vocabs.leaf.tags, "leaf_tags")
         self.internal_tags = _string_variable(vocabs.internal.tags, "internal_tags")
         self.pos_tags = _string_variable(vocabs.pos.tags, "pos_tags")
+        if tokenizer.max_pieces_per_word is None:
+            raise ValueError("the exported tokenizer needs a max_pieces_per_word cap")
+        # The work bounds the graph enforces, for clients (also in assets.extra/limits.json).
+        self.max_pieces_per_word = tf.Variable(tokenizer.max_pieces_per_word, dtype=tf.int32,
+                                               trainable=False, name="max_pieces_per_word")
+        self.max_pieces_per_call = tf.Variable(MAX_PIECES_PER_CALL, dtype=tf.int32,
+                                               trainable=False, name="max_pieces_per_call")
         # Closures hold what must stay untracked.
         tokenizer = self.tokenizer
         tree_writer = TreeWriter(vocabs)
@@ -271,7 +358,9 @@ class ParserModule(tf.Module):
         # The pieces are tf.functions of their own, so that the SavedModel's function
         # library holds the tagger and the decoder once, whichever entry point calls them.
         def pack(ragged_words: tf.RaggedTensor) -> dict:
-            return tokenizer.tokenize_and_pack(ragged_words, seq_length)
+            pieces = tokenizer.tokenize_words(ragged_words)  # capped per word
+            return pack_windows(checked_pieces(pieces), seq_length, cls_id=tokenizer.cls_id,
+                                sep_id=tokenizer.sep_id, pad_id=tokenizer.pad_id)
 
         window_tagger = WindowTagger(tagger, seq_length, encoder=self.encoder,
                                      length_multiple=length_multiple)
@@ -551,6 +640,22 @@ def build_module(model_dir: str, checkpoint: str,
                         length_multiple)
 
 
+def write_limits(module: ParserModule, export_dir: str) -> str:
+    """Writes assets.extra/limits.json (the graph's work bounds) into a SavedModel directory.
+
+    TF Serving ignores assets.extra; deployments and clients read the file (or the
+    module's max_pieces_per_word / max_pieces_per_call variables) to size requests.
+    """
+    path = os.path.join(export_dir, LIMITS_FILE)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump({"max_pieces_per_word": int(module.max_pieces_per_word.numpy()),
+                   "max_pieces_per_call": int(module.max_pieces_per_call.numpy())},
+                  f, indent=2)
+        f.write("\n")
+    return path
+
+
 def export(checkpoint: str, export_dir: str, overwrite: bool = False,
            length_multiple: int = DEFAULT_LENGTH_MULTIPLE) -> str:
     """Exports the model of `checkpoint` (a model dir or a checkpoint in one) to export_dir.
@@ -578,6 +683,7 @@ def export(checkpoint: str, export_dir: str, overwrite: bool = False,
             PARSE_WORDS_SIGNATURE: module.parse_words.get_concrete_function(),
         }
         tf.saved_model.save(module, staging, signatures=signatures)
+        write_limits(module, staging)
         if os.path.exists(export_dir):
             shutil.rmtree(export_dir)
         os.replace(staging, export_dir)

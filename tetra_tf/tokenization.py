@@ -29,6 +29,9 @@ UNK_TOKEN = "[UNK]"
 
 # Work bounds, in subword pieces (what the encoder's cost grows with). A word's pieces past
 # the cap are dropped from its middle, keeping its last piece (whose position the heads read).
+# On the NLTK sample (all 3,914 cleaned trees, 94,084 words, MiniLM's uncased vocabulary)
+# every word has at most 8 pieces (90.3% one, 2 words exactly 8), so the cap changes no
+# treebank word; a 40 KB word of '!' or of CJK characters has 13,000–40,000 before the cap.
 MAX_PIECES_PER_WORD = 8
 # The most pieces one call of the exported model accepts, over all its sentences.
 MAX_PIECES_PER_CALL = 32768
@@ -86,13 +89,19 @@ class SubwordTokenizer(tf.Module):
     """
 
     def __init__(self, vocab_path: str, lower_case: bool, unescape_ptb: bool = True,
+                 max_pieces_per_word: int | None = MAX_PIECES_PER_WORD,
                  name: str | None = None):
         """Args:
           vocab_path: the encoder's vocab.txt.
           lower_case: True for uncased vocabularies.
           unescape_ptb: map PTB escapes (-LRB-, ``, \\/ ...) to text before tokenizing.
+          max_pieces_per_word: a longer word keeps its first max_pieces_per_word − 1 pieces
+            and its last one (None: no cap; only for measuring).
         """
         super().__init__(name=name)
+        if max_pieces_per_word is not None and max_pieces_per_word < 1:
+            raise ValueError(f"max_pieces_per_word must be positive, got {max_pieces_per_word}")
+        self.max_pieces_per_word = max_pieces_per_word
         vocab = read_vocab(vocab_path)
         ids = {}
         for index, token in enumerate(vocab):
@@ -124,7 +133,11 @@ class SubwordTokenizer(tf.Module):
         return words
 
     def tokenize_flat_words(self, words: tf.Tensor) -> tf.RaggedTensor:
-        """Words [N] tf.string → piece ids int32 [N, (P)], every word at least one piece."""
+        """Words [N] tf.string → piece ids int32 [N, (P)], every word 1 to max_pieces_per_word.
+
+        A word with no pieces gets [UNK]; a word with more than the cap keeps its first
+        cap − 1 pieces and its last one, so that its feature (its last piece) is unchanged.
+        """
         words = tf.convert_to_tensor(words, tf.string)
         pieces = self._bert_tokenizer.tokenize(self._normalize(words))  # [N, (w), (p)]
         pieces = pieces.merge_dims(1, 2)
@@ -132,7 +145,11 @@ class SubwordTokenizer(tf.Module):
         # Append [UNK] to every word and keep it only where the word had no pieces.
         unk = tf.fill([tf.shape(num_pieces)[0], 1], tf.constant(self.unk_id, tf.int32))
         padded = tf.concat([pieces, tf.RaggedTensor.from_tensor(unk)], axis=1)
-        keep = tf.ragged.range(num_pieces + 1) < tf.maximum(num_pieces, 1)[:, None]
+        index = tf.ragged.range(num_pieces + 1)
+        keep = index < tf.maximum(num_pieces, 1)[:, None]
+        if self.max_pieces_per_word is not None:
+            keep &= (index < self.max_pieces_per_word - 1) | tf.equal(
+                index, tf.maximum(num_pieces, 1)[:, None] - 1)
         return tf.ragged.boolean_mask(padded, keep)
 
     def tokenize_words(self, words: tf.RaggedTensor | tf.Tensor) -> tf.RaggedTensor:
