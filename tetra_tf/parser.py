@@ -22,6 +22,7 @@ import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the tokenizer's ops the SavedModel uses)
 
 from tetra_tf.tags import tags_to_tree
+from tetra_tf.treebank import iter_subtrees
 
 SERVING_SIGNATURE = "serving_default"
 DEFAULT_BATCH_SIZE = 64
@@ -64,7 +65,8 @@ class Parser:
         """Parses one sentence of pre-tokenized words into a tree.
 
         Raises:
-          ValueError: for no words, an empty word or a word containing whitespace.
+          ValueError: for no words, a word that is not a string, an empty word or a word
+            containing whitespace.
         """
         return self.parse_sents([words])[0]
 
@@ -79,7 +81,8 @@ class Parser:
           progress: called with the number of sentences after each batch.
 
         Raises:
-          ValueError: for a sentence without words, an empty word or a word containing
+          ValueError: for a sentence that is not a list of words or has none, a word that is
+            not a string (int, None, bytes, a list ...), an empty word or a word containing
             whitespace (the message gives the sentence and word index).
         """
         trees: list[nltk.Tree | None] = [None] * len(sentences)
@@ -122,10 +125,15 @@ class Parser:
 
 def _join_words(words: Sequence[str], index: int) -> str:
     """Joins a sentence's words with spaces, checking that they split back the same."""
-    if isinstance(words, str):
-        raise ValueError(f"sentence {index}: expected a list of words, got a string")
+    if isinstance(words, (str, bytes)) or not isinstance(words, Sequence):
+        raise ValueError(f"sentence {index}: expected a list of words, got "
+                         f"{type(words).__name__}")
     if not words:
         raise ValueError(f"sentence {index} has no words")
+    for position, word in enumerate(words):
+        if not isinstance(word, str):
+            raise ValueError(f"sentence {index}: word {position} is {_describe(word)}, not "
+                             "a string")
     joined = " ".join(words)
     if len(joined.split()) != len(words):
         for position, word in enumerate(words):
@@ -135,6 +143,11 @@ def _join_words(words: Sequence[str], index: int) -> str:
                 raise ValueError(f"sentence {index}: word {position} ({word!r}) contains "
                                  "whitespace")
     return joined
+
+
+def _describe(value) -> str:
+    text = repr(value)
+    return f"{type(value).__name__} {text if len(text) <= 40 else text[:37] + '...'}"
 
 
 def _decode(values: np.ndarray) -> list[str]:
@@ -152,12 +165,21 @@ def with_pos_tags(tree: nltk.Tree, pos_tags: Sequence[str]) -> nltk.Tree:
     Raises:
       ValueError: if the tree has a different number of words.
     """
-    tree = tree.copy(deep=True)
-    positions = [p for p in tree.treepositions() if isinstance(tree[p], nltk.Tree)
-                 and len(tree[p]) == 1 and not isinstance(tree[p][0], nltk.Tree)]
-    if len(positions) != len(pos_tags):
-        raise ValueError(f"the tree has {len(positions)} words but {len(pos_tags)} POS tags "
-                         "were given")
-    for position, pos in zip(positions, pos_tags):
-        tree[position].set_label(pos)
-    return tree
+    copy = nltk.Tree(tree.label(), [])
+    stack = [(tree, copy)]  # an explicit stack: trees of any depth
+    while stack:
+        source, target = stack.pop()
+        for child in source:
+            if isinstance(child, nltk.Tree):
+                target.append(nltk.Tree(child.label(), []))
+                stack.append((child, target[-1]))
+            else:
+                target.append(child)
+    preterminals = [node for node in iter_subtrees(copy)
+                    if len(node) == 1 and not isinstance(node[0], nltk.Tree)]
+    if len(preterminals) != len(pos_tags):
+        raise ValueError(f"the tree has {len(preterminals)} words but {len(pos_tags)} POS "
+                         "tags were given")
+    for node, pos in zip(preterminals, pos_tags):
+        node.set_label(pos)
+    return copy
