@@ -466,11 +466,25 @@ def test_too_many_pieces_per_call_is_an_invalid_argument(loaded):
     assert out["input_mask"].numpy().sum() > limit
 
 
+def test_padding_many_short_sentences_to_one_long_one_is_an_invalid_argument(loaded):
+    """500 one-word sentences next to one of 20,000 pieces would pad to 500 × 78 windows."""
+    long_sentence = " ".join(["!" * 8] * 2500)
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match=r"pads to 20007936 encoder window positions \(501 sentences x 78 "
+                             r"windows of 512\); at most 16777216"):
+        _tokenize(loaded, ["a"] * 500 + [long_sentence])
+    # The same pieces in sentences of similar length go through.
+    out = _tokenize(loaded, [" ".join(["!" * 8] * 100)] * 25)
+    assert out["input_word_ids"].shape[:2] == (25, 3)
+
+
 def test_limits_are_stored_in_the_saved_model(export_dir, loaded):
     with open(os.path.join(export_dir, export.LIMITS_FILE), encoding="utf-8") as f:
         limits = json.load(f)
-    assert limits == {"max_pieces_per_word": tokenization.MAX_PIECES_PER_WORD,
-                      "max_pieces_per_call": tokenization.MAX_PIECES_PER_CALL}
+    assert limits == {
+        "max_pieces_per_word": tokenization.MAX_PIECES_PER_WORD,
+        "max_pieces_per_call": tokenization.MAX_PIECES_PER_CALL,
+        "max_window_positions_per_call": tokenization.MAX_WINDOW_POSITIONS_PER_CALL}
     assert int(loaded.max_pieces_per_word.numpy()) == limits["max_pieces_per_word"]
 
 

@@ -144,6 +144,17 @@ def test_brackets_in_words_read_back_one_leaf_per_word(parser):
         assert leaves == [parse.escape_brackets(w) for w in words]
 
 
+def test_batches_stay_within_the_graphs_piece_bound(parser):
+    """Many long sentences are split into calls under max_pieces_per_call; a sentence over
+    it alone is a ValueError naming it."""
+    limits = parser.limits
+    assert limits["max_pieces_per_word"] == 8 and limits["max_pieces_per_call"] == 32768
+    sentences = [["!" * 8] * 1000 for _ in range(6)]  # 48,000 pieces in all
+    assert [len(tree.leaves()) for tree in parser.parse_sents(sentences)] == [1000] * 6
+    with pytest.raises(ValueError, match=r"^sentence 1: the call holds 32776 subword pieces"):
+        parser.parse_sents([["ok"], ["!" * 8] * 4097])
+
+
 def test_bad_batch_size(parser):
     with pytest.raises(ValueError, match="batch_size"):
         parser.parse_sents([["a"]], batch_size=0)

@@ -27,8 +27,11 @@ Work bounds, in subword pieces, enforced by the graph itself (so plain TF Servin
 them too): a word's pieces past ``max_pieces_per_word`` (8) are dropped from its middle,
 keeping its last piece, whose position the heads read; a call holding more than
 ``max_pieces_per_call`` (32,768) pieces in all fails with InvalidArgumentError ("the call
-holds N subword pieces; at most 32768 ...") before the encoder runs. Both are int32
-variables on the loaded model and written to ``assets.extra/limits.json``.
+holds N subword pieces; at most 32768 ...") before the encoder runs; so does a call whose
+windows would pad to more than ``max_window_positions_per_call`` (16,777,216 = sentences ×
+windows of the longest sentence × seq_length: thousands of short sentences next to one of
+30,000 pieces). All three are int32 variables on the loaded model and written to
+``assets.extra/limits.json``.
 
 Objects on the loaded model: ``max_stack_depth`` (int32 variable), ``leaf_tags``,
 ``internal_tags``, ``pos_tags`` (string variables: the tag vocabularies in id order),
@@ -58,7 +61,8 @@ import tensorflow as tf
 from tetra_tf import cli, decoding, encoders, tags as tags_lib
 from tetra_tf.model import ENCODER_INPUTS, TetraTagger
 from tetra_tf.tags import TagVocabularies, TagVocabulary
-from tetra_tf.tokenization import MAX_PIECES_PER_CALL, SubwordTokenizer, pack_windows
+from tetra_tf.tokenization import (MAX_PIECES_PER_CALL, MAX_WINDOW_POSITIONS_PER_CALL,
+                                   SubwordTokenizer, pack_windows)
 from tetra_tf.train import CONFIG_FILE, ENCODER_VOCAB_FILE, VOCAB_DIR, TaggerSpec, build_tagger
 
 SERVING_SIGNATURE = "serving_default"
@@ -293,25 +297,34 @@ class TreeWriter:
 LIMITS_FILE = os.path.join("assets.extra", "limits.json")
 
 
-def checked_pieces(pieces: tf.RaggedTensor,
-                   max_pieces: int = MAX_PIECES_PER_CALL) -> tf.RaggedTensor:
-    """`pieces` [B, (W), (P)], after a check that they hold at most `max_pieces` in all.
+def checked_pieces(pieces: tf.RaggedTensor, seq_length: int,
+                   max_pieces: int = MAX_PIECES_PER_CALL,
+                   max_positions: int = MAX_WINDOW_POSITIONS_PER_CALL) -> tf.RaggedTensor:
+    """`pieces` [B, (W), (P)], after checks that the call is within the work bounds.
 
-    Past it, InvalidArgumentError ("... holds N subword pieces; at most M ...") is raised
-    before anything downstream (windows, encoder) runs.
+    At most `max_pieces` pieces in all, and at most `max_positions` padded window positions
+    (B × the longest sentence's windows × seq_length). Past either, InvalidArgumentError
+    (naming the figure and the limit) is raised before anything downstream (windows,
+    encoder) is built.
     """
     total = tf.size(pieces.flat_values, out_type=tf.int64)
-    message = tf.strings.format(
+    pieces_message = tf.strings.format(
         "the call holds {} subword pieces; at most " + str(max_pieces)
         + " (max_pieces_per_call) are allowed: send fewer or shorter sentences", [total])
-    check = tf.debugging.Assert(total <= max_pieces, [message])
-    with tf.control_dependencies([check]):
+    longest = tf.reduce_max(tf.concat(
+        [tf.cast(pieces.merge_dims(1, 2).row_lengths(), tf.int64), [0]], axis=0))
+    content, stride = seq_length - 2, (seq_length - 2) // 2
+    windows = 1 + tf.maximum(tf.constant(0, tf.int64), (longest - content + stride - 1) // stride)
+    positions = tf.cast(pieces.nrows(), tf.int64) * windows * seq_length
+    positions_message = tf.strings.format(
+        "the call pads to {} encoder window positions ({} sentences x {} windows of "
+        + str(seq_length) + "); at most " + str(max_positions)
+        + " (max_window_positions_per_call) are allowed: send sentences of similar length "
+        "together", [positions, pieces.nrows(), windows])
+    checks = [tf.debugging.Assert(total <= max_pieces, [pieces_message]),
+              tf.debugging.Assert(positions <= max_positions, [positions_message])]
+    with tf.control_dependencies(checks):
         return pieces.with_flat_values(tf.identity(pieces.flat_values))
-
-
-
-def _string_variable(values: list[str], name: str) -> tf.Variable:
-    return tf.Variable(tf.constant(values, tf.string), trainable=False, name=name)
 
 
 class ParserModule(tf.Module):
@@ -343,6 +356,9 @@ class ParserModule(tf.Module):
                                                trainable=False, name="max_pieces_per_word")
         self.max_pieces_per_call = tf.Variable(MAX_PIECES_PER_CALL, dtype=tf.int32,
                                                trainable=False, name="max_pieces_per_call")
+        self.max_window_positions_per_call = tf.Variable(
+            MAX_WINDOW_POSITIONS_PER_CALL, dtype=tf.int32, trainable=False,
+            name="max_window_positions_per_call")
         # Closures hold what must stay untracked.
         tokenizer = self.tokenizer
         tree_writer = TreeWriter(vocabs)
@@ -359,7 +375,8 @@ class ParserModule(tf.Module):
         # library holds the tagger and the decoder once, whichever entry point calls them.
         def pack(ragged_words: tf.RaggedTensor) -> dict:
             pieces = tokenizer.tokenize_words(ragged_words)  # capped per word
-            return pack_windows(checked_pieces(pieces), seq_length, cls_id=tokenizer.cls_id,
+            return pack_windows(checked_pieces(pieces, seq_length), seq_length,
+                                cls_id=tokenizer.cls_id,
                                 sep_id=tokenizer.sep_id, pad_id=tokenizer.pad_id)
 
         window_tagger = WindowTagger(tagger, seq_length, encoder=self.encoder,
@@ -650,8 +667,9 @@ def write_limits(module: ParserModule, export_dir: str) -> str:
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w", encoding="utf-8") as f:
         json.dump({"max_pieces_per_word": int(module.max_pieces_per_word.numpy()),
-                   "max_pieces_per_call": int(module.max_pieces_per_call.numpy())},
-                  f, indent=2)
+                   "max_pieces_per_call": int(module.max_pieces_per_call.numpy()),
+                   "max_window_positions_per_call":
+                       int(module.max_window_positions_per_call.numpy())}, f, indent=2)
         f.write("\n")
     return path
 

@@ -12,6 +12,7 @@ longest sentence, and turns the results into nltk trees.
 from __future__ import annotations
 
 import os
+import re
 from typing import Callable, Iterator, Sequence
 
 import tetra_tf  # noqa: F401  (selects Keras 2 before TensorFlow loads)
@@ -83,7 +84,8 @@ class Parser:
         Raises:
           ValueError: for a sentence that is not a list of words or has none, a word that is
             not a string (int, None, bytes, a list ...), an empty word or a word containing
-            whitespace (the message gives the sentence and word index).
+            whitespace (the message gives the sentence and word index), or a sentence over
+            the graph's work bounds on its own (more than max_pieces_per_call pieces).
         """
         trees: list[nltk.Tree | None] = [None] * len(sentences)
         for indices, outputs in self._run(sentences, batch_size, progress):
@@ -108,16 +110,48 @@ class Parser:
                 lines[index] = outputs["tree"][row].decode("utf-8")
         return lines
 
+    @property
+    def limits(self) -> dict[str, int]:
+        """The work bounds the SavedModel's graph enforces (see export.py), {} if none."""
+        names = ("max_pieces_per_word", "max_pieces_per_call", "max_window_positions_per_call")
+        return {name: int(getattr(self._model, name).numpy()) for name in names
+                if hasattr(self._model, name)}
+
     def _run(self, sentences: Sequence[Sequence[str]], batch_size: int,
              progress: Callable[[int], None] | None) -> Iterator[tuple[list[int], dict]]:
-        """Yields (sentence indices, numpy outputs) per batch, shortest sentences first."""
+        """Yields (sentence indices, numpy outputs) per batch, shortest sentences first.
+
+        A batch also holds at most max_pieces_per_call // max_pieces_per_word words, so that
+        it never exceeds the graph's bounds (a sentence alone can: then ValueError).
+        """
         if batch_size < 1:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
         joined = [_join_words(words, i) for i, words in enumerate(sentences)]
         order = sorted(range(len(joined)), key=lambda i: len(joined[i]))
-        for start in range(0, len(order), batch_size):
-            indices = order[start:start + batch_size]
-            outputs = self._serve(sentences=tf.constant([joined[i] for i in indices]))
+        limits = self.limits
+        max_words = (limits["max_pieces_per_call"] // limits["max_pieces_per_word"]
+                     if "max_pieces_per_call" in limits and "max_pieces_per_word" in limits
+                     else None)
+        batches: list[list[int]] = [[]]
+        words_in_batch = 0
+        for index in order:
+            count = len(sentences[index])
+            if batches[-1] and (len(batches[-1]) == batch_size or (
+                    max_words is not None and words_in_batch + count > max_words)):
+                batches.append([])
+                words_in_batch = 0
+            batches[-1].append(index)
+            words_in_batch += count
+        for indices in batches:
+            if not indices:
+                continue
+            try:
+                outputs = self._serve(sentences=tf.constant([joined[i] for i in indices]))
+            except tf.errors.InvalidArgumentError as e:
+                if len(indices) > 1:
+                    raise
+                raise ValueError(f"sentence {indices[0]}: {_assertion_text(e.message)}"
+                                 ) from None
             yield indices, {key: value.numpy() for key, value in outputs.items()}
             if progress is not None:
                 progress(len(indices))
@@ -143,6 +177,13 @@ def _join_words(words: Sequence[str], index: int) -> str:
                 raise ValueError(f"sentence {index}: word {position} ({word!r}) contains "
                                  "whitespace")
     return joined
+
+
+def _assertion_text(message: str) -> str:
+    """The text of a graph assertion ("assertion failed: [TEXT]" and op details → TEXT)."""
+    first = message.strip().splitlines()[0] if message.strip() else message
+    match = re.search(r"assertion failed: \[(.*)\]", first)
+    return match.group(1) if match else first
 
 
 def _describe(value) -> str:

@@ -35,6 +35,11 @@ UNK_TOKEN = "[UNK]"
 MAX_PIECES_PER_WORD = 8
 # The most pieces one call of the exported model accepts, over all its sentences.
 MAX_PIECES_PER_CALL = 32768
+# The most encoder window positions one call may pad to: sentences × windows of its longest
+# sentence × seq_length (the [B, F, L] tensors `pack_windows` builds). Calls of sentences of
+# similar length stay far below it (32,768 one-piece sentences: 512 × 32,768); it stops a
+# call of thousands of short sentences next to one of 30,000 pieces from taking gigabytes.
+MAX_WINDOW_POSITIONS_PER_CALL = 512 * MAX_PIECES_PER_CALL
 
 # Whole-token PTB escapes: brackets and the LaTeX-style quotes of the treebank.
 PTB_TOKEN_ESCAPES = {
