@@ -263,6 +263,13 @@ def test_encode_with_regrouped_windows_equals_the_keras_tagger(loaded, model_dir
     for key in ("leaf_logits", "internal_logits", "pos_logits"):
         np.testing.assert_allclose(got[key].numpy()[is_word], expected[key].numpy()[is_word],
                                    rtol=1e-4, atol=1e-4)
+    # Encoder calls of at most one 512-window (or 16 windows of 32): the same logits.
+    chunked = export.WindowTagger(tagger, 512, positions_per_call=512)
+    assert chunked._windows_per_call.tolist()[0] == 16
+    got = tf.function(chunked, autograph=False)(*inputs)
+    for key in ("leaf_logits", "internal_logits", "pos_logits"):
+        np.testing.assert_allclose(got[key].numpy()[is_word], expected[key].numpy()[is_word],
+                                   rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("activation, epsilon", [("gelu", 1e-12), ("gelu_approximate", 1e-6),

@@ -74,6 +74,10 @@ ROLLING_CHECKPOINT_DIR = "ckpt"
 DEFAULT_LENGTH_MULTIPLE = 8
 # Windows are grouped by real length into these buckets (up to the encoder's length).
 DEFAULT_WINDOW_BUCKETS = (32, 64, 96, 128, 192, 256, 384)
+# One encoder call runs at most this many window positions (windows × their bucket's
+# length): attention's memory grows with positions × length, so a call of 32,768 pieces
+# (128 windows of 512) takes ~0.2 GB of scores for MiniLM instead of ~1.6 GB at once.
+DEFAULT_POSITIONS_PER_ENCODER_CALL = 8192
 
 
 class ExportError(Exception):
@@ -327,6 +331,10 @@ def checked_pieces(pieces: tf.RaggedTensor, seq_length: int,
         return pieces.with_flat_values(tf.identity(pieces.flat_values))
 
 
+def _string_variable(values: list[str], name: str) -> tf.Variable:
+    return tf.Variable(tf.constant(values, tf.string), trainable=False, name=name)
+
+
 class ParserModule(tf.Module):
     """The exported object: tokenizer, tagger weights, vocabularies and parse functions.
 
@@ -559,12 +567,15 @@ class WindowTagger:
     `length_multiple`). So a batch is never padded much beyond each sentence's own length,
     even when it mixes short sentences with long (or multi-window) ones, as unsorted
     requests do. A loop visits only the buckets present (one for a length-sorted batch),
-    each writing its words' features into the batch's [B·W, H] feature rows.
+    in chunks of at most `positions_per_call` // bucket length windows (bounding the
+    encoder's memory per call), each writing its words' features into the batch's [B·W, H]
+    feature rows.
     """
 
     def __init__(self, tagger: TetraTagger, seq_length: int, encoder=None,
                  bucket_lengths: tuple[int, ...] = DEFAULT_WINDOW_BUCKETS,
-                 length_multiple: int = DEFAULT_LENGTH_MULTIPLE):
+                 length_multiple: int = DEFAULT_LENGTH_MULTIPLE,
+                 positions_per_call: int = DEFAULT_POSITIONS_PER_ENCODER_CALL):
         """Args:
           tagger: the Keras tagger, for its heads (and its encoder if `encoder` is None).
           seq_length: the windows' length L.
@@ -572,6 +583,7 @@ class WindowTagger:
             e.g. an `InferenceEncoder`; None: the tagger's Keras encoder.
           bucket_lengths: upper bounds of the length buckets below L.
           length_multiple: trimmed windows are rounded up to a multiple of this.
+          positions_per_call: windows × bucket length per encoder call (at least one window).
         """
         self._tagger = tagger
         if encoder is None:
@@ -580,6 +592,8 @@ class WindowTagger:
         self._encoder = encoder
         upper_bounds = [n for n in sorted(bucket_lengths) if n < seq_length] + [seq_length]
         self._upper_bounds = np.array(upper_bounds, dtype=np.int32)
+        self._windows_per_call = np.maximum(
+            1, positions_per_call // self._upper_bounds).astype(np.int32)
         self._length_multiple = length_multiple
         self._hidden_size = int(tagger.leaf_head.kernel.shape[0])
 
@@ -609,23 +623,36 @@ class WindowTagger:
         word_bucket = tf.gather(buckets, word_window)
         multiple = self._length_multiple
 
-        def encode_bucket(i, features):
-            in_bucket = tf.equal(buckets, present[i])
-            selected = tf.cast(tf.where(in_bucket)[:, 0], tf.int32)
+        # (bucket, chunk) pairs: each bucket's windows in chunks of windows_per_call[bucket].
+        per_call = tf.gather(self._windows_per_call, present)
+        counts = tf.reduce_sum(tf.cast(tf.equal(buckets[None, :], present[:, None]), tf.int32),
+                               axis=1)
+        num_chunks = (counts + per_call - 1) // per_call
+        pair_bucket = tf.repeat(present, num_chunks)
+        pair_chunk = tf.ragged.range(num_chunks).flat_values
+
+        def encode_chunk(i, features):
+            bucket, chunk = pair_bucket[i], pair_chunk[i]
+            size = tf.gather(self._windows_per_call, bucket)
+            in_bucket = tf.equal(buckets, bucket)
+            rank = tf.cumsum(tf.cast(in_bucket, tf.int32), exclusive=True)  # within bucket
+            in_chunk = in_bucket & tf.equal(rank // size, chunk)
+            selected = tf.cast(tf.where(in_chunk)[:, 0], tf.int32)
             longest = tf.reduce_max(tf.gather(window_lengths, selected))
             trim = tf.minimum(-(-longest // multiple) * multiple, length)
             output = self._encoder(*(tf.gather(x, selected)[:, :trim] for x in flat))
             output = tf.reshape(tf.cast(output, tf.float32), [-1, self._hidden_size])
-            rank = tf.cumsum(tf.cast(in_bucket, tf.int32), exclusive=True)  # within bucket
-            words = tf.cast(tf.where(tf.equal(word_bucket, present[i]))[:, 0], tf.int32)
-            rows = (tf.gather(rank, tf.gather(word_window, words)) * trim
+            word_rank = tf.gather(rank, word_window)
+            words = tf.cast(tf.where(tf.equal(word_bucket, bucket)
+                                     & tf.equal(word_rank // size, chunk))[:, 0], tf.int32)
+            rows = ((tf.gather(word_rank, words) - chunk * size) * trim
                     + tf.gather(word_position, words))
             return i + 1, tf.tensor_scatter_nd_update(features, words[:, None],
                                                       tf.gather(output, rows))
 
         # Words of sentences without pieces keep zero features (their tags are ignored).
         features = tf.zeros([batch_size * num_words, self._hidden_size], tf.float32)
-        _, features = tf.while_loop(lambda i, _: i < tf.size(present), encode_bucket,
+        _, features = tf.while_loop(lambda i, _: i < tf.size(pair_bucket), encode_chunk,
                                     (tf.constant(0), features))
         features = tf.reshape(features, [batch_size, num_words, self._hidden_size])
         return {
