@@ -12,7 +12,8 @@ subprocess on 127.0.0.1, a free port; one request at a time). Requests:
   1 MiB body limit); every word is cut to max_pieces_per_word (8) pieces;
 * CJK: one sentence of 24 words of 13,000 CJK characters each (936 KB of UTF-8).
 
-Printed per request: words, seconds (best of --repeats), seconds per word, the ratio of
+Printed per request: words, seconds (best of --repeats; of at least 5 for the cheap
+ordinary request, whose time is the baseline), seconds per word, the ratio of
 that to the ordinary request's seconds per word (the figure to watch; goal ≤ 10×), and the
 peak resident memory above the level before the request (sampled every 2 ms from /proc).
 A request the server refuses shows its HTTP status.
@@ -203,7 +204,7 @@ def run_saved_model(export_dir: str, cases, repeats: int):
             except tf.errors.InvalidArgumentError as e:
                 return "InvalidArgument: " + str(e).splitlines()[0][:80]
             return "ok"
-        seconds, peak, status = measure(call, "self", repeats)
+        seconds, peak, status = measure(call, "self", repeats if rows else max(repeats, 5))
         rows.append((name, words_in(sentences), seconds, peak, status))
     return rows
 
@@ -236,7 +237,8 @@ def run_server(export_dir: str, cases, repeats: int):
             def call(sentences=sentences):
                 code, _ = post(port, sentences)
                 return "ok" if code == 200 else f"HTTP {code}"
-            seconds, peak, status = measure(call, process.pid, repeats)
+            seconds, peak, status = measure(call, process.pid,
+                                            repeats if rows else max(repeats, 5))
             rows.append((name, words_in(sentences), seconds, peak, status))
         return rows
     finally:

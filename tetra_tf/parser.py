@@ -180,10 +180,12 @@ def _join_words(words: Sequence[str], index: int) -> str:
 
 
 def _assertion_text(message: str) -> str:
-    """The text of a graph assertion ("assertion failed: [TEXT]" and op details → TEXT)."""
-    first = message.strip().splitlines()[0] if message.strip() else message
-    match = re.search(r"assertion failed: \[(.*)\]", first)
-    return match.group(1) if match else first
+    """The text of a graph assertion ("... assertion failed: [TEXT] ..." → TEXT)."""
+    match = re.search(r"assertion failed: \[(.*?)\]\s*$", message, re.MULTILINE)
+    if match:
+        return match.group(1)
+    lines = [line for line in message.splitlines() if line.strip()]
+    return lines[0] if lines else message
 
 
 def _describe(value) -> str:
