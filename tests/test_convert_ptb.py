@@ -253,3 +253,25 @@ def test_real_dev_split_as_a_script(tmp_path):
     assert stats["trees_skipped"]["count"] == 0
     assert len((out / "trees.txt").read_text().splitlines()) == 273
     assert sum(1 for _ in tf.data.TFRecordDataset(records.record_files(str(out)))) == 273
+
+
+def test_wide_and_deep_trees_convert(tmp_path):
+    """One node with 1,000 children and a 10,000-deep tree convert like any other tree."""
+    wide = "( (S " + " ".join(f"(NN w{i})" for i in range(1000)) + ") )"
+    deep = "( " + "(NP " * 10000 + "(NN deep)" + ")" * 10000 + " )"
+    branching = ("( " + "".join(f"(X (NN b{i}) " for i in range(10000)) + "(NN end)"
+                 + ")" * 10000 + " )")
+    source = tmp_path / "big.txt"
+    source.write_text("\n".join([wide, deep, branching, "(TOP (S (NN a) (NN b)))"]) + "\n")
+    out = tmp_path / "out"
+    report = io.StringIO()
+    stats = convert_ptb.run(input_path=str(source), output_dir=str(out), report=report,
+                            progress=False)
+    assert report.getvalue() == ""
+    assert stats["trees_written"] == 4 and stats["trees_skipped"]["count"] == 0
+    assert stats["words"] == 1000 + 1 + 10001 + 2
+    lines = (out / "trees.txt").read_text().splitlines()
+    assert lines[1] == "(TOP " + "(NP " * 10000 + "(NN deep)" + ")" * 10001
+    assert [len(treebank.leaves(treebank.parse_tree(line))) for line in lines] == [
+        1000, 1, 10001, 2]
+    assert [len(r["words"]) for r in _read_records(out)] == [1000, 1, 10001, 2]

@@ -16,7 +16,7 @@ import nltk
 import pytest
 
 from tetra_tf import evaluate
-from tetra_tf.evaluate import COLLINS, evaluate_lines, evaluate_trees
+from tetra_tf.evaluate import COLLINS, evaluate_lines, evaluate_trees, tree_to_line
 
 EVALB_DIR = os.path.abspath(os.path.join(
     os.path.dirname(__file__), "..", "..", "shared", "data", "evalb"))
@@ -369,3 +369,50 @@ def test_cli_help_documents_exit_codes():
     assert "Exit codes" in run.stdout
     for code in ("0", "2", "3", "4"):
         assert re.search(rf"^\s+{code}\s+\w", run.stdout, re.M), code
+
+
+# -- wide and deep trees --------------------------------------------------------------------
+
+
+def _brute_force_crossing(gold_spans, test_spans):
+    return sum(1 for s, e in test_spans if e - s >= 2 and any(
+        a < s < b < e or s < a < e < b for a, b in gold_spans))
+
+
+def test_crossing_count_of_large_sentences_equals_evalbs_pairwise_count():
+    from tetra_tf.evaluate import _count_crossing
+
+    rng = random.Random(3)
+    for _ in range(20):
+        n = rng.randint(60, 200)
+        pairs = (sorted((rng.randint(0, n), rng.randint(0, n))) for _ in range(200))
+        spans = [(a, b) for a, b in pairs if b > a]
+        gold, test = spans[: len(spans) // 2], spans[len(spans) // 2:]
+        assert len(gold) * len(test) > 4096  # past the small-sentence loop
+        assert _count_crossing(gold, test, n) == _brute_force_crossing(gold, test)
+
+
+@pytest.mark.parametrize("shape", ["unary", "right", "wide"])
+def test_deep_and_wide_trees_score(shape):
+    """100,000-deep chains and 100,000-word sentences score (iteratively, no quadratic step)."""
+    n = 100_000
+    if shape == "unary":
+        gold = "(TOP " + "(X " * n + "(NN w)" + ")" * n + ")"
+        test = "(TOP " + "(X " * (n - 1) + "(Y " + "(NN w)" + ")" * n + ")"
+        matched = n - 1
+    elif shape == "right":
+        gold = "(TOP " + "".join(f"(X (NN w{i}) " for i in range(n)) + "(NN e)" + ")" * n + ")"
+        test = gold.replace("(X (NN w7) ", "(Y (NN w7) ")
+        matched = n - 1
+    else:
+        gold = "(TOP (S " + " ".join(f"(NN w{i})" for i in range(n)) + "))"
+        test = "(TOP (S " + " ".join(f"(NP (NN w{i}))" for i in range(n)) + "))"
+        matched = 1
+    result = evaluate_lines([gold], [test])
+    assert result.counts.valid_sentences == 1
+    assert result.counts.matched_brackets == matched
+    assert result.counts.crossing == 0
+    tree = nltk.Tree("TOP", [nltk.Tree("NN", ["w"])])
+    for _ in range(n):
+        tree = nltk.Tree("X", [tree])
+    assert tree_to_line(tree) == "(X " * n + "(TOP (NN w))" + ")" * n

@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tetra_tf import decoding, encoders, export, tags as tags_lib, treebank
+from tetra_tf import decoding, encoders, export, parse, tags as tags_lib, tokenization, treebank
 from tetra_tf.inference_encoder import InferenceEncoder
 from tetra_tf.parser import Parser
 from tetra_tf.tags import TagVocabularies
-from tetra_tf.model_dir import CONFIG_FILE, ModelDirError, TaggerSpec, build_tagger
+from tetra_tf.model_dir import ModelDirError, TaggerSpec, build_tagger
 
 sys.path.insert(0, os.path.dirname(__file__))
 import tiny_model  # noqa: E402
@@ -107,8 +107,10 @@ def _tree_writer_output(taggings, vocabs, extra_empty_rows=0):
 
 
 def _expected_line(tagging) -> str:
+    """tags_to_tree's tree, its words escaped as the parse CLI escapes them."""
+    words = [parse.escape_brackets(word) for word in tagging.words]
     return treebank.tree_to_line(tags_lib.tags_to_tree(
-        tagging.words, tagging.pos_tags, tagging.leaf_tags, tagging.internal_tags))
+        words, tagging.pos_tags, tagging.leaf_tags, tagging.internal_tags))
 
 
 def test_tree_writer_matches_tags_to_tree_on_random_trees():
@@ -262,6 +264,13 @@ def test_encode_with_regrouped_windows_equals_the_keras_tagger(loaded, model_dir
     for key in ("leaf_logits", "internal_logits", "pos_logits"):
         np.testing.assert_allclose(got[key].numpy()[is_word], expected[key].numpy()[is_word],
                                    rtol=1e-4, atol=1e-4)
+    # Encoder calls of at most one 512-window (or 16 windows of 32): the same logits.
+    chunked = export.WindowTagger(tagger, 512, positions_per_call=512)
+    assert chunked._windows_per_call.tolist()[0] == 16
+    got = tf.function(chunked, autograph=False)(*inputs)
+    for key in ("leaf_logits", "internal_logits", "pos_logits"):
+        np.testing.assert_allclose(got[key].numpy()[is_word], expected[key].numpy()[is_word],
+                                   rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("activation, epsilon", [("gelu", 1e-12), ("gelu_approximate", 1e-6),
@@ -404,3 +413,95 @@ def test_cli_errors_are_one_line(model_dir, export_dir, tmp_path):
     assert "Traceback" not in result.stderr
     with pytest.raises(export.ExportError, match="already exists"):
         export.export(model_dir, export_dir)
+
+
+# --------------------------------------------------------------------------------------
+# Work bounds and hostile input
+
+
+def _tokenize(loaded, sentences):
+    words = [s.split() for s in sentences]
+    return loaded.tokenize(tf.constant(_pad(words, "", object)),
+                           tf.constant([len(w) for w in words], tf.int32))
+
+
+@pytest.mark.parametrize("char", ["!", "東"])
+def test_a_40kb_word_costs_a_bounded_number_of_pieces(loaded, char):
+    """Each '!' or CJK character is a piece of its own: the word keeps the cap, no more."""
+    word = char * (40_000 // len(char.encode("utf-8")))
+    packed = _tokenize(loaded, [f"a {word} b"])
+    ids = packed["input_word_ids"].numpy()
+    mask = packed["input_mask"].numpy()
+    assert ids.shape[:2] == (1, 1)  # one window: 3 words, at most 1 + 8 + 1 pieces
+    assert mask.sum() == 2 + 1 + tokenization.MAX_PIECES_PER_WORD + 1  # [CLS] [SEP] pieces
+    # The word's feature is still its last piece.
+    positions = packed["word_end_positions"].numpy()[0]
+    assert positions.tolist() == [1, 1 + tokenization.MAX_PIECES_PER_WORD,
+                                  2 + tokenization.MAX_PIECES_PER_WORD]
+    out = loaded.signatures["serving_default"](sentences=tf.constant([f"a {word} b"]))
+    assert out["num_words"].numpy().tolist() == [3]
+
+
+def test_too_many_pieces_per_call_is_an_invalid_argument(loaded):
+    limit = int(loaded.max_pieces_per_call.numpy())
+    assert limit == tokenization.MAX_PIECES_PER_CALL
+    # Eight pieces per word ("!!!!!!!!"), one word more than the limit allows.
+    sentence = " ".join(["!" * 8] * (limit // 8 + 1))
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match=rf"holds {limit + 8} subword pieces; at most {limit}"):
+        loaded.signatures["serving_default"](sentences=tf.constant([sentence]))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="max_pieces_per_call"):
+        loaded.signatures["serving_default"](
+            sentences=tf.constant([sentence[:len(sentence) // 2]] * 2))
+    # At the limit, the call goes through.
+    out = _tokenize(loaded, [" ".join(["!" * 8] * (limit // 8))])
+    assert out["input_mask"].numpy().sum() > limit
+
+
+def test_padding_many_short_sentences_to_one_long_one_is_an_invalid_argument(loaded):
+    """500 one-word sentences next to one of 20,000 pieces would pad to 500 × 78 windows."""
+    long_sentence = " ".join(["!" * 8] * 2500)
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match=r"pads to 20007936 encoder window positions \(501 sentences x 78 "
+                             r"windows of 512\); at most 16777216"):
+        _tokenize(loaded, ["a"] * 500 + [long_sentence])
+    # The same pieces in sentences of similar length go through.
+    out = _tokenize(loaded, [" ".join(["!" * 8] * 100)] * 25)
+    assert out["input_word_ids"].shape[:2] == (25, 3)
+
+
+def test_limits_are_stored_in_the_saved_model(export_dir, loaded):
+    with open(os.path.join(export_dir, export.LIMITS_FILE), encoding="utf-8") as f:
+        limits = json.load(f)
+    assert limits == {
+        "max_pieces_per_word": tokenization.MAX_PIECES_PER_WORD,
+        "max_pieces_per_call": tokenization.MAX_PIECES_PER_CALL,
+        "max_window_positions_per_call": tokenization.MAX_WINDOW_POSITIONS_PER_CALL}
+    assert int(loaded.max_pieces_per_word.numpy()) == limits["max_pieces_per_word"]
+
+
+def test_tree_strings_read_back_with_one_leaf_per_word(loaded):
+    """Brackets become -LRB-/-RRB- (as in the parse CLI); whitespace inside a word '_'."""
+    rows = [["f(x)", "(", ")", "((", "[a]", "{b}", ":-)"],
+            ["a\u00a0b", "c\u3000d", "e\x1cf", "g h", "東京"]]
+    out = loaded.signatures["parse_words"](
+        words=tf.constant(_pad(rows, "", object)),
+        num_words=tf.constant([len(r) for r in rows], tf.int32))
+    for words, line in zip(rows, _strings(out["tree"])):
+        leaves = nltk.Tree.fromstring(line).leaves()
+        assert len(leaves) == len(words)
+        assert leaves == [parse.escape_brackets(w) if not any(c.isspace() for c in w)
+                          else "".join("_" if c.isspace() else c for c in w) for w in words]
+    assert _strings(out["words"])[:7] == rows[0]  # the words output stays verbatim
+
+
+def test_tree_writer_on_a_wide_sentence_is_linear_in_words():
+    """A right-branching sentence of 20,000 words: no [W, W] tensors (they'd be 1.6 GB)."""
+    n = 20_000
+    tree = nltk.Tree("NN", ["end"])
+    for i in reversed(range(n - 1)):
+        tree = nltk.Tree("X", [nltk.Tree("NN", [f"w{i}"]), tree])
+    tagging = tags_lib.tree_to_tags(nltk.Tree("TOP", [tree]))
+    vocabs = TagVocabularies.build([tagging])
+    (line,) = _tree_writer_output([tagging], vocabs)
+    assert line == _expected_line(tagging)

@@ -10,7 +10,7 @@ import nltk
 import pytest
 import tensorflow as tf
 
-from tetra_tf import export, treebank
+from tetra_tf import export, parse, treebank
 from tetra_tf.parser import Parser, with_pos_tags
 from tetra_tf.tags import TagVocabularies
 
@@ -111,6 +111,48 @@ def test_sentence_longer_than_the_encoder_parses(parser):
 def test_bad_sentences_are_value_errors(parser, sentence, message):
     with pytest.raises(ValueError, match=message):
         parser.parse_sents([["ok"], sentence])
+
+
+@pytest.mark.parametrize("word, kind", [
+    (3, "int 3"), (None, "None"), (b"bytes", "bytes b'bytes'"), (["nested"], "list"),
+    (1.5, "float")])
+def test_non_string_words_are_value_errors_naming_sentence_and_word(parser, word, kind):
+    with pytest.raises(ValueError, match=rf"^sentence 2: word 1 is {kind}.*not a string$"):
+        parser.parse_sents([["ok"], ["fine"], ["a", word, "c"]])
+    with pytest.raises(ValueError, match="sentence 0: expected a list of words, got int"):
+        parser.parse_sents([7])
+
+
+def test_wide_sentence_parses_without_recursion_limits(parser):
+    """1,000 equal words (the server's limit) and 3,000: trees as deep as the words."""
+    for count in (1000, 3000):
+        words = ["word"] * count
+        tree = parser.parse(words)
+        assert treebank.leaves(tree) == words
+        gold = with_pos_tags(tree, ["NN"] * count)
+        assert [n.label() for n in treebank.iter_subtrees(gold)
+                if len(n) == 1 and isinstance(n[0], str)] == ["NN"] * count
+        (line,) = parser.parse_to_strings([words])
+        assert treebank.trees_equal(treebank.parse_tree(line), tree)
+
+
+def test_brackets_in_words_read_back_one_leaf_per_word(parser):
+    """The SavedModel's tree strings escape brackets as the parse CLI does."""
+    sentences = SENTENCES + [["f(x)", "((", "))", "[a]", "{b}", "-LRB-"]]
+    for words, line in zip(sentences, parser.parse_to_strings(sentences)):
+        leaves = nltk.Tree.fromstring(line).leaves()
+        assert leaves == [parse.escape_brackets(w) for w in words]
+
+
+def test_batches_stay_within_the_graphs_piece_bound(parser):
+    """Many long sentences are split into calls under max_pieces_per_call; a sentence over
+    it alone is a ValueError naming it."""
+    limits = parser.limits
+    assert limits["max_pieces_per_word"] == 8 and limits["max_pieces_per_call"] == 32768
+    sentences = [["!" * 8] * 1000 for _ in range(6)]  # 48,000 pieces in all
+    assert [len(tree.leaves()) for tree in parser.parse_sents(sentences)] == [1000] * 6
+    with pytest.raises(ValueError, match=r"^sentence 1: the call holds 32776 subword pieces"):
+        parser.parse_sents([["ok"], ["!" * 8] * 4097])
 
 
 def test_bad_batch_size(parser):

@@ -344,3 +344,36 @@ def test_vocabulary_rejects_bad_files(tmp_path):
     (tmp_path / tags.LEAF_VOCAB_FILE).write_text("l\nr\nL/NP\n")
     with pytest.raises(ValueError):
         tags.TagVocabularies.load(str(tmp_path))
+
+
+# --- Wide and deep trees (no recursion) ---------------------------------------------------
+
+
+def _wide(n: int) -> nltk.Tree:
+    return nltk.Tree("TOP", [nltk.Tree("S", [nltk.Tree("NN", [f"w{i}"]) for i in range(n)])])
+
+
+def _deep_right(n: int) -> nltk.Tree:
+    """(X (NN w0) (X (NN w1) ... (NN end))), n constituents deep."""
+    tree = nltk.Tree("NN", ["end"])
+    for i in reversed(range(n)):
+        tree = nltk.Tree("X", [nltk.Tree("NN", [f"w{i}"]), tree])
+    return nltk.Tree("TOP", [tree])
+
+
+def _deep_unary(n: int) -> nltk.Tree:
+    tree = nltk.Tree("NN", ["w"])
+    for _ in range(n):
+        tree = nltk.Tree("X", [tree])
+    return nltk.Tree("TOP", [tree])
+
+
+@pytest.mark.parametrize("make, size", [(_wide, 1000), (_wide, 10000), (_deep_right, 10000),
+                                        (_deep_unary, 10000)])
+def test_wide_and_deep_trees_round_trip(make, size):
+    tree = make(size)
+    t = tags.tree_to_tags(tree)
+    assert len(t.words) == len(treebank.leaves(tree))
+    rebuilt = tags.tags_to_tree(t.words, t.pos_tags, t.leaf_tags, t.internal_tags)
+    assert treebank.trees_equal(rebuilt, tree)
+    assert treebank.tree_to_line(rebuilt) == treebank.tree_to_line(tree)

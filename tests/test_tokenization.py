@@ -356,3 +356,20 @@ def test_invalid_arguments(tokenizer, tmp_path):
     bad_vocab.write_text("[PAD]\n[UNK]\nthe\n")
     with pytest.raises(ValueError, match=r"\[CLS\], \[SEP\]"):
         SubwordTokenizer(str(bad_vocab), lower_case=True)
+
+
+def test_pieces_per_word_are_capped_keeping_the_last_piece(vocab_path):
+    capped = SubwordTokenizer(vocab_path, lower_case=True)
+    uncapped = SubwordTokenizer(vocab_path, lower_case=True, max_pieces_per_word=None)
+    cap = tokenization.MAX_PIECES_PER_WORD
+    words = ["!" * 40_000, "\u6771" * 13_000, "x" * 40_000 + "!end", "a.b.c.d.e.f.g.h.i",
+             "Über" * 3000 + ",ok", "unbelievably", "Pierre"]
+    full = uncapped.tokenize_flat_words(tf.constant(words)).to_list()
+    got = capped.tokenize_flat_words(tf.constant(words)).to_list()
+    assert [len(p) for p in full][:2] == [40_000, 13_000]
+    for pieces, kept in zip(full, got):
+        assert kept == (pieces if len(pieces) <= cap else pieces[:cap - 1] + pieces[-1:])
+    # Training tokenizes through the same function: the cap holds in tf.data too.
+    dataset = tf.data.Dataset.from_tensors(tf.constant(words)).map(
+        lambda w: capped.tokenize_words(tf.RaggedTensor.from_tensor(w[None]))[0].row_lengths())
+    assert next(iter(dataset)).numpy().max() == cap

@@ -214,3 +214,52 @@ def test_nltk_sample_cleans_to_standard_trees():
             assert len(subtree) > 0
             if not label.startswith("-"):
                 assert "-" not in label and "=" not in label, label
+
+
+# --- Wide and deep trees: read, check, clean, write without recursion ---------------------
+
+
+def _wide_text(n: int) -> str:
+    return "( (S-1 " + " ".join(f"(NN w{i})" for i in range(n)) + " (-NONE- *)) )"
+
+
+def _deep_text(n: int) -> str:
+    return "( " + "(NP-SBJ " * n + "(NN w) (-NONE- *T*)" + ")" * n + " )"
+
+
+def _deep_branching_text(n: int) -> str:
+    return "( " + "".join(f"(X-{i} (NN w{i}) " for i in range(n)) + "(NN end)" + ")" * n + " )"
+
+
+@pytest.mark.parametrize("text, words, depth", [
+    (_wide_text(1000), 1000, 2), (_wide_text(10000), 10000, 2),
+    (_deep_text(10000), 1, 10001), (_deep_branching_text(10000), 10001, 10001)])
+def test_wide_and_deep_trees(text, words, depth):
+    (entry,) = treebank.read_trees(text)
+    assert entry.error is None
+    cleaned = treebank.clean_tree(entry.tree)
+    assert len(treebank.leaves(cleaned)) == words
+    # Function tags and -NONE- are gone at every level; TOP replaced the empty root.
+    labels = [node.label() for node in treebank.iter_subtrees(cleaned)]
+    assert labels[0] == "TOP" and len(labels) == words + depth
+    assert not any("-" in label for label in labels)
+    line = treebank.tree_to_line(cleaned)
+    assert line.count("(") == len(labels)
+    assert treebank.trees_equal(treebank.parse_tree(line), cleaned)
+
+
+def test_parse_tree_equals_nltk_and_reports_errors():
+    text = "( (S (NP-SBJ (DT The) (NN cat)) (VP (VBD sat)) (. .)) )"
+    assert treebank.parse_tree(text) == nltk.Tree.fromstring(text)
+    for bad in ("(S (NN a)", "(S (NN a)))", "word (S (NN a))", "(S (NN a)) (S (NN b))", ""):
+        with pytest.raises(ValueError, match="expected"):
+            treebank.parse_tree(bad)
+
+
+def test_trees_equal():
+    a = nltk.Tree.fromstring("(S (NP (DT a)) (VP (VB b)))")
+    assert treebank.trees_equal(a, a.copy(deep=True))
+    assert not treebank.trees_equal(a, nltk.Tree.fromstring("(S (NP (DT a)) (VP (VB c)))"))
+    assert not treebank.trees_equal(a, nltk.Tree.fromstring("(S (NP (DT a)) (XP (VB b)))"))
+    assert not treebank.trees_equal(a, nltk.Tree.fromstring("(S (NP (DT a)))"))
+    assert not treebank.trees_equal(nltk.Tree("S", ["x"]), nltk.Tree("S", [nltk.Tree("x", [])]))

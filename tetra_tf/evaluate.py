@@ -537,33 +537,49 @@ class _Scorer:
         test_kept = [j for j, r in enumerate(test_results) if r == 0]
 
         # Matching: each gold bracket takes the first unmatched test bracket with the same
-        # span (and an equal label), so duplicates are matched as a multiset.
-        by_span: dict[tuple[int, int], list[int]] = {}
+        # span (and an equal label), so duplicates are matched as a multiset. Test brackets
+        # are queued per (span, label) in order; the ones taken are always a queue's
+        # first, so a pointer per queue finds the next one: linear, however many brackets
+        # share a span (a 100,000-deep unary chain has 100,000 on one span).
+        labeled = self.params.labeled
+        queues: dict[tuple, list] = {}
         for j in test_kept:
             start, end, _ = test.brackets[j]
-            by_span.setdefault((start, end), []).append(j)
-        labeled = self.params.labeled
+            key = (start, end, test_labels[j]) if labeled else (start, end)
+            queue = queues.get(key)
+            if queue is None:
+                queues[key] = [0, j]  # [index of the next unmatched entry − 1, indices...]
+            else:
+                queue.append(j)
+        equal_labels: dict[str, tuple[str, ...]] = {}
         matched = 0
         for i in gold_kept:
             start, end, _ = gold.brackets[i]
-            for j in by_span.get((start, end), ()):
-                if test_results[j] == 0 and (
-                        not labeled or self._label_eq(gold_labels[i], test_labels[j])):
-                    test_results[j] = gold_results[i] = 1
-                    matched += 1
-                    break
+            if labeled:
+                label = gold_labels[i]
+                candidates = equal_labels.get(label)
+                if candidates is None:
+                    candidates = (label,) + tuple(b for a, b in self.eq_labels if a == label)
+                    equal_labels[label] = candidates
+                keys = [(start, end, candidate) for candidate in candidates]
+            else:
+                keys = [(start, end)]
+            best = None  # the queue whose next unmatched bracket comes first
+            for key in keys:
+                queue = queues.get(key)
+                if queue is None or queue[0] + 1 >= len(queue):
+                    continue
+                if best is None or queue[queue[0] + 1] < best[best[0] + 1]:
+                    best = queue
+            if best is not None:
+                best[0] += 1
+                test_results[best[best[0]]] = gold_results[i] = 1
+                matched += 1
 
-        # Crossing: test brackets that cross at least one gold bracket.
-        gold_spans = [(gold.brackets[i][0], gold.brackets[i][1]) for i in gold_kept]
-        crossing = 0
-        for j in test_kept:
-            s, e = test.brackets[j][0], test.brackets[j][1]
-            if e - s < 2:
-                continue
-            for a, b in gold_spans:
-                if a < s < b < e or s < a < e < b:
-                    crossing += 1
-                    break
+        crossing = _count_crossing(
+            [(gold.brackets[i][0], gold.brackets[i][1]) for i in gold_kept],
+            [(test.brackets[j][0], test.brackets[j][1]) for j in test_kept],
+            len(gold.words))
 
         tag_results = [a == b or (a, b) in self.eq_labels for a, b in zip(gold.tags, test.tags)]
         debug = None
@@ -645,6 +661,53 @@ class _Scorer:
         return "".join(lines)
 
 
+def _count_crossing(gold_spans: list[tuple[int, int]], test_spans: list[tuple[int, int]],
+                    num_words: int) -> int:
+    """Test brackets (s, e) that cross a gold one: a < s < b < e or s < a < e < b.
+
+    EVALB compares every pair; here each test bracket asks a range-maximum table: is there a
+    gold bracket starting strictly inside (s, e) that ends after e? The first case is the
+    same question with positions mirrored (p → num_words − p). O((G + T) log N) in all.
+    """
+    def crossing_from_inside(golds, tests, size) -> list[bool]:
+        # furthest[p]: the largest end of a gold bracket starting at p (−1: none).
+        furthest = [-1] * (size + 1)
+        for a, b in golds:
+            if b > furthest[a]:
+                furthest[a] = b
+        table = [furthest]  # table[k][p] = max of furthest[p : p + 2**k]
+        while 2 ** len(table) <= size + 1:
+            previous, half = table[-1], 2 ** (len(table) - 1)
+            table.append([max(previous[p], previous[p + half])
+                          for p in range(len(previous) - half)])
+        result = []
+        for s, e in tests:
+            lo, hi = s + 1, e - 1  # starts strictly inside
+            if lo > hi:
+                result.append(False)
+                continue
+            k = (hi - lo + 1).bit_length() - 1
+            result.append(max(table[k][lo], table[k][hi - 2 ** k + 1]) > e)
+        return result
+
+    if len(gold_spans) * len(test_spans) <= 4096:  # ordinary sentences: EVALB's loop
+        crossing = 0
+        for s, e in test_spans:
+            if e - s < 2:
+                continue
+            for a, b in gold_spans:
+                if a < s < b < e or s < a < e < b:
+                    crossing += 1
+                    break
+        return crossing
+    size = max([num_words] + [e for _, e in gold_spans] + [e for _, e in test_spans])
+    inside = crossing_from_inside(gold_spans, test_spans, size)
+    mirrored = crossing_from_inside([(size - b, size - a) for a, b in gold_spans],
+                                    [(size - e, size - s) for s, e in test_spans], size)
+    return sum(1 for s, e, x, y in zip((s for s, _ in test_spans), (e for _, e in test_spans),
+                                       inside, mirrored) if e - s >= 2 and (x or y))
+
+
 def _reinsert(quote: list, sentence: _Sentence) -> None:
     index, word, label, brackets_before, open_brackets = quote
     sentence.words.insert(index, word)
@@ -698,9 +761,26 @@ def tree_to_line(tree: Any) -> str:
     return _bracketing(tree)
 
 
-def _bracketing(node: Any) -> str:
-    children = [child if isinstance(child, str) else _bracketing(child) for child in node]
-    return f"({node.label()} {' '.join(children)})"
+def _bracketing(root: Any) -> str:
+    """The one-line form of a tree, walked with a stack of child iterators (any depth)."""
+    if len(root) == 0:
+        return f"({root.label()} )"
+    parts = [f"({root.label()}"]
+    stack = [iter(root)]
+    while stack:
+        for child in stack[-1]:
+            if isinstance(child, str):
+                parts.append(" " + child)
+            elif len(child) == 0:
+                parts.append(f" ({child.label()} )")
+            else:
+                parts.append(f" ({child.label()}")
+                stack.append(iter(child))
+                break
+        else:
+            stack.pop()
+            parts.append(")")
+    return "".join(parts)
 
 
 def evaluate_trees(gold: Sequence[Any], pred: Sequence[Any],

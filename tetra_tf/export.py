@@ -23,6 +23,16 @@ Both return, per sentence (W = the batch's longest sentence; padding: −1 ids, 
   score float32 [B] (log-probability of the chosen leaf and internal tags); tree string [B]
   (``(TOP (S (NP (DT The) (NN cat)) ...))``, "" for a sentence without words).
 
+Work bounds, in subword pieces, enforced by the graph itself (so plain TF Serving gets
+them too): a word's pieces past ``max_pieces_per_word`` (8) are dropped from its middle,
+keeping its last piece, whose position the heads read; a call holding more than
+``max_pieces_per_call`` (32,768) pieces in all fails with InvalidArgumentError ("the call
+holds N subword pieces; at most 32768 ...") before the encoder runs; so does a call whose
+windows would pad to more than ``max_window_positions_per_call`` (16,777,216 = sentences ×
+windows of the longest sentence × seq_length: thousands of short sentences next to one of
+30,000 pieces). All three are int32 variables on the loaded model and written to
+``assets.extra/limits.json``.
+
 Objects on the loaded model: ``max_stack_depth`` (int32 variable), ``leaf_tags``,
 ``internal_tags``, ``pos_tags`` (string variables: the tag vocabularies in id order),
 ``tokenize`` (words [B, W], num_words [B] → the encoder inputs) and ``encode`` (encoder
@@ -36,6 +46,7 @@ there, export directory already exists); 1 any other failure.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -51,7 +62,8 @@ from tetra_tf import cli, decoding, encoders, model_card, tags as tags_lib
 from tetra_tf.inference_encoder import InferenceEncoder
 from tetra_tf.model import ENCODER_INPUTS, TetraTagger
 from tetra_tf.tags import TagVocabularies, TagVocabulary
-from tetra_tf.tokenization import SubwordTokenizer
+from tetra_tf.tokenization import (MAX_PIECES_PER_CALL, MAX_WINDOW_POSITIONS_PER_CALL,
+                                   SubwordTokenizer, pack_windows)
 from tetra_tf import model_dir as model_dir_lib
 from tetra_tf.model_dir import load_tagger, resolve_checkpoint
 
@@ -62,6 +74,10 @@ PARSE_WORDS_SIGNATURE = "parse_words"
 DEFAULT_LENGTH_MULTIPLE = 8
 # Windows are grouped by real length into these buckets (up to the encoder's length).
 DEFAULT_WINDOW_BUCKETS = (32, 64, 96, 128, 192, 256, 384)
+# One encoder call runs at most this many window positions (windows × their bucket's
+# length): attention's memory grows with positions × length, so a call of 32,768 pieces
+# (128 windows of 512) takes ~0.2 GB of scores for MiniLM instead of ~1.6 GB at once.
+DEFAULT_POSITIONS_PER_ENCODER_CALL = 8192
 
 
 class ExportError(cli.UsageError):
@@ -82,6 +98,61 @@ def _chain_opens(vocab: TagVocabulary) -> tuple[np.ndarray, np.ndarray]:
         counts.append(len(chain))
     return np.array(opens, dtype=object), np.array(counts, dtype=np.int32)
 
+# Characters that nltk.Tree.fromstring (Python's Unicode \s) splits leaves on but the
+# serving signature's whitespace split keeps inside a word (parse_words keeps them all).
+_TREE_WORD_SPACE = (r"[\t-\r\x{1c}-\x{20}\x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}"
+                    r"\x{2029}\x{202f}\x{205f}\x{3000}]")
+
+
+def escape_tree_words(words: tf.Tensor) -> tf.Tensor:
+    """Words as leaves of a bracketed tree: ( → -LRB-, ) → -RRB- (as the parse CLI does),
+    and whitespace inside a word → '_', so that each word reads back as exactly one leaf.
+
+    Only the tree string is escaped; the ``words`` output keeps the input verbatim.
+    """
+    words = tf.strings.regex_replace(words, r"\(", "-LRB-")
+    words = tf.strings.regex_replace(words, r"\)", "-RRB-")
+    return tf.strings.regex_replace(words, _TREE_WORD_SPACE, "_")
+
+
+def _subtree_spans(leaf_depth: tf.Tensor, internal_depth: tf.Tensor, is_left_leaf: tf.Tensor,
+                   is_right_leaf: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """Per fencepost j [B, W]: the last `l` leaf k ≤ j at leaf j's depth (−1 if none), and
+    the first `r` leaf k > j at the depth after node j (W if none).
+
+    Leaves are keyed (sentence, depth, position) in one int64 and sorted; each lookup is a
+    binary search for the query's own key, then a check that the neighbour found has the
+    same (sentence, depth).
+    """
+    batch_size, width = tf.shape(leaf_depth)[0], tf.shape(leaf_depth)[1]
+    positions = tf.cast(tf.range(width), tf.int64)[None, :]
+    rows = tf.cast(tf.range(batch_size), tf.int64)[:, None]
+    span = tf.cast(width, tf.int64) + 1
+    depths = 2 * span + 1  # depths lie in [−W, W]; shifted by W + 1 below
+
+    def group(depth):
+        return rows * depths + tf.cast(depth, tf.int64) + span
+
+    never = tf.constant(np.iinfo(np.int64).max, tf.int64)
+    left_keys = tf.sort(tf.reshape(
+        tf.where(is_left_leaf, group(leaf_depth) * span + positions, never), [1, -1]))
+    right_keys = tf.sort(tf.reshape(
+        tf.where(is_right_leaf, group(leaf_depth) * span + positions, never), [1, -1]))
+    count = tf.shape(left_keys)[1]
+
+    start_queries = tf.reshape(group(leaf_depth) * span + positions, [1, -1])
+    found = tf.searchsorted(left_keys, start_queries, side="right", out_type=tf.int32) - 1
+    key = tf.gather(left_keys[0], tf.maximum(found[0], 0))
+    hit = (found[0] >= 0) & tf.equal(key // span, start_queries[0] // span)
+    starts = tf.where(hit, tf.cast(key % span, tf.int32), -1)
+
+    end_queries = tf.reshape(group(internal_depth) * span + positions, [1, -1])
+    found = tf.searchsorted(right_keys, end_queries, side="right", out_type=tf.int32)
+    key = tf.gather(right_keys[0], tf.minimum(found[0], count - 1))
+    hit = (found[0] < count) & tf.equal(key // span, end_queries[0] // span)
+    ends = tf.where(hit, tf.cast(key % span, tf.int32), width)
+    return tf.reshape(starts, [batch_size, width]), tf.reshape(ends, [batch_size, width])
+
 
 class TreeWriter:
     """Builds bracketed trees from tag ids in-graph, as `tags.tags_to_tree` would.
@@ -92,8 +163,13 @@ class TreeWriter:
     first `r` leaf k > j whose depth equals the depth after node j (the leaf that completes
     the stack entry holding it). Each word then gets the brackets opening before it
     (outermost first, which is decreasing fencepost order among nodes sharing a start)
-    and the count of brackets closing after it, and the pieces are joined: O(W²) boolean
-    work per sentence and a handful of string ops, no loop.
+    and the count of brackets closing after it, and the pieces are joined. The "last/first
+    leaf at equal depth" lookups are binary searches over the leaves sorted by (sentence,
+    depth, position): O(B·W·log(B·W)) work and memory linear in the words, no loop, so a
+    sentence of tens of thousands of words costs what it should.
+
+    Words are escaped as the parse CLI escapes them (see `escape_tree_words`), so that every
+    tree reads back with nltk.Tree.fromstring with one leaf per word.
 
     Unlabelled (binarization) nodes open nothing and vanish; "A+B" chains open "(A (B ".
     """
@@ -133,14 +209,7 @@ class TreeWriter:
         is_left_leaf = is_word & tf.equal(leaf_right, 0)
         is_right_leaf = is_word & tf.equal(leaf_right, 1)
 
-        k = positions[None, None, :]  # leaf
-        j = positions[None, :, None]  # fencepost
-        opens_subtree = (is_left_leaf[:, None, :] & (k <= j)
-                         & tf.equal(leaf_depth[:, None, :], leaf_depth[:, :, None]))
-        starts = tf.reduce_max(tf.where(opens_subtree, k, -1), axis=2)  # [B, W]
-        completes = (is_right_leaf[:, None, :] & (k > j)
-                     & tf.equal(leaf_depth[:, None, :], internal_depth[:, :, None]))
-        ends = tf.reduce_min(tf.where(completes, k, width), axis=2)  # [B, W]
+        starts, ends = _subtree_spans(leaf_depth, internal_depth, is_left_leaf, is_right_leaf)
 
         # Segment b·W + word index collects per word; segment B·W is a sink for padding.
         num_segments = batch_size * width + 1
@@ -166,7 +235,7 @@ class TreeWriter:
         pieces = tf.strings.join([
             tf.reshape(opens, [batch_size, width]),
             tf.gather(self._leaf_opens, leaf_tag_ids),
-            "(", pos_tags, " ", words,
+            "(", pos_tags, " ", escape_tree_words(words),
             tf.reshape(close_strings, [batch_size, width])])
         body = tf.strings.reduce_join(
             tf.RaggedTensor.from_tensor(pieces, lengths=lengths), axis=1, separator=" ")
@@ -175,6 +244,38 @@ class TreeWriter:
 
 # --------------------------------------------------------------------------------------
 # The serving module
+
+LIMITS_FILE = os.path.join("assets.extra", "limits.json")
+
+
+def checked_pieces(pieces: tf.RaggedTensor, seq_length: int,
+                   max_pieces: int = MAX_PIECES_PER_CALL,
+                   max_positions: int = MAX_WINDOW_POSITIONS_PER_CALL) -> tf.RaggedTensor:
+    """`pieces` [B, (W), (P)], after checks that the call is within the work bounds.
+
+    At most `max_pieces` pieces in all, and at most `max_positions` padded window positions
+    (B × the longest sentence's windows × seq_length). Past either, InvalidArgumentError
+    (naming the figure and the limit) is raised before anything downstream (windows,
+    encoder) is built.
+    """
+    total = tf.size(pieces.flat_values, out_type=tf.int64)
+    pieces_message = tf.strings.format(
+        "the call holds {} subword pieces; at most " + str(max_pieces)
+        + " (max_pieces_per_call) are allowed: send fewer or shorter sentences", [total])
+    longest = tf.reduce_max(tf.concat(
+        [tf.cast(pieces.merge_dims(1, 2).row_lengths(), tf.int64), [0]], axis=0))
+    content, stride = seq_length - 2, (seq_length - 2) // 2
+    windows = 1 + tf.maximum(tf.constant(0, tf.int64), (longest - content + stride - 1) // stride)
+    positions = tf.cast(pieces.nrows(), tf.int64) * windows * seq_length
+    positions_message = tf.strings.format(
+        "the call pads to {} encoder window positions ({} sentences x {} windows of "
+        + str(seq_length) + "); at most " + str(max_positions)
+        + " (max_window_positions_per_call) are allowed: send sentences of similar length "
+        "together", [positions, pieces.nrows(), windows])
+    checks = [tf.debugging.Assert(total <= max_pieces, [pieces_message]),
+              tf.debugging.Assert(positions <= max_positions, [positions_message])]
+    with tf.control_dependencies(checks):
+        return pieces.with_flat_values(tf.identity(pieces.flat_values))
 
 
 def _string_variable(values: list[str], name: str) -> tf.Variable:
@@ -203,6 +304,16 @@ class ParserModule(tf.Module):
         self.leaf_tags = _string_variable(vocabs.leaf.tags, "leaf_tags")
         self.internal_tags = _string_variable(vocabs.internal.tags, "internal_tags")
         self.pos_tags = _string_variable(vocabs.pos.tags, "pos_tags")
+        if tokenizer.max_pieces_per_word is None:
+            raise ValueError("the exported tokenizer needs a max_pieces_per_word cap")
+        # The work bounds the graph enforces, for clients (also in assets.extra/limits.json).
+        self.max_pieces_per_word = tf.Variable(tokenizer.max_pieces_per_word, dtype=tf.int32,
+                                               trainable=False, name="max_pieces_per_word")
+        self.max_pieces_per_call = tf.Variable(MAX_PIECES_PER_CALL, dtype=tf.int32,
+                                               trainable=False, name="max_pieces_per_call")
+        self.max_window_positions_per_call = tf.Variable(
+            MAX_WINDOW_POSITIONS_PER_CALL, dtype=tf.int32, trainable=False,
+            name="max_window_positions_per_call")
         # Closures hold what must stay untracked.
         tokenizer = self.tokenizer
         tree_writer = TreeWriter(vocabs)
@@ -218,7 +329,10 @@ class ParserModule(tf.Module):
         # The pieces are tf.functions of their own, so that the SavedModel's function
         # library holds the tagger and the decoder once, whichever entry point calls them.
         def pack(ragged_words: tf.RaggedTensor) -> dict:
-            return tokenizer.tokenize_and_pack(ragged_words, seq_length)
+            pieces = tokenizer.tokenize_words(ragged_words)  # capped per word
+            return pack_windows(checked_pieces(pieces, seq_length), seq_length,
+                                cls_id=tokenizer.cls_id,
+                                sep_id=tokenizer.sep_id, pad_id=tokenizer.pad_id)
 
         window_tagger = WindowTagger(tagger, seq_length, encoder=self.encoder,
                                      length_multiple=length_multiple)
@@ -305,12 +419,15 @@ class WindowTagger:
     `length_multiple`). So a batch is never padded much beyond each sentence's own length,
     even when it mixes short sentences with long (or multi-window) ones, as unsorted
     requests do. A loop visits only the buckets present (one for a length-sorted batch),
-    each writing its words' features into the batch's [B·W, H] feature rows.
+    in chunks of at most `positions_per_call` // bucket length windows (bounding the
+    encoder's memory per call), each writing its words' features into the batch's [B·W, H]
+    feature rows.
     """
 
     def __init__(self, tagger: TetraTagger, seq_length: int, encoder=None,
                  bucket_lengths: tuple[int, ...] = DEFAULT_WINDOW_BUCKETS,
-                 length_multiple: int = DEFAULT_LENGTH_MULTIPLE):
+                 length_multiple: int = DEFAULT_LENGTH_MULTIPLE,
+                 positions_per_call: int = DEFAULT_POSITIONS_PER_ENCODER_CALL):
         """Args:
           tagger: the Keras tagger, for its heads (and its encoder if `encoder` is None).
           seq_length: the windows' length L.
@@ -318,6 +435,7 @@ class WindowTagger:
             e.g. an `InferenceEncoder`; None: the tagger's Keras encoder.
           bucket_lengths: upper bounds of the length buckets below L.
           length_multiple: trimmed windows are rounded up to a multiple of this.
+          positions_per_call: windows × bucket length per encoder call (at least one window).
         """
         self._tagger = tagger
         if encoder is None:
@@ -326,6 +444,8 @@ class WindowTagger:
         self._encoder = encoder
         upper_bounds = [n for n in sorted(bucket_lengths) if n < seq_length] + [seq_length]
         self._upper_bounds = np.array(upper_bounds, dtype=np.int32)
+        self._windows_per_call = np.maximum(
+            1, positions_per_call // self._upper_bounds).astype(np.int32)
         self._length_multiple = length_multiple
         self._hidden_size = int(tagger.leaf_head.kernel.shape[0])
 
@@ -355,23 +475,36 @@ class WindowTagger:
         word_bucket = tf.gather(buckets, word_window)
         multiple = self._length_multiple
 
-        def encode_bucket(i, features):
-            in_bucket = tf.equal(buckets, present[i])
-            selected = tf.cast(tf.where(in_bucket)[:, 0], tf.int32)
+        # (bucket, chunk) pairs: each bucket's windows in chunks of windows_per_call[bucket].
+        per_call = tf.gather(self._windows_per_call, present)
+        counts = tf.reduce_sum(tf.cast(tf.equal(buckets[None, :], present[:, None]), tf.int32),
+                               axis=1)
+        num_chunks = (counts + per_call - 1) // per_call
+        pair_bucket = tf.repeat(present, num_chunks)
+        pair_chunk = tf.ragged.range(num_chunks).flat_values
+
+        def encode_chunk(i, features):
+            bucket, chunk = pair_bucket[i], pair_chunk[i]
+            size = tf.gather(self._windows_per_call, bucket)
+            in_bucket = tf.equal(buckets, bucket)
+            rank = tf.cumsum(tf.cast(in_bucket, tf.int32), exclusive=True)  # within bucket
+            in_chunk = in_bucket & tf.equal(rank // size, chunk)
+            selected = tf.cast(tf.where(in_chunk)[:, 0], tf.int32)
             longest = tf.reduce_max(tf.gather(window_lengths, selected))
             trim = tf.minimum(-(-longest // multiple) * multiple, length)
             output = self._encoder(*(tf.gather(x, selected)[:, :trim] for x in flat))
             output = tf.reshape(tf.cast(output, tf.float32), [-1, self._hidden_size])
-            rank = tf.cumsum(tf.cast(in_bucket, tf.int32), exclusive=True)  # within bucket
-            words = tf.cast(tf.where(tf.equal(word_bucket, present[i]))[:, 0], tf.int32)
-            rows = (tf.gather(rank, tf.gather(word_window, words)) * trim
+            word_rank = tf.gather(rank, word_window)
+            words = tf.cast(tf.where(tf.equal(word_bucket, bucket)
+                                     & tf.equal(word_rank // size, chunk))[:, 0], tf.int32)
+            rows = ((tf.gather(word_rank, words) - chunk * size) * trim
                     + tf.gather(word_position, words))
             return i + 1, tf.tensor_scatter_nd_update(features, words[:, None],
                                                       tf.gather(output, rows))
 
         # Words of sentences without pieces keep zero features (their tags are ignored).
         features = tf.zeros([batch_size * num_words, self._hidden_size], tf.float32)
-        _, features = tf.while_loop(lambda i, _: i < tf.size(present), encode_bucket,
+        _, features = tf.while_loop(lambda i, _: i < tf.size(pair_bucket), encode_chunk,
                                     (tf.constant(0), features))
         features = tf.reshape(features, [batch_size, num_words, self._hidden_size])
         return self._tagger.head_logits(features)
@@ -396,6 +529,23 @@ def build_module(model_dir: str, checkpoint: str,
     tokenizer = SubwordTokenizer(encoder_vocab, lower_case=spec.encoder.do_lower_case)
     return ParserModule(tagger, spec.encoder, tokenizer, vocabs, spec.max_stack_depth,
                         length_multiple)
+
+
+def write_limits(module: ParserModule, export_dir: str) -> str:
+    """Writes assets.extra/limits.json (the graph's work bounds) into a SavedModel directory.
+
+    TF Serving ignores assets.extra; deployments and clients read the file (or the
+    module's max_pieces_per_word / max_pieces_per_call variables) to size requests.
+    """
+    path = os.path.join(export_dir, LIMITS_FILE)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump({"max_pieces_per_word": int(module.max_pieces_per_word.numpy()),
+                   "max_pieces_per_call": int(module.max_pieces_per_call.numpy()),
+                   "max_window_positions_per_call":
+                       int(module.max_window_positions_per_call.numpy())}, f, indent=2)
+        f.write("\n")
+    return path
 
 
 def export(checkpoint: str, export_dir: str, overwrite: bool = False,
@@ -427,6 +577,7 @@ def export(checkpoint: str, export_dir: str, overwrite: bool = False,
         }
         tf.saved_model.save(module, staging, signatures=signatures)
         model_card.write(staging, model_card.build(model_dir, prefix, module))
+        write_limits(module, staging)
         if os.path.exists(export_dir):
             shutil.rmtree(export_dir)
         os.replace(staging, export_dir)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from typing import Any, Callable, Iterator, Sequence
 
 import tetra_tf  # noqa: F401  (selects Keras 2 before TensorFlow loads)
@@ -26,6 +27,7 @@ import tensorflow_text  # noqa: F401  (registers the tokenizer's ops the SavedMo
 
 from tetra_tf import model_card
 from tetra_tf.tags import tags_to_tree
+from tetra_tf.treebank import iter_subtrees
 
 SERVING_SIGNATURE = "serving_default"
 DEFAULT_BATCH_SIZE = 64
@@ -68,7 +70,8 @@ class Parser:
         """Parses one sentence of pre-tokenized words into a tree.
 
         Raises:
-          ValueError: for no words, an empty word or a word containing whitespace.
+          ValueError: for no words, a word that is not a string, an empty word or a word
+            containing whitespace.
         """
         return self.parse_sents([words])[0]
 
@@ -83,8 +86,10 @@ class Parser:
           progress: called with the number of sentences after each batch.
 
         Raises:
-          ValueError: for a sentence without words, an empty word or a word containing
-            whitespace (the message gives the sentence and word index).
+          ValueError: for a sentence that is not a list of words or has none, a word that is
+            not a string (int, None, bytes, a list ...), an empty word or a word containing
+            whitespace (the message gives the sentence and word index), or a sentence over
+            the graph's work bounds on its own (more than max_pieces_per_call pieces).
         """
         trees: list[nltk.Tree | None] = [None] * len(sentences)
         for indices, outputs in self._run(sentences, batch_size, progress):
@@ -133,16 +138,48 @@ class Parser:
         """The export's model card (tetra_tf/model_card.py), None if it was made without one."""
         return model_card.read(self.export_dir)
 
+    @property
+    def limits(self) -> dict[str, int]:
+        """The work bounds the SavedModel's graph enforces (see export.py), {} if none."""
+        names = ("max_pieces_per_word", "max_pieces_per_call", "max_window_positions_per_call")
+        return {name: int(getattr(self._model, name).numpy()) for name in names
+                if hasattr(self._model, name)}
+
     def _run(self, sentences: Sequence[Sequence[str]], batch_size: int,
              progress: Callable[[int], None] | None) -> Iterator[tuple[list[int], dict]]:
-        """Yields (sentence indices, numpy outputs) per batch, shortest sentences first."""
+        """Yields (sentence indices, numpy outputs) per batch, shortest sentences first.
+
+        A batch also holds at most max_pieces_per_call // max_pieces_per_word words, so that
+        it never exceeds the graph's bounds (a sentence alone can: then ValueError).
+        """
         if batch_size < 1:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
         joined = [_join_words(words, i) for i, words in enumerate(sentences)]
         order = sorted(range(len(joined)), key=lambda i: len(joined[i]))
-        for start in range(0, len(order), batch_size):
-            indices = order[start:start + batch_size]
-            outputs = self._serve(sentences=tf.constant([joined[i] for i in indices]))
+        limits = self.limits
+        max_words = (limits["max_pieces_per_call"] // limits["max_pieces_per_word"]
+                     if "max_pieces_per_call" in limits and "max_pieces_per_word" in limits
+                     else None)
+        batches: list[list[int]] = [[]]
+        words_in_batch = 0
+        for index in order:
+            count = len(sentences[index])
+            if batches[-1] and (len(batches[-1]) == batch_size or (
+                    max_words is not None and words_in_batch + count > max_words)):
+                batches.append([])
+                words_in_batch = 0
+            batches[-1].append(index)
+            words_in_batch += count
+        for indices in batches:
+            if not indices:
+                continue
+            try:
+                outputs = self._serve(sentences=tf.constant([joined[i] for i in indices]))
+            except tf.errors.InvalidArgumentError as e:
+                if len(indices) > 1:
+                    raise
+                raise ValueError(f"sentence {indices[0]}: {_assertion_text(e.message)}"
+                                 ) from None
             yield indices, {key: value.numpy() for key, value in outputs.items()}
             if progress is not None:
                 progress(len(indices))
@@ -171,10 +208,15 @@ class ParseResult:
 
 def _join_words(words: Sequence[str], index: int) -> str:
     """Joins a sentence's words with spaces, checking that they split back the same."""
-    if isinstance(words, str):
-        raise ValueError(f"sentence {index}: expected a list of words, got a string")
+    if isinstance(words, (str, bytes)) or not isinstance(words, Sequence):
+        raise ValueError(f"sentence {index}: expected a list of words, got "
+                         f"{type(words).__name__}")
     if not words:
         raise ValueError(f"sentence {index} has no words")
+    for position, word in enumerate(words):
+        if not isinstance(word, str):
+            raise ValueError(f"sentence {index}: word {position} is {_describe(word)}, not "
+                             "a string")
     joined = " ".join(words)
     if len(joined.split()) != len(words):
         for position, word in enumerate(words):
@@ -184,6 +226,20 @@ def _join_words(words: Sequence[str], index: int) -> str:
                 raise ValueError(f"sentence {index}: word {position} ({word!r}) contains "
                                  "whitespace")
     return joined
+
+
+def _assertion_text(message: str) -> str:
+    """The text of a graph assertion ("... assertion failed: [TEXT] ..." → TEXT)."""
+    match = re.search(r"assertion failed: \[(.*?)\]\s*$", message, re.MULTILINE)
+    if match:
+        return match.group(1)
+    lines = [line for line in message.splitlines() if line.strip()]
+    return lines[0] if lines else message
+
+
+def _describe(value) -> str:
+    text = repr(value)
+    return f"{type(value).__name__} {text if len(text) <= 40 else text[:37] + '...'}"
 
 
 def _decode(values: np.ndarray) -> list[str]:
@@ -201,12 +257,21 @@ def with_pos_tags(tree: nltk.Tree, pos_tags: Sequence[str]) -> nltk.Tree:
     Raises:
       ValueError: if the tree has a different number of words.
     """
-    tree = tree.copy(deep=True)
-    positions = [p for p in tree.treepositions() if isinstance(tree[p], nltk.Tree)
-                 and len(tree[p]) == 1 and not isinstance(tree[p][0], nltk.Tree)]
-    if len(positions) != len(pos_tags):
-        raise ValueError(f"the tree has {len(positions)} words but {len(pos_tags)} POS tags "
-                         "were given")
-    for position, pos in zip(positions, pos_tags):
-        tree[position].set_label(pos)
-    return tree
+    copy = nltk.Tree(tree.label(), [])
+    stack = [(tree, copy)]  # an explicit stack: trees of any depth
+    while stack:
+        source, target = stack.pop()
+        for child in source:
+            if isinstance(child, nltk.Tree):
+                target.append(nltk.Tree(child.label(), []))
+                stack.append((child, target[-1]))
+            else:
+                target.append(child)
+    preterminals = [node for node in iter_subtrees(copy)
+                    if len(node) == 1 and not isinstance(node[0], nltk.Tree)]
+    if len(preterminals) != len(pos_tags):
+        raise ValueError(f"the tree has {len(preterminals)} words but {len(pos_tags)} POS "
+                         "tags were given")
+    for node, pos in zip(preterminals, pos_tags):
+        node.set_label(pos)
+    return copy

@@ -119,6 +119,9 @@ class _Node:
 def tree_to_tags(tree: nltk.Tree) -> TetraTags:
     """Converts a tree with a TOP-like root and a preterminal over every word to tags.
 
+    Walks the tree with an explicit stack (no recursion), so trees of any width and depth
+    convert in time linear in their size.
+
     Args:
       tree: an nltk.Tree whose root label is implicit (not tagged), whose words each sit
         under a part-of-speech preterminal, and whose other nodes have non-empty labels
@@ -132,61 +135,70 @@ def tree_to_tags(tree: nltk.Tree) -> TetraTags:
     """
     if not isinstance(tree, nltk.Tree):
         raise ValueError("expected an nltk.Tree")
-    words: list[str] = []
-    pos_tags: list[str] = []
     children = list(tree)
     if not children:
         raise ValueError("the tree has no words")
     if any(not isinstance(child, nltk.Tree) for child in children):
         raise ValueError("the root must not hold words directly")
+    words: list[str] = []
+    pos_tags: list[str] = []
+    leaf_tags: list[str] = []
+    internal_tags: list[str] = []
+    # Work items, last first: (subtree, is it a right child) for a subtree to tag, or
+    # (tag, None) for the internal tag of the fencepost after the words tagged so far.
+    # The root's children form one unlabelled binary node (or its only child is the tree).
+    work: list[tuple] = []
     if len(children) == 1:
-        root = _binarize(children[0], words, pos_tags)
+        work.append((children[0], False))
     else:
-        root = _binarize_children(children, "", words, pos_tags)
-
-    n = len(words)
-    leaf_tags = [""] * n
-    internal_tags = [""] * (n - 1)
-
-    def assign(node, is_right: bool) -> int:
-        """Tags node's subtree; returns the index of its last word."""
-        if isinstance(node, _Leaf):
-            leaf_tags[node.index] = make_tag(LEAF_RIGHT if is_right else LEAF_LEFT, node.label)
-            return node.index
-        split = assign(node.left, False)
-        internal_tags[split] = make_tag(INTERNAL_RIGHT if is_right else INTERNAL_LEFT, node.label)
-        return assign(node.right, True)
-
-    assign(root, False)
+        _push_children(work, children, "", False)
+    while work:
+        item, is_right = work.pop()
+        if is_right is None:
+            internal_tags.append(item)
+            continue
+        chain: list[str] = []
+        node = item
+        while True:  # down the unary chain
+            if not isinstance(node, nltk.Tree):
+                raise ValueError(f"word {node!r} has no part-of-speech tag above it")
+            label = node.label()
+            if not isinstance(label, str) or not label:
+                raise ValueError("every node needs a non-empty label")
+            if len(node) == 0:
+                raise ValueError(f"empty constituent {label}")
+            if len(node) == 1 and not isinstance(node[0], nltk.Tree):
+                # A preterminal: the chain above it rides on the word's leaf tag.
+                _check_chain(chain)
+                words.append(node[0])
+                pos_tags.append(label)
+                leaf_tags.append(make_tag(LEAF_RIGHT if is_right else LEAF_LEFT,
+                                          UNARY_JOINER.join(chain)))
+                break
+            if any(not isinstance(child, nltk.Tree) for child in node):
+                raise ValueError(f"constituent {label} mixes words and constituents")
+            chain.append(label)
+            if len(node) > 1:
+                _check_chain(chain)
+                _push_children(work, list(node), UNARY_JOINER.join(chain), is_right)
+                break
+            node = node[0]
     return TetraTags(tuple(words), tuple(pos_tags), tuple(leaf_tags), tuple(internal_tags))
 
 
-def _binarize(tree: nltk.Tree, words: list[str], pos_tags: list[str]):
-    """Collapses unary chains and right-binarizes `tree`, appending its words and POS."""
-    chain = []
-    node = tree
-    while True:
-        if not isinstance(node, nltk.Tree):
-            raise ValueError(f"word {node!r} has no part-of-speech tag above it")
-        label = node.label()
-        if not isinstance(label, str) or not label:
-            raise ValueError("every node needs a non-empty label")
-        if len(node) == 0:
-            raise ValueError(f"empty constituent {label}")
-        if len(node) == 1 and not isinstance(node[0], nltk.Tree):
-            # A preterminal: the chain above it rides on the word's leaf tag.
-            words.append(node[0])
-            pos_tags.append(label)
-            _check_chain(chain)
-            leaf = _Leaf(len(words) - 1, UNARY_JOINER.join(chain))
-            return leaf
-        if any(not isinstance(child, nltk.Tree) for child in node):
-            raise ValueError(f"constituent {label} mixes words and constituents")
-        chain.append(label)
-        if len(node) > 1:
-            _check_chain(chain)
-            return _binarize_children(list(node), UNARY_JOINER.join(chain), words, pos_tags)
-        node = node[0]
+def _push_children(work: list, children: list, label: str, is_right: bool) -> None:
+    """Queues an n-ary node's children, right-binarized: (c1 (c2 (... (c(k−1) ck)))).
+
+    The node itself (labelled) sits at the fencepost after c1, as a left or right child;
+    the binarization nodes at the fenceposts after c2 ... c(k−1) are unlabelled right
+    children; c1 ... c(k−1) are left children, ck a right one.
+    """
+    items: list[tuple] = [(children[0], False),
+                          (make_tag(INTERNAL_RIGHT if is_right else INTERNAL_LEFT, label), None)]
+    for child in children[1:-1]:
+        items += [(child, False), (INTERNAL_RIGHT, None)]
+    items.append((children[-1], True))
+    work.extend(reversed(items))
 
 
 def _check_chain(chain: list[str]) -> None:
@@ -195,14 +207,6 @@ def _check_chain(chain: list[str]) -> None:
             raise ValueError(
                 f"label {label!r} contains {UNARY_JOINER!r} or {LABEL_SEPARATOR!r}, "
                 "which tags reserve")
-
-
-def _binarize_children(children, label: str, words, pos_tags):
-    subtrees = [_binarize(child, words, pos_tags) for child in children]
-    right = subtrees[-1]
-    for child in reversed(subtrees[1:-1]):
-        right = _Node(child, right, "")
-    return _Node(subtrees[0], right, label)
 
 
 def tags_to_tree(
@@ -273,17 +277,30 @@ def tags_to_tree(
     return nltk.Tree(root_label, _to_nltk(stack[0][0], words, pos_tags))
 
 
-def _to_nltk(node, words, pos_tags) -> list:
-    """Returns the nltk subtrees of a binary node (several if it is a binarization node)."""
-    if isinstance(node, _Leaf):
-        children = [nltk.Tree(pos_tags[node.index], [words[node.index]])]
-    else:
-        children = _to_nltk(node.left, words, pos_tags) + _to_nltk(node.right, words, pos_tags)
-    if not node.label:
-        return children
-    for label in reversed(node.label.split(UNARY_JOINER)):
-        children = [nltk.Tree(label, children)]
-    return children
+def _to_nltk(root, words, pos_tags) -> list:
+    """Returns the nltk subtrees of a binary tree (several if its root is a binarization
+    node), walking it with an explicit stack: linear in its size, for any depth."""
+    top: list = []
+    work = [(root, top)]  # (binary node, the list its nltk subtrees are appended to)
+    while work:
+        node, target = work.pop()
+        if isinstance(node, _Leaf):
+            inner = nltk.Tree(pos_tags[node.index], [words[node.index]])
+        else:
+            inner = None
+        outer = inner
+        labels = node.label.split(UNARY_JOINER) if node.label else []
+        for label in reversed(labels):
+            outer = nltk.Tree(label, [] if outer is None else [outer])
+            if inner is None:
+                inner = outer
+        if outer is not None:
+            target.append(outer)
+        if isinstance(node, _Node):
+            children = target if inner is None else inner
+            work.append((node.right, children))
+            work.append((node.left, children))
+    return top
 
 
 class TagVocabulary:

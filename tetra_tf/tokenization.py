@@ -29,9 +29,23 @@ UNK_TOKEN = "[UNK]"
 
 # Work bounds, in subword pieces (what the encoder's cost grows with). A word's pieces past
 # the cap are dropped from its middle, keeping its last piece (whose position the heads read).
+# On the NLTK sample (all 3,914 cleaned trees, 94,084 words, MiniLM's uncased vocabulary)
+# every word has at most 8 pieces (90.3% one, 2 words exactly 8), so the cap changes no
+# treebank word; a 40 KB word of '!' or of CJK characters has 13,000–40,000 before the cap.
 MAX_PIECES_PER_WORD = 8
+# Tokenizing costs time in a word's characters, before any cap: a word longer than twice
+# this is tokenized from its first and last WORD_EDGE_CHARS characters (after normalization)
+# only. Its first pieces and its last piece come from there anyway (WordPiece
+# gives one [UNK] for a run of over 100 bytes without punctuation); no treebank word is
+# near this long.
+WORD_EDGE_CHARS = 256
 # The most pieces one call of the exported model accepts, over all its sentences.
 MAX_PIECES_PER_CALL = 32768
+# The most encoder window positions one call may pad to: sentences × windows of its longest
+# sentence × seq_length (the [B, F, L] tensors `pack_windows` builds). Calls of sentences of
+# similar length stay far below it (32,768 one-piece sentences: 512 × 32,768); it stops a
+# call of thousands of short sentences next to one of 30,000 pieces from taking gigabytes.
+MAX_WINDOW_POSITIONS_PER_CALL = 512 * MAX_PIECES_PER_CALL
 
 # Whole-token PTB escapes: brackets and the LaTeX-style quotes of the treebank.
 PTB_TOKEN_ESCAPES = {
@@ -86,13 +100,20 @@ class SubwordTokenizer(tf.Module):
     """
 
     def __init__(self, vocab_path: str, lower_case: bool, unescape_ptb: bool = True,
+                 max_pieces_per_word: int | None = MAX_PIECES_PER_WORD,
                  name: str | None = None):
         """Args:
           vocab_path: the encoder's vocab.txt.
           lower_case: True for uncased vocabularies.
           unescape_ptb: map PTB escapes (-LRB-, ``, \\/ ...) to text before tokenizing.
+          max_pieces_per_word: a longer word keeps its first max_pieces_per_word − 1 pieces
+            and its last one; words over 2 × WORD_EDGE_CHARS characters are tokenized from
+            their edges (None: neither; only for measuring).
         """
         super().__init__(name=name)
+        if max_pieces_per_word is not None and max_pieces_per_word < 1:
+            raise ValueError(f"max_pieces_per_word must be positive, got {max_pieces_per_word}")
+        self.max_pieces_per_word = max_pieces_per_word
         vocab = read_vocab(vocab_path)
         ids = {}
         for index, token in enumerate(vocab):
@@ -124,15 +145,25 @@ class SubwordTokenizer(tf.Module):
         return words
 
     def tokenize_flat_words(self, words: tf.Tensor) -> tf.RaggedTensor:
-        """Words [N] tf.string → piece ids int32 [N, (P)], every word at least one piece."""
-        words = tf.convert_to_tensor(words, tf.string)
-        pieces = self._bert_tokenizer.tokenize(self._normalize(words))  # [N, (w), (p)]
+        """Words [N] tf.string → piece ids int32 [N, (P)], every word 1 to max_pieces_per_word.
+
+        A word with no pieces gets [UNK]; a word with more than the cap keeps its first
+        cap − 1 pieces and its last one, so that its feature (its last piece) is unchanged.
+        """
+        words = self._normalize(tf.convert_to_tensor(words, tf.string))
+        if self.max_pieces_per_word is not None:
+            words = _word_edges(words, WORD_EDGE_CHARS)
+        pieces = self._bert_tokenizer.tokenize(words)  # [N, (w), (p)]
         pieces = pieces.merge_dims(1, 2)
         num_pieces = pieces.row_lengths()
         # Append [UNK] to every word and keep it only where the word had no pieces.
         unk = tf.fill([tf.shape(num_pieces)[0], 1], tf.constant(self.unk_id, tf.int32))
         padded = tf.concat([pieces, tf.RaggedTensor.from_tensor(unk)], axis=1)
-        keep = tf.ragged.range(num_pieces + 1) < tf.maximum(num_pieces, 1)[:, None]
+        index = tf.ragged.range(num_pieces + 1)
+        keep = index < tf.maximum(num_pieces, 1)[:, None]
+        if self.max_pieces_per_word is not None:
+            keep &= (index < self.max_pieces_per_word - 1) | tf.equal(
+                index, tf.maximum(num_pieces, 1)[:, None] - 1)
         return tf.ragged.boolean_mask(padded, keep)
 
     def tokenize_words(self, words: tf.RaggedTensor | tf.Tensor) -> tf.RaggedTensor:
@@ -161,6 +192,16 @@ class SubwordTokenizer(tf.Module):
         return pack_windows(self.tokenize_words(words), seq_length, num_windows=num_windows,
                             max_words=max_words, cls_id=self.cls_id, sep_id=self.sep_id,
                             pad_id=self.pad_id)
+
+
+def _word_edges(words: tf.Tensor, edge: int) -> tf.Tensor:
+    """Words of more than 2·edge characters → their first and last `edge`, joined."""
+    length = tf.strings.length(words, unit="UTF8_CHAR")
+    head = tf.strings.substr(words, tf.zeros_like(length), tf.fill(tf.shape(length), edge),
+                             unit="UTF8_CHAR")
+    tail = tf.strings.substr(words, tf.maximum(length - edge, 0),
+                             tf.fill(tf.shape(length), edge), unit="UTF8_CHAR")
+    return tf.where(length > 2 * edge, tf.strings.join([head, tail]), words)
 
 
 def num_windows_for(num_pieces: int, seq_length: int) -> int:

@@ -165,31 +165,119 @@ def _abbreviate(text: str, limit: int = 40) -> str:
 def _parse_tree(tree_text: str) -> tuple[nltk.Tree | None, str | None]:
     """Parses one balanced bracketed tree; returns (tree, None) or (None, reason)."""
     try:
-        tree = nltk.Tree.fromstring(tree_text)
+        tree = parse_tree(tree_text)
     except ValueError as e:
         return None, f"not a tree: {' '.join(str(e).split())}"
-    if not tree.leaves():
+    if not any(True for _ in iter_leaves(tree)):
         return None, "no words"
-    error = _shape_error(tree, is_root=True)
+    error = _shape_error(tree)
     return (None, error) if error else (tree, None)
 
 
-def _shape_error(tree: nltk.Tree, is_root: bool) -> str | None:
+# nltk.Tree.fromstring's default tokens: '(' plus an optional label, ')', or a leaf; a
+# token character is a backslash-escaped bracket or anything but space and brackets.
+_TREE_TOKEN = re.compile(r"\(\s*((?:\\[()]|[^\s()])+)?|\)|((?:\\[()]|[^\s()])+)")
+
+
+def parse_tree(text: str) -> nltk.Tree:
+    """Reads one bracketed tree as nltk.Tree.fromstring does, for any depth and width.
+
+    NLTK's reader refuses trees nested deeper than nltk.tree.tree.MAX_TREE_DEPTH (500),
+    because NLTK's other tree methods recurse; this one has no such limit, and the
+    functions of this module that walk trees do so with explicit stacks.
+
+    Raises:
+      ValueError: for text that is not exactly one tree (saying what was expected where).
+    """
+    stack: list[tuple[str | None, list]] = [(None, [])]
+    for match in _TREE_TOKEN.finditer(text):
+        token = match.group()
+        if token[0] == "(":
+            if len(stack) == 1 and stack[0][1]:
+                _tree_error(text, match.start(), "end-of-string", token)
+            stack.append((match.group(1) or "", []))
+        elif token == ")":
+            if len(stack) == 1:
+                _tree_error(text, match.start(), "(" if not stack[0][1] else "end-of-string",
+                            token)
+            label, children = stack.pop()
+            stack[-1][1].append(nltk.Tree(label, children))
+        else:
+            if len(stack) == 1:
+                _tree_error(text, match.start(), "(", token)
+            stack[-1][1].append(token)
+    if len(stack) > 1:
+        _tree_error(text, len(text), ")", "end-of-string")
+    if not stack[0][1]:
+        _tree_error(text, len(text), "(", "end-of-string")
+    return stack[0][1][0]
+
+
+def _tree_error(text: str, index: int, expected: str, got: str) -> None:
+    raise ValueError(f"expected {expected!r} but got {_abbreviate(got)} at index {index}")
+
+
+def iter_leaves(tree: nltk.Tree) -> Iterator[str]:
+    """Yields a tree's words left to right (nltk's leaves(), without recursion)."""
+    stack = [iter([tree])]
+    while stack:
+        child = next(stack[-1], None)
+        if child is None:
+            stack.pop()
+        elif isinstance(child, nltk.Tree):
+            stack.append(iter(child))
+        else:
+            yield child
+
+
+def leaves(tree: nltk.Tree) -> list[str]:
+    """A tree's words, for any depth (nltk's Tree.leaves recurses)."""
+    return list(iter_leaves(tree))
+
+
+def iter_subtrees(tree: nltk.Tree) -> Iterator[nltk.Tree]:
+    """Yields every subtree in pre-order, the tree first (nltk's subtrees(), iteratively)."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(child for child in reversed(node) if isinstance(child, nltk.Tree))
+
+
+def trees_equal(a, b) -> bool:
+    """Whether two trees have equal labels and children everywhere (nltk's ==, iteratively).
+
+    Words compare with ==; a tree never equals a word.
+    """
+    stack = [(a, b)]
+    while stack:
+        x, y = stack.pop()
+        x_tree, y_tree = isinstance(x, nltk.Tree), isinstance(y, nltk.Tree)
+        if x_tree != y_tree:
+            return False
+        if not x_tree:
+            if x != y:
+                return False
+            continue
+        if type(x) is not type(y) or x.label() != y.label() or len(x) != len(y):
+            return False
+        stack.extend(zip(x, y))
+    return True
+
+
+def _shape_error(tree: nltk.Tree) -> str | None:
     """Returns why a parsed tree is not a treebank tree, or None if it is one."""
-    label = tree.label()
-    if not is_root and not label:
-        return "empty label inside the tree (is a ')' missing before it?)"
-    words = [child for child in tree if not isinstance(child, nltk.Tree)]
-    if words:
-        if len(tree) > 1:
-            return f"word {words[0]!r} is not the only child of a part-of-speech tag"
-        if is_root and label in ROOT_LIKE_LABELS:
-            return f"word {words[0]!r} has no part-of-speech tag"
-        return None
-    for child in tree:
-        error = _shape_error(child, is_root=False)
-        if error:
-            return error
+    for node in iter_subtrees(tree):
+        is_root = node is tree
+        label = node.label()
+        if not is_root and not label:
+            return "empty label inside the tree (is a ')' missing before it?)"
+        words = [child for child in node if not isinstance(child, nltk.Tree)]
+        if words:
+            if len(node) > 1:
+                return f"word {words[0]!r} is not the only child of a part-of-speech tag"
+            if is_root and label in ROOT_LIKE_LABELS:
+                return f"word {words[0]!r} has no part-of-speech tag"
     return None
 
 
@@ -252,7 +340,7 @@ def clean_tree(tree: nltk.Tree) -> nltk.Tree:
     Removes empty elements (-NONE-) and the constituents they leave empty, strips function
     tags and co-indices from phrase labels (part-of-speech tags are kept verbatim), and
     roots the tree in TOP: a root labelled '', ROOT or TOP becomes TOP, any other root is
-    put under a new TOP.
+    put under a new TOP. Works with explicit stacks: any depth and width.
 
     Returns:
       The cleaned tree; a TOP with no children if nothing but empty elements was left.
@@ -262,10 +350,10 @@ def clean_tree(tree: nltk.Tree) -> nltk.Tree:
     """
     root_label = strip_function_tags(tree.label()) if _is_phrase(tree) else tree.label()
     if root_label in ROOT_LIKE_LABELS and _is_phrase(tree):
-        children = [c for c in (_clean_subtree(child) for child in tree) if c is not None]
-        return nltk.Tree(ROOT_LABEL, children)
-    cleaned = _clean_subtree(tree)
-    return nltk.Tree(ROOT_LABEL, [cleaned] if cleaned is not None else [])
+        _check_words_under_pos(tree)
+        return nltk.Tree(ROOT_LABEL, _clean_children(tree))
+    cleaned = _clean_children(nltk.Tree("", [tree]))
+    return nltk.Tree(ROOT_LABEL, cleaned)
 
 
 def _is_phrase(tree: nltk.Tree) -> bool:
@@ -273,27 +361,57 @@ def _is_phrase(tree: nltk.Tree) -> bool:
     return not (len(tree) == 1 and not isinstance(tree[0], nltk.Tree))
 
 
-def _clean_subtree(tree: nltk.Tree) -> nltk.Tree | None:
-    if not _is_phrase(tree):
-        return None if tree.label() == EMPTY_ELEMENT_TAG else nltk.Tree(tree.label(), [tree[0]])
+def _check_words_under_pos(tree: nltk.Tree) -> None:
     words = [child for child in tree if not isinstance(child, nltk.Tree)]
     if words:
         raise ValueError(f"word {words[0]!r} is not the only child of a part-of-speech tag")
-    children = [c for c in (_clean_subtree(child) for child in tree) if c is not None]
-    if not children:
-        return None
-    return nltk.Tree(strip_function_tags(tree.label()), children)
+
+
+def _clean_children(parent: nltk.Tree) -> list[nltk.Tree]:
+    """The cleaned forms of a phrase's children (those not left empty), in order."""
+    top: list[nltk.Tree] = []
+    # Frames: (raw phrase, iterator over its children, cleaned children so far).
+    stack = [(parent, iter(parent), top)]
+    while stack:
+        node, children, cleaned = stack[-1]
+        child = next(children, None)
+        if child is None:
+            stack.pop()
+            if stack and cleaned:
+                stack[-1][2].append(nltk.Tree(strip_function_tags(node.label()), cleaned))
+            continue
+        if not _is_phrase(child):
+            if child.label() != EMPTY_ELEMENT_TAG:
+                cleaned.append(nltk.Tree(child.label(), [child[0]]))
+            continue
+        _check_words_under_pos(child)
+        stack.append((child, iter(child), []))
+    return top
 
 
 def tree_to_line(tree: nltk.Tree) -> str:
-    """Returns a tree on one line, ``(TOP (S (NP (PRP She)) ...))``.
+    """Returns a tree on one line, ``(TOP (S (NP (PRP She)) ...))``, for any depth.
 
-    nltk.Tree.fromstring reads the line back to an equal tree as long as no label or word
-    holds whitespace or a parenthesis (PTB escapes them as -LRB- and -RRB-).
+    parse_tree (and nltk.Tree.fromstring, up to its depth limit) reads the line back to an
+    equal tree as long as no label or word holds whitespace or a parenthesis (PTB escapes
+    them as -LRB- and -RRB-).
     """
-    children = " ".join(tree_to_line(child) if isinstance(child, nltk.Tree) else str(child)
-                        for child in tree)
-    return f"({tree.label()} {children})" if children else f"({tree.label()})"
+    parts: list[str] = []
+    stack: list = [tree]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, nltk.Tree):
+            if len(item) == 0:
+                parts.append(f"({item.label()})")
+                continue
+            parts.append(f"({item.label()}")
+            stack.append(")")
+            for child in reversed(item):
+                stack.append(child)
+                stack.append(" ")
+        else:  # a word, or the ")" and " " queued above
+            parts.append(str(item))
+    return "".join(parts)
 
 
 def find_nltk_sample() -> tuple[str, str | None]:

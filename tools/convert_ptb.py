@@ -171,7 +171,7 @@ def convert_entries(entries: Iterable[treebank.TreebankEntry],
         except ValueError as e:
             skip(entry, MALFORMED, str(e))
             continue
-        if not tree.leaves():
+        if len(tree) == 0:  # clean_tree drops every constituent left without words
             skip(entry, NO_WORDS, "the tree holds only empty elements")
             continue
         try:
@@ -230,14 +230,15 @@ def _tag_and_check(tree: nltk.Tree) -> tuple[tags_lib.TetraTags, str]:
                                         tetra_tags.leaf_tags, tetra_tags.internal_tags)
     except ValueError as e:
         raise _RoundtripError(f"tags do not convert back: {e}") from None
-    if rebuilt != tree:
+    # Iterative comparisons and reader: trees of any depth and width (nltk's recurse).
+    if not treebank.trees_equal(rebuilt, tree):
         raise _RoundtripError("tags convert back to a different tree")
     line = treebank.tree_to_line(tree)
     try:
-        reread = nltk.Tree.fromstring(line)
+        reread = treebank.parse_tree(line)
     except ValueError:
         reread = None
-    if reread != tree:
+    if reread is None or not treebank.trees_equal(reread, tree):
         raise _RoundtripError("the tree does not read back from its one-line form")
     return tetra_tags, line
 
