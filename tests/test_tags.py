@@ -144,12 +144,37 @@ def test_stack_depths_follow_depth_changes():
     nltk.Tree("TOP", [nltk.Tree("S", [nltk.Tree("NP", []), nltk.Tree("NN", ["x"])])]),  # Empty.
     nltk.Tree("TOP", []),  # No words.
     nltk.Tree("TOP", [nltk.Tree("", [nltk.Tree("NN", ["x"])])]),  # Empty label.
-    nltk.Tree("TOP", [nltk.Tree("A+B", [nltk.Tree("NN", ["x"])])]),  # Reserved '+'.
-    nltk.Tree("TOP", [nltk.Tree("A/B", [nltk.Tree("NN", ["x"]), nltk.Tree("NN", ["y"])])]),
 ])
 def test_malformed_trees_raise(tree):
     with pytest.raises(ValueError):
         tags.tree_to_tags(tree)
+
+
+@pytest.mark.parametrize("tree_text", [
+    # French Treebank-style labels that hold the chain joiner, in chains and on n-ary nodes.
+    "(TOP (SENT (NP+D (P+D du) (NC vin)) (VN (V coule)) (PONCT .)))",
+    "(TOP (A+B (C+ (NN x))))",
+    "(TOP (A/B (NN x) (NN y)))",
+    "(TOP (X\\+ (Y\\ (NN x)) (NN y)))",
+])
+def test_labels_with_the_joiner_round_trip(tree_text):
+    tree = nltk.Tree.fromstring(tree_text)
+    tagging = tags.tree_to_tags(tree)
+    rebuilt = tags.tags_to_tree(tagging.words, tagging.pos_tags, tagging.leaf_tags,
+                                tagging.internal_tags)
+    assert rebuilt == tree
+    # Through the vocabulary files too: the stacked labels are escaped, not reserved.
+    chains = [tags.tag_label(t) for t in tagging.leaf_tags + tagging.internal_tags]
+    assert all(tags.join_chain(tags.split_chain(c)) == c for c in chains)
+
+
+def test_chain_escaping():
+    assert tags.join_chain(["S", "VP"]) == "S+VP"  # PTB chains read as before
+    assert tags.split_chain("S+VP") == ["S", "VP"]
+    assert tags.join_chain(["P+D"]) == "P\\+D"
+    for labels in (["P+D", "NP"], ["+", "\\", "a\\+b"], ["x"]):
+        assert tags.split_chain(tags.join_chain(labels)) == labels
+    assert tags.split_chain("") == []
 
 
 def test_non_tree_raises():

@@ -93,7 +93,7 @@ def _chain_opens(vocab: TagVocabulary) -> tuple[np.ndarray, np.ndarray]:
     opens, counts = [], []
     for tag in vocab.tags:
         label = tags_lib.tag_label(tag)
-        chain = label.split(tags_lib.UNARY_JOINER) if label else []
+        chain = tags_lib.split_chain(label)
         opens.append("".join(f"({name} " for name in chain))
         counts.append(len(chain))
     return np.array(opens, dtype=object), np.array(counts, dtype=np.int32)

@@ -44,6 +44,37 @@ ROOT_LABEL = "TOP"
 DEPTH_CHANGE = {LEAF_LEFT: 1, LEAF_RIGHT: 0, INTERNAL_LEFT: 0, INTERNAL_RIGHT: -1}
 
 
+def join_chain(labels: Sequence[str]) -> str:
+    """One stacked label for a unary chain, top first: ``S+VP``.
+
+    A joiner or backslash inside a label (French ``P+D``, say) is escaped with a backslash,
+    so that any label survives; Penn Treebank labels have neither, and read as before.
+    """
+    return UNARY_JOINER.join(
+        label.replace("\\", "\\\\").replace(UNARY_JOINER, "\\" + UNARY_JOINER)
+        for label in labels)
+
+
+def split_chain(label: str) -> list[str]:
+    """The labels of a stacked label (`join_chain`'s inverse); [] for ''."""
+    if not label:
+        return []
+    labels, current, escaped = [], [], False
+    for char in label:
+        if escaped:
+            current.append(char)
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        elif char == UNARY_JOINER:
+            labels.append("".join(current))
+            current = []
+        else:
+            current.append(char)
+    labels.append("".join(current))
+    return labels
+
+
 def make_tag(direction: str, label: str = "") -> str:
     """Returns the tag string for a direction (l/r/L/R) and an optional label."""
     return f"{direction}{LABEL_SEPARATOR}{label}" if label else direction
@@ -125,7 +156,7 @@ def tree_to_tags(tree: nltk.Tree) -> TetraTags:
     Args:
       tree: an nltk.Tree whose root label is implicit (not tagged), whose words each sit
         under a part-of-speech preterminal, and whose other nodes have non-empty labels
-        without '+'.
+        (any text: a '+' inside one is escaped, see `join_chain`).
 
     Returns:
       The sentence's TetraTags.
@@ -169,18 +200,16 @@ def tree_to_tags(tree: nltk.Tree) -> TetraTags:
                 raise ValueError(f"empty constituent {label}")
             if len(node) == 1 and not isinstance(node[0], nltk.Tree):
                 # A preterminal: the chain above it rides on the word's leaf tag.
-                _check_chain(chain)
                 words.append(node[0])
                 pos_tags.append(label)
                 leaf_tags.append(make_tag(LEAF_RIGHT if is_right else LEAF_LEFT,
-                                          UNARY_JOINER.join(chain)))
+                                          join_chain(chain)))
                 break
             if any(not isinstance(child, nltk.Tree) for child in node):
                 raise ValueError(f"constituent {label} mixes words and constituents")
             chain.append(label)
             if len(node) > 1:
-                _check_chain(chain)
-                _push_children(work, list(node), UNARY_JOINER.join(chain), is_right)
+                _push_children(work, list(node), join_chain(chain), is_right)
                 break
             node = node[0]
     return TetraTags(tuple(words), tuple(pos_tags), tuple(leaf_tags), tuple(internal_tags))
@@ -199,14 +228,6 @@ def _push_children(work: list, children: list, label: str, is_right: bool) -> No
         items += [(child, False), (INTERNAL_RIGHT, None)]
     items.append((children[-1], True))
     work.extend(reversed(items))
-
-
-def _check_chain(chain: list[str]) -> None:
-    for label in chain:
-        if UNARY_JOINER in label or LABEL_SEPARATOR in label:
-            raise ValueError(
-                f"label {label!r} contains {UNARY_JOINER!r} or {LABEL_SEPARATOR!r}, "
-                "which tags reserve")
 
 
 def tags_to_tree(
@@ -289,7 +310,7 @@ def _to_nltk(root, words, pos_tags) -> list:
         else:
             inner = None
         outer = inner
-        labels = node.label.split(UNARY_JOINER) if node.label else []
+        labels = split_chain(node.label)
         for label in reversed(labels):
             outer = nltk.Tree(label, [] if outer is None else [outer])
             if inner is None:
