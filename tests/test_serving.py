@@ -34,6 +34,7 @@ SERVED_VERSION = 3
 MAX_REQUEST_BYTES = 200_000
 STARTUP_TIMEOUT_S = 90.0
 HTTP_TIMEOUT_S = 30.0
+READ_TIMEOUT_S = 2.0
 
 
 def _load_client_module():
@@ -156,7 +157,8 @@ def server_process(model_base_path, tmp_path_factory):
     log_path = tmp_path_factory.mktemp("server_log") / "server.log"
     with _running_server(model_base_path, MODEL_NAME, log_path,
                          f"--max_request_bytes={MAX_REQUEST_BYTES}",
-                         "--max_batch_size=16") as port:
+                         "--max_batch_size=16",
+                         f"--request_read_timeout_s={READ_TIMEOUT_S}") as port:
         yield port, log_path
 
 
@@ -351,6 +353,17 @@ _BAD_REQUESTS = {
     "POST on status": ("POST", f"/v1/models/{MODEL_NAME}", {"instances": ["a"]}, 405),
     "body over the size limit": ("POST", _PREDICT,
                                  {"instances": ["x" * (MAX_REQUEST_BYTES + 1)]}, 413),
+    "5,000-digit integer": ("POST", _PREDICT, b'{"signature_name": "label", "instances": '
+                            b'[{"text": "a", "count": ' + b"9" * 5000 + b"}]}", 400),
+    "21-digit integer": ("POST", _PREDICT, b'{"signature_name": "label", "instances": '
+                         b'[{"text": "a", "count": -' + b"9" * 21 + b"}]}", 400),
+    "5,000-digit version in predict": (
+        "POST", f"/v1/models/{MODEL_NAME}/versions/{'9' * 5000}:predict", {"instances": ["a"]},
+        400),
+    "5,000-digit version in status": (
+        "GET", f"/v1/models/{MODEL_NAME}/versions/{'9' * 5000}", None, 400),
+    "version over int64": ("GET", f"/v1/models/{MODEL_NAME}/versions/{2 ** 63}/metadata", None,
+                           400),
 }
 
 
@@ -364,6 +377,55 @@ def test_bad_request_gets_error_and_server_keeps_serving(server, name):
     assert list(answer) == ["error"] and isinstance(answer["error"], str) and answer["error"]
     status, answer = _http(server, "POST", _PREDICT, {"instances": ["still serving ."]})
     assert status == 200 and answer["predictions"][0]["tree"] == "(S still serving .)"
+
+
+def test_chunked_body_is_counted_against_the_limit(server):
+    """A chunked body over --max_request_bytes gets 413, not a parse of its first MiB."""
+    def chunked(total_bytes):
+        yield b'{"instances": ["'
+        for _ in range(total_bytes // 1_000):
+            yield b"x" * 1_000
+        yield b'"]}'
+
+    for total_bytes, expected in [(1_000, 200), (MAX_REQUEST_BYTES + 10_000, 413)]:
+        connection = http.client.HTTPConnection("127.0.0.1", server, timeout=HTTP_TIMEOUT_S)
+        try:
+            connection.request("POST", _PREDICT, body=chunked(total_bytes),
+                               encode_chunked=True)
+            response = connection.getresponse()
+            answer = json.loads(response.read())
+        finally:
+            connection.close()
+        assert response.status == expected, answer
+        if expected == 413:
+            assert "--max_request_bytes" in answer["error"]
+        else:
+            assert answer["predictions"][0]["num_words"] == 1
+
+
+def test_stalled_body_is_cut_off(server):
+    """A client that stops sending mid-body loses its connection after the read timeout."""
+    with socket.create_connection(("127.0.0.1", server), timeout=HTTP_TIMEOUT_S) as sock:
+        sock.sendall(f"POST {_PREDICT} HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n"
+                     '\r\n{"instances": '.encode())
+        started = time.monotonic()
+        data = sock.recv(4096)  # Blocks until the server closes the connection.
+        waited = time.monotonic() - started
+    assert data == b"" and waited < HTTP_TIMEOUT_S
+    status, answer = _http(server, "POST", _PREDICT, {"instances": ["still serving ."]})
+    assert status == 200
+
+
+def test_request_data_cannot_forge_log_lines(server_process):
+    port, log_path = server_process
+    forged = "FORGED 127.0.0.1 GET /v1/models/toy 200"
+    status, _ = _http(port, "GET", "/v1/x%0a" + forged.replace(" ", "%20") + "%0d%0aEND")
+    assert status == 404
+    deadline = time.monotonic() + 10
+    while "FORGED" not in log_path.read_text() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    lines = [line for line in log_path.read_text().splitlines() if "FORGED" in line]
+    assert len(lines) == 1 and "\\x0aFORGED" in lines[0] and "\\x0d\\x0aEND" in lines[0]
 
 
 def test_client_parse(server):
@@ -424,6 +486,9 @@ def tetra_export(tmp_path_factory):
     return root / "models" / "tetra"
 
 
+MAX_PIECES = 200  # The real export's server: a low --max_pieces_per_request.
+
+
 def test_real_export_over_rest_matches_parser(tetra_export, tmp_path):
     import nltk
 
@@ -442,6 +507,7 @@ def test_real_export_over_rest_matches_parser(tetra_export, tmp_path):
         expected["trees"] = parser.parse_sents(word_lists)
 
     with _running_server(tetra_export, "tetra", tmp_path / "server.log",
+                         f"--max_pieces_per_request={MAX_PIECES}",
                          while_starting=parse_in_process) as port:
         expected_strings, expected_trees = expected["strings"], expected["trees"]
         address = f"http://127.0.0.1:{port}"
@@ -481,3 +547,21 @@ def test_real_export_over_rest_matches_parser(tetra_export, tmp_path):
             status, body = _http(port, "POST", "/v1/models/tetra:predict", request)
             assert status == 400 and list(body) == ["error"], body
         assert time.perf_counter() - started < 10.0
+
+        # Subword pieces are counted before the model runs: "!" * 20 is 20 pieces, of which
+        # the graph keeps 8 (tokenization.MAX_PIECES_PER_WORD), so 25 such words are 200
+        # pieces (allowed) and 26 are 208 (400), although both are far under the word limits.
+        from tetra_tf import tokenization
+
+        assert tokenization.MAX_PIECES_PER_WORD * 25 == MAX_PIECES
+        for num_words, expected_status in [(25, 200), (26, 400)]:
+            status, body = _http(port, "POST", "/v1/models/tetra:predict",
+                                 {"instances": [" ".join(["!" * 20] * num_words)]})
+            assert status == expected_status, body
+            if status == 400:
+                assert "208 subword pieces" in body["error"], body
+        # Over several sentences of one request, and through parse_words.
+        status, body = _http(port, "POST", "/v1/models/tetra:predict", {
+            "signature_name": "parse_words",
+            "instances": [{"words": ["abc!!!!!!!!!!"] * 13, "num_words": 13}] * 2})
+        assert status == 400 and "pieces" in body["error"], body
