@@ -53,6 +53,8 @@ from absl import app, flags  # noqa: E402
 from absl import logging as absl_logging  # noqa: E402
 from werkzeug import exceptions as http_errors  # noqa: E402
 
+import batching  # noqa: E402  (serving/batching.py, beside this script)
+
 PROGRAM = "server.py"
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 DEFAULT_SIGNATURE = "serving_default"
@@ -221,7 +223,7 @@ class ServedModel:
         self.version = version
         self.export_dir = export_dir
         self._tf = tf
-        self._signature_defs = _read_signature_defs(export_dir)
+        self.signature_defs = _read_signature_defs(export_dir)
         self._loaded = tf.saved_model.load(export_dir, tags=["serve"])
         self._functions = dict(self._loaded.signatures)
         self._input_specs = {
@@ -230,6 +232,9 @@ class ServedModel:
         self._model_calls = threading.BoundedSemaphore(max_concurrent_predictions)
         vocab_path = os.path.join(export_dir, ENCODER_VOCAB_ASSET)
         self.piece_counter = PieceCounter(vocab_path) if os.path.isfile(vocab_path) else None
+
+    def set_max_concurrent_calls(self, count: int) -> None:
+        self._model_calls = threading.BoundedSemaphore(count)
 
     @property
     def signature_names(self) -> list[str]:
@@ -242,7 +247,7 @@ class ServedModel:
 
     def metadata_json(self) -> dict[str, Any]:
         signature_defs = {name: _signature_def_json(signature_def)
-                          for name, signature_def in sorted(self._signature_defs.items())}
+                          for name, signature_def in sorted(self.signature_defs.items())}
         return {"model_spec": {"name": self.name, "signature_name": "",
                                "version": str(self.version)},
                 "metadata": {"signature_def": {"signature_def": signature_defs}}}
@@ -717,15 +722,200 @@ class ModelManager:
 
 Runner = Callable[[ServedModel, Prepared], dict[str, np.ndarray]]
 
+# TF Serving's status codes (gRPC's) for the HTTP statuses this server answers.
+STATUS_CODES = {200: "OK", 400: "INVALID_ARGUMENT", 404: "NOT_FOUND", 405: "INVALID_ARGUMENT",
+                413: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 501: "UNIMPLEMENTED",
+                503: "UNAVAILABLE"}
 
-def run_directly(model: ServedModel, prepared: Prepared) -> dict[str, np.ndarray]:
-    """Runs one request as its own model call (no cross-request batching)."""
-    return model.call(prepared.signature_name, prepared.inputs)
+
+class Metrics:
+    """Prometheus metrics, served at /monitoring/prometheus/metrics (TF Serving's path)."""
+
+    def __init__(self) -> None:
+        import prometheus_client
+
+        self.registry = prometheus_client.CollectorRegistry()
+        self.requests = prometheus_client.Counter(
+            "tetra_serving_requests", "Requests answered, by API, method and TF Serving "
+            "status code (OK, INVALID_ARGUMENT, UNAVAILABLE, ...).",
+            ["api", "method", "status"], registry=self.registry)
+        self.latency = prometheus_client.Histogram(
+            "tetra_serving_request_latency_seconds", "Time from a request's arrival (body "
+            "read) to its answer.", ["api", "method"], registry=self.registry,
+            buckets=(.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30))
+        self.batch_size = prometheus_client.Histogram(
+            "tetra_serving_batch_size", "Rows per model call (merged requests with "
+            "batching).", registry=self.registry,
+            buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024))
+        self.queue_depth = prometheus_client.Gauge(
+            "tetra_serving_queue_depth", "Rows waiting in the batch queues.",
+            registry=self.registry)
+        self.model_version = prometheus_client.Gauge(
+            "tetra_serving_model_version", "The version new requests are served by.",
+            registry=self.registry)
+
+    def observe(self, api: str, method: str, status: str, seconds: float) -> None:
+        self.requests.labels(api, method, status).inc()
+        self.latency.labels(api, method).observe(seconds)
+
+    def exposition(self) -> tuple[bytes, str]:
+        import prometheus_client
+
+        return (prometheus_client.generate_latest(self.registry),
+                prometheus_client.CONTENT_TYPE_LATEST)
+
+
+class DirectRunner:
+    """Runs each request as its own model call (no cross-request batching)."""
+
+    def __init__(self, metrics: Metrics | None = None) -> None:
+        self._metrics = metrics
+
+    def __call__(self, model: ServedModel, prepared: Prepared) -> dict[str, np.ndarray]:
+        if self._metrics:
+            self._metrics.batch_size.observe(prepared.batch_size)
+        return model.call(prepared.signature_name, prepared.inputs)
+
+    def unload(self, model: ServedModel) -> None:
+        pass
+
+
+class BatchingRunner:
+    """Merges concurrent requests into model calls (TF Serving's --enable_batching).
+
+    One scheduler per loaded version and one queue per signature and input shape. A
+    request over a batch's rows (or over --max_pieces_per_request merged) is split into
+    slices. When a merged call fails, its requests run again one by one, so a request
+    that fails only fails itself.
+    """
+
+    def __init__(self, params: "batching.BatchingParameters", limits: Limits,
+                 metrics: Metrics | None = None) -> None:
+        self.params = params
+        self._limits = limits
+        self._metrics = metrics
+        self._lock = threading.Lock()
+        self._schedulers: dict[int, batching.BatchScheduler] = {}
+        if metrics:
+            metrics.queue_depth.set_function(self.queued_rows)
+
+    def queued_rows(self) -> int:
+        with self._lock:
+            schedulers = list(self._schedulers.values())
+        return sum(s.queued_rows() for s in schedulers)
+
+    def _scheduler(self, model: ServedModel) -> "batching.BatchScheduler":
+        with self._lock:
+            scheduler = self._schedulers.get(model.version)
+            if scheduler is None:
+                max_cost = (self._limits.max_pieces_per_request
+                            if model.piece_counter is not None else None)
+                scheduler = batching.BatchScheduler(
+                    self.params, lambda tasks: self._run_batch(model, tasks), max_cost,
+                    name=f"batch-v{model.version}")
+                self._schedulers[model.version] = scheduler
+            return scheduler
+
+    def unload(self, model: ServedModel) -> None:
+        with self._lock:
+            scheduler = self._schedulers.pop(model.version, None)
+        if scheduler is not None:
+            scheduler.stop()
+
+    def __call__(self, model: ServedModel, prepared: Prepared) -> dict[str, np.ndarray]:
+        rows = prepared.batch_size
+        if any(value.ndim == 0 or value.shape[0] != rows
+               for value in prepared.inputs.values()):
+            raise RequestError("with --enable_batching, every input needs the same first "
+                               "(batch) dimension")
+        if rows > self.params.execution_batch_size and \
+                not self.params.enable_large_batch_splitting:
+            raise RequestError(f"Task size {rows} is larger than maximum input batch size "
+                               f"{self.params.execution_batch_size}")
+        pad_names = set(self._limits.word_inputs)
+        key = (prepared.signature_name,) + tuple(sorted(
+            (name, value.shape[1:] if name not in pad_names else value.ndim)
+            for name, value in prepared.inputs.items()))
+        tasks = []
+        for start, stop in self._slices(prepared):
+            widths = prepared.row_widths
+            tasks.append(batching.Task(
+                key, stop - start,
+                int(prepared.row_pieces[start:stop].sum()) if prepared.row_pieces is not None
+                else 0,
+                ({name: value[start:stop] for name, value in prepared.inputs.items()},
+                 int(widths[start:stop].max()) if widths is not None else None)))
+        scheduler = self._scheduler(model)
+        try:
+            for task in tasks:
+                scheduler.submit(task)
+        except batching.QueueFullError as e:
+            raise RequestError(f"Unavailable: {e}", 503) from None
+        parts = [task.wait() for task in tasks]
+        width = int(prepared.row_widths.max()) if prepared.row_widths is not None else None
+        return batching.join_outputs(parts, width)
+
+    def _slices(self, prepared: Prepared) -> list[tuple[int, int]]:
+        """Row ranges of at most a batch's rows and (with pieces) the pieces budget."""
+        max_rows = self.params.execution_batch_size
+        pieces = prepared.row_pieces
+        slices, start, cost = [], 0, 0
+        for row in range(prepared.batch_size):
+            row_cost = int(pieces[row]) if pieces is not None else 0
+            if row > start and (row - start >= max_rows or (
+                    pieces is not None and cost + row_cost >
+                    self._limits.max_pieces_per_request)):
+                slices.append((start, row))
+                start, cost = row, 0
+            cost += row_cost
+        slices.append((start, prepared.batch_size))
+        return slices
+
+    def _run_batch(self, model: ServedModel, tasks: list["batching.Task"]) -> None:
+        rows = sum(task.rows for task in tasks)
+        padded_rows = self.params.padded_size(rows)
+        inputs = batching.merge_inputs([task.payload[0] for task in tasks],
+                                       set(self._limits.word_inputs), padded_rows)
+        if self._metrics:
+            self._metrics.batch_size.observe(padded_rows)
+        signature_name = tasks[0].key[0]
+        try:
+            outputs = model.call(signature_name, inputs)
+            widths = [task.payload[1] for task in tasks]
+            batch_width = max(widths) if None not in widths else None
+            parts = batching.split_outputs(outputs, [task.rows for task in tasks], widths,
+                                           batch_width)
+        except (RequestError, ValueError) as e:
+            if len(tasks) > 1:  # Find the request(s) at fault: each one alone.
+                for task in tasks:
+                    self._run_batch(model, [task])
+                return
+            if isinstance(e, ValueError):
+                e = RequestError(f"Internal: {e}", 500)
+            tasks[0].finish(error=e)
+            return
+        for task, part in zip(tasks, parts):
+            task.finish(part)
+
+
+def _rest_method(path: str) -> str:
+    """The metrics' method label for a REST path."""
+    if _PREDICT_PATH.fullmatch(path):
+        return "predict"
+    if _METADATA_PATH.fullmatch(path):
+        return "metadata"
+    if _STATUS_PATH.fullmatch(path):
+        return "status"
+    return "metrics" if path == METRICS_PATH else "other"
+
+
+METRICS_PATH = "/monitoring/prometheus/metrics"
 
 
 def create_app(manager: ModelManager, limits: Limits, max_request_bytes: int = 1 << 20,
-               run: Runner = run_directly) -> flask.Flask:
+               run: Runner | None = None, metrics: Metrics | None = None) -> flask.Flask:
     """A Flask app serving the manager's model with TF Serving's REST paths and JSON."""
+    run = run or DirectRunner(metrics)
     flask_app = flask.Flask("tetra_serving")
     flask_app.config["MAX_CONTENT_LENGTH"] = max_request_bytes
     methods = ["GET", "POST", "PUT", "PATCH", "DELETE"]
@@ -744,6 +934,10 @@ def create_app(manager: ModelManager, limits: Limits, max_request_bytes: int = 1
                           _log_safe(flask.request.method, 20), _log_safe(flask.request.path),
                           response.status_code, elapsed_ms,
                           f" batch={batch}" if batch is not None else "")
+        if metrics is not None:
+            metrics.observe("rest", _rest_method(flask.request.path),
+                            STATUS_CODES.get(response.status_code,
+                                             str(response.status_code)), elapsed_ms / 1e3)
         return response
 
     @flask_app.errorhandler(RequestError)
@@ -770,6 +964,10 @@ def create_app(manager: ModelManager, limits: Limits, max_request_bytes: int = 1
     def _dispatch(path: str) -> flask.Response:
         path = flask.request.path
         method = flask.request.method
+        if path == METRICS_PATH and metrics is not None:
+            _require_method(method, "GET")
+            body, content_type = metrics.exposition()
+            return flask.Response(body, status=200, content_type=content_type)
         match = _PREDICT_PATH.fullmatch(path)
         if match:
             _require_method(method, "POST")
@@ -798,6 +996,145 @@ def create_app(manager: ModelManager, limits: Limits, max_request_bytes: int = 1
                            "(no such endpoint)", 404)
 
     return flask_app
+
+
+# ----------------------------------------------------------------------------------------
+# TF Serving's gRPC API (tensorflow-serving-api's protos and stubs).
+
+
+def _grpc_code(http_status: int) -> Any:
+    import grpc
+
+    return getattr(grpc.StatusCode, STATUS_CODES.get(http_status, "INTERNAL"))
+
+
+def create_grpc_server(manager: ModelManager, limits: Limits, run: Runner,
+                       metrics: Metrics | None, host: str, port: int, threads: int,
+                       max_request_bytes: int) -> tuple[Any, int]:
+    """TF Serving's PredictionService (Predict, GetModelMetadata) and ModelService
+    (GetModelStatus) on host:port; returns (grpc server, bound port), not yet started.
+
+    Errors carry TF Serving's status codes: INVALID_ARGUMENT for bad requests, NOT_FOUND
+    for an unknown model or version, UNAVAILABLE for a full batch queue, INTERNAL for a
+    model failure; the other methods answer UNIMPLEMENTED.
+    """
+    from concurrent import futures
+
+    import grpc
+    import tensorflow as tf
+    from tensorflow_serving.apis import (get_model_metadata_pb2, get_model_status_pb2,
+                                         model_service_pb2_grpc, predict_pb2,
+                                         prediction_service_pb2_grpc)
+
+    def handle(method: str, context: Any, answer: Callable[[], Any]) -> Any:
+        started = time.perf_counter()
+        status, message = 200, ""
+        try:
+            return answer()
+        except RequestError as e:
+            status, message = e.status, str(e)
+        except Exception as e:  # noqa: BLE001 - any failure is INTERNAL, not a crash.
+            absl_logging.error("internal error:\n%s", traceback.format_exc())
+            status, message = 500, f"Internal: {type(e).__name__}: {_first_line(str(e))}"
+        finally:
+            elapsed = time.perf_counter() - started
+            code = STATUS_CODES.get(status, "INTERNAL")
+            absl_logging.info("%s grpc %s %s %.1fms", _log_safe(context.peer(), 60), method,
+                              code, elapsed * 1e3)
+            if metrics is not None:
+                metrics.observe("grpc", method, code, elapsed)
+        context.abort(_grpc_code(status), message)
+
+    def version_of(model_spec: Any) -> str | None:
+        if model_spec.version_label:
+            raise RequestError("version labels are not supported by this server; use "
+                               "model_spec.version")
+        return str(model_spec.version.value) if model_spec.HasField("version") else None
+
+    class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
+        def Predict(self, request: Any, context: Any) -> Any:  # noqa: N802 - gRPC's name
+            return handle("predict", context, lambda: self._predict(request))
+
+        def _predict(self, request: Any) -> Any:
+            with manager.acquire(request.model_spec.name,
+                                 version_of(request.model_spec)) as model:
+                signature_name = model.signature(request.model_spec.signature_name)
+                specs = model.input_specs(signature_name)
+                _check_input_names(dict(request.inputs), sorted(specs), "inputs")
+                inputs = {}
+                for name, tensor in request.inputs.items():
+                    spec = specs[name]
+                    if tensor.dtype != spec.dtype.as_datatype_enum:
+                        raise RequestError(f"input '{name}' expects {spec.dtype.name}, got "
+                                           f"{tf.dtypes.as_dtype(tensor.dtype).name}")
+                    try:
+                        array = tf.make_ndarray(tensor)
+                    except Exception as e:  # noqa: BLE001 - a malformed TensorProto.
+                        raise RequestError(f"input '{name}': {_first_line(str(e))}") from e
+                    if not spec.shape.is_compatible_with(array.shape):
+                        raise RequestError(f"input '{name}' has shape {list(array.shape)}, "
+                                           f"but the signature expects {spec.shape}")
+                    inputs[name] = array
+                prepared = model.prepare(signature_name, inputs, limits)
+                outputs = run(model, prepared)
+                wanted = list(request.output_filter) or list(outputs)
+                unknown = [name for name in wanted if name not in outputs]
+                if unknown:
+                    raise RequestError(f"output_filter names unknown outputs {unknown}")
+                response = predict_pb2.PredictResponse()
+                response.model_spec.name = model.name
+                response.model_spec.version.value = model.version
+                response.model_spec.signature_name = signature_name
+                for name in wanted:
+                    response.outputs[name].CopyFrom(tf.make_tensor_proto(outputs[name]))
+                return response
+
+        def GetModelMetadata(self, request: Any, context: Any) -> Any:  # noqa: N802
+            return handle("metadata", context, lambda: self._metadata(request))
+
+        def _metadata(self, request: Any) -> Any:
+            fields = list(request.metadata_field)
+            if fields != ["signature_def"]:
+                raise RequestError(f"Metadata field(s) {fields} not supported: request "
+                                   "['signature_def']")
+            with manager.acquire(request.model_spec.name,
+                                 version_of(request.model_spec)) as model:
+                response = get_model_metadata_pb2.GetModelMetadataResponse()
+                response.model_spec.name = model.name
+                response.model_spec.version.value = model.version
+                signature_defs = get_model_metadata_pb2.SignatureDefMap()
+                for name, signature_def in model.signature_defs.items():
+                    signature_defs.signature_def[name].CopyFrom(signature_def)
+                response.metadata["signature_def"].Pack(signature_defs)
+                return response
+
+    class ModelService(model_service_pb2_grpc.ModelServiceServicer):
+        def GetModelStatus(self, request: Any, context: Any) -> Any:  # noqa: N802
+            return handle("status", context, lambda: self._status(request))
+
+        def _status(self, request: Any) -> Any:
+            spec = request.model_spec
+            status = manager.status_json(spec.name, version_of(spec))
+            response = get_model_status_pb2.GetModelStatusResponse()
+            for entry in status["model_version_status"]:
+                version = response.model_version_status.add()
+                version.version = int(entry["version"])
+                version.state = get_model_status_pb2.ModelVersionStatus.State.Value(
+                    entry["state"])
+            return response
+
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=threads, thread_name_prefix="grpc"),
+        options=[("grpc.max_receive_message_length", max_request_bytes),
+                 ("grpc.so_reuseport", 0)])
+    prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(
+        PredictionService(), server)
+    model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelService(), server)
+    address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    bound_port = server.add_insecure_port(address)
+    if not bound_port:
+        raise OSError(f"cannot bind gRPC port {address}")
+    return server, bound_port
 
 
 def _require_method(method: str, allowed: str) -> None:
@@ -855,7 +1192,8 @@ def _json_error_task_class() -> type:
 def serve(flask_app: flask.Flask, host: str, port: int, shutdown_timeout_s: float,
           on_ready: Callable[[int], None] | None = None, *, threads: int = 16,
           max_request_bytes: int = 1 << 20, read_timeout_s: float = 30.0,
-          stop: threading.Event | None = None) -> None:
+          stop: threading.Event | None = None, grpc_server: Any = None,
+          on_stop: Callable[[], None] | None = None) -> None:
     """Serves flask_app with waitress until SIGINT or SIGTERM (or `stop` is set).
 
     waitress reads each request fully (Content-Length or chunked, at most
@@ -887,8 +1225,10 @@ def serve(flask_app: flask.Flask, host: str, port: int, shutdown_timeout_s: floa
                 for sig in (signal.SIGINT, signal.SIGTERM)}
     thread = threading.Thread(target=server.run, name="http", daemon=True)
     thread.start()
+    if grpc_server is not None:
+        grpc_server.start()
     if on_ready:
-        on_ready(server.effective_port)
+        on_ready(int(server.effective_port))
     try:
         while not stop.wait(0.5) and thread.is_alive():
             pass
@@ -897,12 +1237,17 @@ def serve(flask_app: flask.Flask, host: str, port: int, shutdown_timeout_s: floa
                           "requests in progress", shutdown_timeout_s)
         # Everything that touches waitress's sockets runs on its event loop thread.
         server.trigger.pull_trigger(lambda: wasyncore.dispatcher.close(server))
+        grpc_stopped = grpc_server.stop(shutdown_timeout_s) if grpc_server else None
+        if on_stop:
+            on_stop()
         if not counter.wait_idle(shutdown_timeout_s):
             absl_logging.warning("requests still in progress at shutdown were abandoned")
         time.sleep(0.2)  # Let the loop send the last answers.
         server.trigger.pull_trigger(lambda: wasyncore.close_all(server._map))
         thread.join(timeout=5)
         server.task_dispatcher.shutdown(cancel_pending=True, timeout=5)
+        if grpc_stopped is not None:
+            grpc_stopped.wait(shutdown_timeout_s)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
 
@@ -919,7 +1264,11 @@ def _define_flags() -> None:
     flags.DEFINE_integer("rest_api_port", 8501, "HTTP port (0: pick a free one, logged).",
                          lower_bound=0, upper_bound=65535)
     flags.DEFINE_string("rest_api_host", "127.0.0.1",
-                        "Address to bind; the default accepts local connections only.")
+                        "Address to bind (REST and gRPC); the default accepts local "
+                        "connections only.")
+    flags.DEFINE_integer("port", 8500, "gRPC port for TF Serving's PredictionService and "
+                         "ModelService (0: pick a free one, logged).", lower_bound=0,
+                         upper_bound=65535)
     flags.DEFINE_integer("max_request_bytes", 1 << 20,
                          "Larger request bodies get HTTP 413.", lower_bound=1)
     flags.DEFINE_integer("max_batch_size", 64, "Most instances (or batch rows) per request.",
@@ -947,6 +1296,14 @@ def _define_flags() -> None:
                          "Threads answering HTTP requests (each waits for its model call; "
                          "with batching, this bounds how many requests can be merged).",
                          lower_bound=1)
+    flags.DEFINE_bool("enable_batching", False,
+                      "Merge concurrent predict requests into one model call (TF Serving's "
+                      "flag), with --batching_parameters_file.")
+    flags.DEFINE_string("batching_parameters_file", None,
+                        "TF Serving's BatchingParameters in text format (max_batch_size, "
+                        "batch_timeout_micros, max_enqueued_batches, num_batch_threads, "
+                        "allowed_batch_sizes); TF Serving's defaults without it. See "
+                        "serving/batching_parameters.txt.")
     flags.DEFINE_integer("max_concurrent_predictions", 1,
                          "Model calls run at once (others wait); 1 serializes them.",
                          lower_bound=1)
@@ -999,11 +1356,23 @@ def main(argv: list[str]) -> int:
     except UsageError as e:
         _error(str(e))
         return EXIT_USAGE
+    batching_params = None
+    if flag_values.enable_batching:
+        try:
+            batching_params = (batching.read_batching_parameters(
+                flag_values.batching_parameters_file)
+                if flag_values.batching_parameters_file else batching.BatchingParameters())
+        except batching.BatchingParametersError as e:
+            _error(f"--batching_parameters_file: {e}")
+            return EXIT_USAGE
+    elif flag_values.batching_parameters_file:
+        _error("--batching_parameters_file needs --enable_batching")
+        return EXIT_USAGE
     try:
-        _check_port_free(flag_values.rest_api_host, flag_values.rest_api_port)
+        for port in (flag_values.rest_api_port, flag_values.port):
+            _check_port_free(flag_values.rest_api_host, port)
     except OSError as e:
-        _error(f"cannot serve on {flag_values.rest_api_host}:{flag_values.rest_api_port}: "
-               f"{e.strerror or e}")
+        _error(f"cannot serve on {flag_values.rest_api_host}:{port}: {e.strerror or e}")
         return EXIT_FAILURE
     absl_logging.info("loading model %r version %d from %s", flag_values.model_name, version,
                       export_dir)
@@ -1019,27 +1388,58 @@ def main(argv: list[str]) -> int:
                     sentence_inputs=tuple(flag_values.sentence_inputs),
                     word_inputs=tuple(flag_values.word_inputs),
                     max_pieces_per_request=flag_values.max_pieces_per_request)
+    metrics = Metrics()
     manager = ModelManager(model)
-    flask_app = create_app(manager, limits, flag_values.max_request_bytes)
+    metrics.model_version.set(model.version)
+    runner: DirectRunner | BatchingRunner
+    if batching_params is not None:
+        # Batch threads each run a model call: let that many run at once.
+        model.set_max_concurrent_calls(batching_params.num_batch_threads)
+        runner = BatchingRunner(batching_params, limits, metrics)
+        absl_logging.info("batching: %s", batching_params)
+    else:
+        runner = DirectRunner(metrics)
+    flask_app = create_app(manager, limits, flag_values.max_request_bytes, runner, metrics)
+    try:
+        grpc_server, grpc_port = create_grpc_server(
+            manager, limits, runner, metrics, flag_values.rest_api_host, flag_values.port,
+            flag_values.rest_api_num_threads, flag_values.max_request_bytes)
+    except (OSError, RuntimeError) as e:
+        _error(f"cannot serve gRPC on {flag_values.rest_api_host}:{flag_values.port}: {e}")
+        return EXIT_FAILURE
 
     def on_ready(port: int) -> None:
         absl_logging.info("serving model %r version %d (signatures: %s) at http://%s:%d/v1/"
-                          "models/%s", model.name, model.version,
+                          "models/%s and gRPC %s:%d", model.name, model.version,
                           ", ".join(model.signature_names), flag_values.rest_api_host, port,
-                          model.name)
+                          model.name, flag_values.rest_api_host, grpc_port)
 
     try:
         serve(flask_app, flag_values.rest_api_host, flag_values.rest_api_port,
               flag_values.shutdown_timeout_s, on_ready,
               threads=flag_values.rest_api_num_threads,
               max_request_bytes=flag_values.max_request_bytes,
-              read_timeout_s=flag_values.request_read_timeout_s)
+              read_timeout_s=flag_values.request_read_timeout_s, grpc_server=grpc_server)
     except OSError as e:
         _error(f"cannot serve on {flag_values.rest_api_host}:{flag_values.rest_api_port}: {e}")
         return EXIT_FAILURE
     return EXIT_OK
 
 
+def _exit_now(code: Any) -> None:
+    """Exits after flushing, skipping the interpreter's teardown: TensorFlow's and gRPC's
+    native threads make that take ~10 s after a clean shutdown."""
+    if isinstance(code, str):
+        print(code, file=sys.stderr)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    logging.shutdown()
+    os._exit(code if isinstance(code, int) else EXIT_OK if code is None else EXIT_FAILURE)
+
+
 if __name__ == "__main__":
     _define_flags()
-    app.run(main, flags_parser=_parse_flags)
+    try:
+        app.run(main, flags_parser=_parse_flags)
+    except SystemExit as e:
+        _exit_now(e.code)

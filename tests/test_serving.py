@@ -23,6 +23,7 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 import tensorflow as tf
 
@@ -70,7 +71,23 @@ class ToyParser(tf.Module):
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text"),
                                   tf.TensorSpec([None], tf.int32, name="count")])
     def label(self, text, count):
-        return {"labelled": tf.strings.join([text, tf.strings.as_string(count)], separator="#")}
+        # An error raised inside the graph (as the export's own limits are): HTTP 400.
+        check = tf.debugging.assert_less(count, 1000, message="count must be under 1000")
+        with tf.control_dependencies([check]):
+            return {"labelled": tf.strings.join([text, tf.strings.as_string(count)],
+                                                separator="#")}
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text"),
+                                  tf.TensorSpec([None], tf.int32, name="sleep_ms")])
+    def slow(self, text, sleep_ms):
+        """Echoes text after sleeping max(sleep_ms): a model call that takes a while."""
+        from tensorflow.python.data.experimental.ops.testing import sleep
+
+        microseconds = tf.cast(tf.reduce_max(sleep_ms), tf.int64) * 1000
+        done = tf.data.Dataset.from_tensors(tf.constant(0, tf.int64)).apply(
+            sleep(microseconds)).reduce(tf.constant(0, tf.int64), lambda a, b: a + b)
+        with tf.control_dependencies([done]):
+            return {"echo": tf.identity(text)}
 
 
 def _expected(sentence):
@@ -104,7 +121,7 @@ def model_base_path(tmp_path_factory):
     module = ToyParser()
     tf.saved_model.save(module, str(base / str(SERVED_VERSION)),
                         signatures={"serving_default": module.parse, "label": module.label,
-                                    "parse_words": module.parse_words})
+                                    "parse_words": module.parse_words, "slow": module.slow})
     # Lower versions, a higher directory without a SavedModel and a non-numeric one: the
     # server must pick version 3.
     shutil.copytree(base / str(SERVED_VERSION), base / "1")
@@ -114,8 +131,11 @@ def model_base_path(tmp_path_factory):
 
 
 @contextlib.contextmanager
-def _running_server(base_path, model_name, log_path, *flags, while_starting=None):
+def _running_server(base_path, model_name, log_path, *flags, while_starting=None,
+                    grpc_port=None):
     """Starts serving/server.py on a free port; yields the port once the model is available.
+
+    The gRPC API listens on grpc_port (a free port when None).
 
     while_starting, if given, is called after the server process starts (to overlap work
     with its startup). On exit, checks that SIGTERM shuts the server down cleanly.
@@ -124,7 +144,8 @@ def _running_server(base_path, model_name, log_path, *flags, while_starting=None
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
             [sys.executable, SERVER_SCRIPT, f"--model_base_path={base_path}",
-             f"--model_name={model_name}", f"--rest_api_port={port}", *flags],
+             f"--model_name={model_name}", f"--rest_api_port={port}",
+             f"--port={grpc_port or _free_port()}", *flags],
             stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT)
     try:
         if while_starting is not None:
@@ -471,6 +492,312 @@ def test_server_usage_errors(tmp_path, base_path):
 
 
 # ----------------------------------------------------------------------------------------
+# Cross-request batching (--enable_batching), metrics.
+
+
+def _load_batching_module():
+    spec = importlib.util.spec_from_file_location(
+        "tetra_serving_batching", os.path.join(REPO_ROOT, "serving", "batching.py"))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up.
+    spec.loader.exec_module(module)
+    return module
+
+
+batching = _load_batching_module()
+
+# TF Serving's documented examples (tensorflow_serving/batching/README.md): its CPU
+# starting point, and allowed_batch_sizes with pad_variable_length_inputs.
+_TF_SERVING_EXAMPLES = {
+    """max_batch_size { value: 128 }
+batch_timeout_micros { value: 0 }
+max_enqueued_batches { value: 1000000 }
+num_batch_threads { value: 8 }
+""": dict(max_batch_size=128, batch_timeout_micros=0, max_enqueued_batches=1_000_000,
+          num_batch_threads=8, allowed_batch_sizes=()),
+    """max_batch_size { value: 32 }
+batch_timeout_micros { value: 1000 }
+num_batch_threads { value: 4 }
+allowed_batch_sizes: 8
+allowed_batch_sizes: 16
+allowed_batch_sizes: 32
+pad_variable_length_inputs: { value: true }
+""": dict(max_batch_size=32, batch_timeout_micros=1000, max_enqueued_batches=10,
+          num_batch_threads=4, allowed_batch_sizes=(8, 16, 32)),
+}
+
+
+@pytest.mark.parametrize("text", sorted(_TF_SERVING_EXAMPLES))
+def test_batching_parameters_parse_tf_serving_examples(text):
+    params = batching.parse_batching_parameters(text)
+    for name, value in _TF_SERVING_EXAMPLES[text].items():
+        assert getattr(params, name) == value, name
+
+
+def test_shipped_batching_parameters_parse():
+    params = batching.read_batching_parameters(
+        os.path.join(REPO_ROOT, "serving", "batching_parameters.txt"))
+    assert params.max_batch_size >= 32 and params.num_batch_threads >= 1
+
+
+@pytest.mark.parametrize("text, message", [
+    ("max_batch_size { value: 0 }", "positive"),
+    ("max_batch_siz { value: 8 }", "no field named"),
+    ("max_batch_size: 8", 'Expected "{"'),
+    ("max_batch_size { value: 8 } allowed_batch_sizes: 4", "must equal max_batch_size"),
+    ("max_batch_size { value: 8 } allowed_batch_sizes: 8 allowed_batch_sizes: 4",
+     "increasing"),
+])
+def test_batching_parameters_errors(text, message):
+    with pytest.raises(batching.BatchingParametersError, match=message):
+        batching.parse_batching_parameters(text)
+
+
+def test_split_outputs_cuts_each_request_to_its_own_width():
+    # Two requests merged: rows of 2 and 3 words, the batch padded to 3.
+    outputs = {"words": np.array([[b"a", b"b", b""], [b"c", b"d", b"e"]], dtype=object),
+               "num_words": np.array([2, 3], np.int32)}
+    first, second = batching.split_outputs(outputs, [1, 1], [2, 3], 3)
+    assert first["words"].tolist() == [[b"a", b"b"]] and first["num_words"].tolist() == [2]
+    assert second["words"].tolist() == [[b"c", b"d", b"e"]]
+    joined = batching.join_outputs([first, second], 3)
+    assert joined["words"].tolist() == outputs["words"].tolist()
+
+
+BATCHING_PARAMETERS = """max_batch_size { value: 8 }
+batch_timeout_micros { value: 20000 }
+max_enqueued_batches { value: 4 }
+num_batch_threads { value: 1 }
+"""
+
+
+@pytest.fixture(scope="module")
+def batching_server(model_base_path, tmp_path_factory):
+    """The toy model's server with --enable_batching: yields (port, log path, gRPC port)."""
+    root = tmp_path_factory.mktemp("batching_server")
+    (root / "batching.txt").write_text(BATCHING_PARAMETERS)
+    grpc_port = _free_port()
+    with _running_server(model_base_path, MODEL_NAME, root / "server.log",
+                         "--enable_batching",
+                         f"--batching_parameters_file={root / 'batching.txt'}",
+                         "--max_batch_size=32", grpc_port=grpc_port) as port:
+        yield port, root / "server.log", grpc_port
+
+
+def _metric_values(port):
+    """{metric sample name with labels: value} from the Prometheus endpoint."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=HTTP_TIMEOUT_S)
+    try:
+        connection.request("GET", "/monitoring/prometheus/metrics")
+        response = connection.getresponse()
+        text = response.read().decode()
+    finally:
+        connection.close()
+    assert response.status == 200
+    values = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            values[name] = float(value)
+    return values
+
+
+def _batched_request(client_id, request_id):
+    """A request of a signature, size and width that vary; returns (body, expected)."""
+    kind = (client_id + request_id) % 4
+    if kind == 0:  # serving_default, 1-3 sentences of different lengths
+        sentences = [" ".join([f"c{client_id}r{request_id}s{i}"] + ["w"] * ((i * 5 + request_id)
+                                                                         % 9))
+                     for i in range(1 + request_id % 3)]
+        width = max(len(s.split()) for s in sentences)
+        expected = [dict(_expected(s), words=_expected(s)["words"]
+                         + [""] * (width - len(s.split()))) for s in sentences]
+        return {"instances": sentences}, (200, expected)
+    if kind == 1:  # parse_words, rows of different widths
+        words = [f"c{client_id}", f"r{request_id}"] + ["v"] * (request_id % 5)
+        row = {"words": words + [""] * (client_id % 3), "num_words": len(words)}
+        return ({"signature_name": "parse_words", "instances": [row]},
+                (200, [{"num_words": len(words), "tree": f"(S {' '.join(words)})"}]))
+    if kind == 2:  # label: two inputs, one output
+        return ({"signature_name": "label",
+                 "instances": [{"text": f"c{client_id}", "count": request_id}]},
+                (200, [f"c{client_id}#{request_id}"]))
+    # label with a count the graph refuses: fails alone, with 400.
+    return ({"signature_name": "label", "instances": [{"text": "bad", "count": 5000}]},
+            (400, None))
+
+
+def test_merged_batches_answer_each_client_its_own(batching_server):
+    port = batching_server[0]
+    before = _metric_values(port)
+    num_clients, requests_per_client = 12, 12
+
+    def run_client(client_id):
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=HTTP_TIMEOUT_S)
+        mismatches = []
+        try:
+            for request_id in range(requests_per_client):
+                body, (expected_status, expected) = _batched_request(client_id, request_id)
+                connection.request("POST", _PREDICT, body=json.dumps(body))
+                response = connection.getresponse()
+                answer = json.loads(response.read())
+                if response.status != expected_status:
+                    mismatches.append((body, response.status, answer))
+                elif expected_status == 400:
+                    if "count must be under 1000" not in answer["error"]:
+                        mismatches.append((body, answer))
+                elif answer["predictions"] != [
+                        e if not isinstance(e, dict) else
+                        {k: p[k] for k in e if k in p} | {k: e[k] for k in e if k != "score"}
+                        for e, p in zip(expected, answer["predictions"])] or any(
+                            isinstance(e, dict) and "score" in e
+                            and p["score"] != pytest.approx(e["score"])
+                            for e, p in zip(expected, answer["predictions"])):
+                    mismatches.append((body, answer))
+        finally:
+            connection.close()
+        return mismatches
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=num_clients) as pool:
+        results = list(pool.map(run_client, range(num_clients), timeout=300))
+    assert [m for mismatches in results for m in mismatches] == []
+    after = _metric_values(port)
+    calls = (after["tetra_serving_batch_size_count"]
+             - before.get("tetra_serving_batch_size_count", 0))
+    rows = after["tetra_serving_batch_size_sum"] - before.get("tetra_serving_batch_size_sum", 0)
+    # Requests were merged: fewer model calls than rows (bad requests also ran alone).
+    assert calls < rows, (calls, rows)
+
+
+def test_request_larger_than_a_batch_is_split(batching_server):
+    port = batching_server[0]
+    sentences = [" ".join([f"s{i}"] + ["x"] * (i % 7)) for i in range(21)]  # 3 batches of 8
+    before = _metric_values(port)
+    status, body = _http(port, "POST", _PREDICT, {"instances": sentences})
+    assert status == 200, body
+    width = max(len(s.split()) for s in sentences)
+    assert [p["tree"] for p in body["predictions"]] == [_expected(s)["tree"] for s in sentences]
+    assert [p["words"] for p in body["predictions"]] == [
+        s.split() + [""] * (width - len(s.split())) for s in sentences]
+    after = _metric_values(port)
+    assert after["tetra_serving_batch_size_count"] - before["tetra_serving_batch_size_count"] >= 3
+
+
+def test_full_batch_queue_answers_503(batching_server):
+    port = batching_server[0]
+
+    def slow(rows, sleep_ms):
+        return _http(port, "POST", _PREDICT, {"signature_name": "slow", "instances": [
+            {"text": f"t{i}", "sleep_ms": sleep_ms} for i in range(rows)]})
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
+        busy = pool.submit(slow, 1, 3000)  # Holds the one batch thread for 3 s.
+        time.sleep(1.0)
+        # Four full batches fill the queue (max_enqueued_batches: 4)...
+        queued = [pool.submit(slow, 8, 0) for _ in range(4)]
+        time.sleep(1.0)
+        # ...so the next request is refused at once instead of waiting.
+        status, body = slow(1, 0)
+        assert status == 503, body
+        assert "full" in body["error"]
+        assert busy.result()[0] == 200
+        assert [f.result()[0] for f in queued] == [200] * 4
+    assert slow(1, 0)[0] == 200
+
+
+def test_metrics_count_what_was_served(batching_server):
+    port = batching_server[0]
+    before = _metric_values(port)
+    for sentence in ["a b", "c d e", "f"]:
+        assert _http(port, "POST", _PREDICT, {"instances": [sentence]})[0] == 200
+    for request in [{"instances": [""]}, {"instances": "x"}]:
+        assert _http(port, "POST", _PREDICT, request)[0] == 400
+    assert _http(port, "GET", "/v1/models/nope")[0] == 404
+    after = _metric_values(port)
+
+    def delta(name):
+        return after.get(name, 0) - before.get(name, 0)
+
+    assert delta('tetra_serving_requests_total{api="rest",method="predict",status="OK"}') == 3
+    assert delta('tetra_serving_requests_total{api="rest",method="predict",'
+                 'status="INVALID_ARGUMENT"}') == 2
+    assert delta('tetra_serving_requests_total{api="rest",method="status",'
+                 'status="NOT_FOUND"}') == 1
+    assert delta('tetra_serving_request_latency_seconds_count{api="rest",'
+                 'method="predict"}') == 5
+    assert delta("tetra_serving_batch_size_count") == 3  # Bad requests never reach it.
+    assert delta("tetra_serving_batch_size_sum") == 3
+    assert after["tetra_serving_queue_depth"] == 0
+    assert after["tetra_serving_model_version"] == SERVED_VERSION
+
+
+def test_grpc_api_with_tf_serving_status_codes(batching_server):
+    import grpc
+    from tensorflow_serving.apis import (get_model_metadata_pb2, get_model_status_pb2,
+                                         model_service_pb2_grpc, predict_pb2,
+                                         prediction_service_pb2_grpc)
+
+    port, _, grpc_port = batching_server
+    before = _metric_values(port)
+    with grpc.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
+        stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+        request = predict_pb2.PredictRequest()
+        request.model_spec.name = MODEL_NAME
+        request.model_spec.signature_name = "label"
+        request.inputs["text"].CopyFrom(tf.make_tensor_proto(["a", "b c"]))
+        request.inputs["count"].CopyFrom(tf.make_tensor_proto([1, -7], dtype=tf.int32))
+        response = stub.Predict(request, HTTP_TIMEOUT_S)
+        assert tf.make_ndarray(response.outputs["labelled"]).tolist() == [b"a#1", b"b c#-7"]
+        assert response.model_spec.version.value == SERVED_VERSION
+
+        def code_of(call, request):
+            with pytest.raises(grpc.RpcError) as error:
+                call(request, HTTP_TIMEOUT_S)
+            return error.value.code()
+
+        bad = predict_pb2.PredictRequest()
+        bad.CopyFrom(request)
+        bad.inputs["count"].CopyFrom(tf.make_tensor_proto([1, 5000], dtype=tf.int32))
+        assert code_of(stub.Predict, bad) == grpc.StatusCode.INVALID_ARGUMENT  # In-graph.
+        bad.inputs["count"].CopyFrom(tf.make_tensor_proto([1.0, 2.0]))
+        assert code_of(stub.Predict, bad) == grpc.StatusCode.INVALID_ARGUMENT  # dtype
+        empty = predict_pb2.PredictRequest()
+        empty.model_spec.name = MODEL_NAME
+        empty.inputs["sentences"].CopyFrom(tf.make_tensor_proto(["ok", " "]))
+        assert code_of(stub.Predict, empty) == grpc.StatusCode.INVALID_ARGUMENT
+        missing = predict_pb2.PredictRequest()
+        missing.CopyFrom(request)
+        missing.model_spec.name = "nope"
+        assert code_of(stub.Predict, missing) == grpc.StatusCode.NOT_FOUND
+        missing.model_spec.name = MODEL_NAME
+        missing.model_spec.version.value = 1
+        assert code_of(stub.Predict, missing) == grpc.StatusCode.NOT_FOUND
+
+        metadata_request = get_model_metadata_pb2.GetModelMetadataRequest()
+        metadata_request.model_spec.name = MODEL_NAME
+        metadata_request.metadata_field.append("signature_def")
+        metadata = stub.GetModelMetadata(metadata_request, HTTP_TIMEOUT_S)
+        signature_defs = get_model_metadata_pb2.SignatureDefMap()
+        metadata.metadata["signature_def"].Unpack(signature_defs)
+        assert set(signature_defs.signature_def) >= {"serving_default", "label",
+                                                     "parse_words", "slow"}
+        assert set(signature_defs.signature_def["label"].inputs) == {"text", "count"}
+
+        model_stub = model_service_pb2_grpc.ModelServiceStub(channel)
+        status_request = get_model_status_pb2.GetModelStatusRequest()
+        status_request.model_spec.name = MODEL_NAME
+        status = model_stub.GetModelStatus(status_request, HTTP_TIMEOUT_S)
+        assert [(v.version, v.state) for v in status.model_version_status] == [
+            (SERVED_VERSION, get_model_status_pb2.ModelVersionStatus.AVAILABLE)]
+        status_request.model_spec.name = "nope"
+        assert code_of(model_stub.GetModelStatus, status_request) == grpc.StatusCode.NOT_FOUND
+    after = _metric_values(port)
+    assert after['tetra_serving_requests_total{api="grpc",method="predict",status="OK"}'] - \
+        before.get('tetra_serving_requests_total{api="grpc",method="predict",status="OK"}',
+                   0) == 1
+
+
+# ----------------------------------------------------------------------------------------
 # The real export (tetra_tf/export.py) of a tiny random model, served and parsed over REST.
 
 
@@ -506,9 +833,10 @@ def test_real_export_over_rest_matches_parser(tetra_export, tmp_path):
         expected["strings"] = parser.parse_to_strings(word_lists)
         expected["trees"] = parser.parse_sents(word_lists)
 
+    grpc_port = _free_port()
     with _running_server(tetra_export, "tetra", tmp_path / "server.log",
                          f"--max_pieces_per_request={MAX_PIECES}",
-                         while_starting=parse_in_process) as port:
+                         while_starting=parse_in_process, grpc_port=grpc_port) as port:
         expected_strings, expected_trees = expected["strings"], expected["trees"]
         address = f"http://127.0.0.1:{port}"
         trees = serving_client.parse([" ".join(words) for words in word_lists],
@@ -529,6 +857,22 @@ def test_real_export_over_rest_matches_parser(tetra_export, tmp_path):
                             ("pos_tags", "DT_STRING"), ("score", "DT_FLOAT"),
                             ("tree", "DT_STRING")]:
             assert outputs.get(name) == dtype, name
+
+        # TF Serving's gRPC API, with the official client code: the same trees.
+        import grpc
+        from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
+
+        channel = grpc.insecure_channel(f"127.0.0.1:{grpc_port}")
+        stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+        request = predict_pb2.PredictRequest()
+        request.model_spec.name = "tetra"
+        request.model_spec.signature_name = "serving_default"
+        request.inputs["sentences"].CopyFrom(
+            tf.make_tensor_proto([" ".join(words) for words in word_lists]))
+        result = stub.Predict(request, 30.0)
+        channel.close()
+        grpc_trees = [t.decode("utf-8") for t in tf.make_ndarray(result.outputs["tree"])]
+        assert grpc_trees == trees
 
         # Columnar request: the same trees, and words/num_words echo the input.
         sentences = [" ".join(words) for words in word_lists[:3]]
