@@ -669,16 +669,28 @@ def _json_response(payload: Any, status: int = 200) -> flask.Response:
 class ModelManager:
     """The served versions of one model: the one new requests get, and lookups by version.
 
-    Requests hold a version while they run (acquire), so a version being replaced is
-    unloaded only after its last request finishes.
+    Requests hold a version while they run (acquire). With a base path to watch
+    (TF Serving's --file_system_poll_wait_seconds), a new highest version is loaded in the
+    background, new requests switch to it, and the old one is unloaded once its last
+    request has finished; a version that fails to load is logged and the old one keeps
+    serving.
     """
 
-    def __init__(self, model: ServedModel) -> None:
+    def __init__(self, model: ServedModel,
+                 load: Callable[[int, str], ServedModel] | None = None,
+                 on_unload: Callable[[ServedModel], None] | None = None,
+                 on_switch: Callable[[ServedModel], None] | None = None) -> None:
         self.name = model.name
         self._lock = threading.Condition()
         self._current = model
         self._in_flight: dict[int, int] = {model.version: 0}
         self._loaded: dict[int, ServedModel] = {model.version: model}
+        self._load = load
+        self._on_unload = on_unload
+        self._on_switch = on_switch
+        self._failed: dict[int, float] = {}  # version → its saved_model.pb's mtime
+        self._stop = threading.Event()
+        self._poller: threading.Thread | None = None
 
     @property
     def current(self) -> ServedModel:
@@ -698,8 +710,8 @@ class ModelManager:
         with self._lock:
             if model_name != self.name:
                 raise RequestError(missing.format(spec=f"Latest({model_name})"), 404)
-            model = self._current if number is None else self._loaded.get(number)
-            if model is None or (number is not None and number != self._current.version):
+            model = self._current
+            if number is not None and number != model.version:
                 raise RequestError(missing.format(
                     spec=f"Specific({model_name}, {number})"), 404)
             self._in_flight[model.version] += 1
@@ -718,6 +730,70 @@ class ModelManager:
             raise RequestError(f"Could not find version {version} of model {model_name}",
                                404)
         return current.status_json()
+
+    def watch(self, base_path: str, poll_wait_s: float) -> None:
+        """Polls base_path every poll_wait_s seconds for a new highest version."""
+        def poll_forever() -> None:
+            while not self._stop.wait(poll_wait_s):
+                try:
+                    self.poll(base_path)
+                except Exception:  # noqa: BLE001 - keep serving; say why in the log.
+                    absl_logging.error("polling %s failed:\n%s", base_path,
+                                       traceback.format_exc())
+
+        self._poller = threading.Thread(target=poll_forever, name="version-poller",
+                                        daemon=True)
+        self._poller.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def poll(self, base_path: str) -> None:
+        """Loads and switches to the highest version under base_path, if it is new."""
+        try:
+            version, export_dir = find_latest_version(base_path)
+        except UsageError:
+            return  # No version there (for now): keep serving the loaded one.
+        if version == self.current.version or self._load is None:
+            return
+        stamp = _saved_model_mtime(export_dir)
+        if self._failed.get(version) == stamp:
+            return  # Already failed to load, and unchanged since.
+        absl_logging.info("loading model %r version %d from %s", self.name, version,
+                          export_dir)
+        try:
+            model = self._load(version, export_dir)
+        except Exception as e:  # noqa: BLE001 - the old version keeps serving.
+            self._failed[version] = stamp
+            absl_logging.error("failed to load version %d from %s, still serving version "
+                               "%d: %s: %s", version, export_dir, self.current.version,
+                               type(e).__name__, _first_line(str(e))[:500])
+            return
+        with self._lock:
+            old = self._current
+            self._current = model
+            self._loaded[model.version] = model
+            self._in_flight.setdefault(model.version, 0)
+        if self._on_switch:
+            self._on_switch(model)
+        absl_logging.info("serving version %d; unloading version %d once its requests "
+                          "finish", model.version, old.version)
+        with self._lock:
+            self._lock.wait_for(lambda: self._in_flight.get(old.version, 0) == 0)
+            del self._loaded[old.version]
+            del self._in_flight[old.version]
+        if self._on_unload:
+            self._on_unload(old)
+        absl_logging.info("unloaded version %d", old.version)
+
+
+def _saved_model_mtime(export_dir: str) -> float:
+    for name in ("saved_model.pb", "saved_model.pbtxt"):
+        try:
+            return os.path.getmtime(os.path.join(export_dir, name))
+        except OSError:
+            continue
+    return 0.0
 
 
 Runner = Callable[[ServedModel, Prepared], dict[str, np.ndarray]]
@@ -1296,6 +1372,10 @@ def _define_flags() -> None:
                          "Threads answering HTTP requests (each waits for its model call; "
                          "with batching, this bounds how many requests can be merged).",
                          lower_bound=1)
+    flags.DEFINE_float("file_system_poll_wait_seconds", 1.0,
+                       "Check --model_base_path this often for a new highest version, load "
+                       "it and switch to it without a restart (TF Serving's flag); 0 or "
+                       "less: never.")
     flags.DEFINE_bool("enable_batching", False,
                       "Merge concurrent predict requests into one model call (TF Serving's "
                       "flag), with --batching_parameters_file.")
@@ -1389,7 +1469,6 @@ def main(argv: list[str]) -> int:
                     word_inputs=tuple(flag_values.word_inputs),
                     max_pieces_per_request=flag_values.max_pieces_per_request)
     metrics = Metrics()
-    manager = ModelManager(model)
     metrics.model_version.set(model.version)
     runner: DirectRunner | BatchingRunner
     if batching_params is not None:
@@ -1399,6 +1478,18 @@ def main(argv: list[str]) -> int:
         absl_logging.info("batching: %s", batching_params)
     else:
         runner = DirectRunner(metrics)
+
+    def load(new_version: int, new_export_dir: str) -> ServedModel:
+        loaded = ServedModel(flag_values.model_name, new_version, new_export_dir,
+                             flag_values.max_concurrent_predictions)
+        if batching_params is not None:
+            loaded.set_max_concurrent_calls(batching_params.num_batch_threads)
+        return loaded
+
+    manager = ModelManager(model, load, on_unload=runner.unload,
+                           on_switch=lambda m: metrics.model_version.set(m.version))
+    if flag_values.file_system_poll_wait_seconds > 0:
+        manager.watch(flag_values.model_base_path, flag_values.file_system_poll_wait_seconds)
     flask_app = create_app(manager, limits, flag_values.max_request_bytes, runner, metrics)
     try:
         grpc_server, grpc_port = create_grpc_server(
@@ -1419,7 +1510,8 @@ def main(argv: list[str]) -> int:
               flag_values.shutdown_timeout_s, on_ready,
               threads=flag_values.rest_api_num_threads,
               max_request_bytes=flag_values.max_request_bytes,
-              read_timeout_s=flag_values.request_read_timeout_s, grpc_server=grpc_server)
+              read_timeout_s=flag_values.request_read_timeout_s, grpc_server=grpc_server,
+              on_stop=manager.stop)
     except OSError as e:
         _error(f"cannot serve on {flag_values.rest_api_host}:{flag_values.rest_api_port}: {e}")
         return EXIT_FAILURE

@@ -21,6 +21,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import numpy as np
@@ -51,13 +52,17 @@ serving_client = _load_client_module()
 class ToyParser(tf.Module):
     """The export's interface with trivial behaviour: the tree is "(S w1 w2 ...)"."""
 
+    def __init__(self, root="S"):
+        super().__init__()
+        self.root = root  # The tree's root label (tells versions apart).
+
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="sentences")])
     def parse(self, sentences):
         words = tf.strings.split(sentences)
         num_words = tf.cast(words.row_lengths(), tf.int32)
         joined = tf.strings.reduce_join(words, axis=-1, separator=" ")
         return {"num_words": num_words, "words": words.to_tensor(""),
-                "tree": tf.strings.join(["(S ", joined, ")"]),
+                "tree": tf.strings.join([f"({self.root} ", joined, ")"]),
                 "score": tf.cast(num_words, tf.float32) * 0.5}
 
     @tf.function(input_signature=[tf.TensorSpec([None, None], tf.string, name="words"),
@@ -795,6 +800,88 @@ def test_grpc_api_with_tf_serving_status_codes(batching_server):
     assert after['tetra_serving_requests_total{api="grpc",method="predict",status="OK"}'] - \
         before.get('tetra_serving_requests_total{api="grpc",method="predict",status="OK"}',
                    0) == 1
+
+
+# ----------------------------------------------------------------------------------------
+# New versions without a restart (--file_system_poll_wait_seconds).
+
+
+def _save_toy_version(base, version, root):
+    """Saves a ToyParser with tree root `root` as base/version, moved into place whole."""
+    module = ToyParser(root)
+    staging = base.parent / f".staging-{version}"
+    tf.saved_model.save(module, str(staging),
+                        signatures={"serving_default": module.parse, "slow": module.slow})
+    os.rename(staging, base / str(version))
+
+
+def test_new_version_is_served_without_a_restart_and_loses_no_request(tmp_path):
+    base = tmp_path / "models" / MODEL_NAME
+    base.mkdir(parents=True)
+    _save_toy_version(base, 1, "V1")
+    log_path = tmp_path / "server.log"
+    with _running_server(base, MODEL_NAME, log_path, "--file_system_poll_wait_seconds=0.2",
+                         "--enable_batching") as port:
+        stop = threading.Event()
+        roots_seen = []
+
+        def run_client(client_id):
+            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=HTTP_TIMEOUT_S)
+            failures, count = [], 0
+            try:
+                while not stop.is_set():
+                    sentence = f"c{client_id} r{count}"
+                    connection.request("POST", _PREDICT,
+                                       body=json.dumps({"instances": [sentence]}))
+                    response = connection.getresponse()
+                    answer = json.loads(response.read())
+                    tree = answer["predictions"][0]["tree"] if response.status == 200 else None
+                    if tree not in (f"(V1 {sentence})", f"(V2 {sentence})"):
+                        failures.append((response.status, answer))
+                    else:
+                        roots_seen.append(tree[1:3])
+                    count += 1
+            finally:
+                connection.close()
+            return failures, count
+
+        with concurrent.futures.ThreadPoolExecutor(max_workers=5) as pool:
+            clients = [pool.submit(run_client, i) for i in range(4)]
+            # A request in flight on version 1 while version 2 arrives: it finishes there.
+            slow = pool.submit(_http, port, "POST", _PREDICT, {
+                "signature_name": "slow", "instances": [{"text": "t", "sleep_ms": 4000}]})
+            time.sleep(0.5)
+            _save_toy_version(base, 2, "V2")
+            deadline = time.monotonic() + 60
+            while "V2" not in roots_seen[-5:] and time.monotonic() < deadline:
+                time.sleep(0.2)
+            # A broken version 3: logged, and version 2 keeps serving.
+            (base / "3").mkdir()
+            (base / "3" / "saved_model.pb").write_bytes(b"not a SavedModel")
+            deadline = time.monotonic() + 30
+            while "failed to load version 3" not in log_path.read_text() and \
+                    time.monotonic() < deadline:
+                time.sleep(0.2)
+            time.sleep(0.5)
+            stop.set()
+            results = [client.result(timeout=60) for client in clients]
+            assert slow.result(timeout=60) == (200, {"predictions": ["t"]})
+        assert [f for failures, _ in results for f in failures] == []
+        assert all(count > 0 for _, count in results)
+        assert roots_seen[0] == "V1" and roots_seen[-1] == "V2"
+        # Once a client saw version 2, it never saw version 1 again.
+        assert "V1" not in roots_seen[roots_seen.index("V2"):]
+        assert _http(port, "GET", f"/v1/models/{MODEL_NAME}")[1][
+            "model_version_status"][0]["version"] == "2"
+        log = log_path.read_text()
+        assert "failed to load version 3" in log
+        # Version 1 was unloaded only after its slow request had been answered.
+        lines = log.splitlines()
+        slow_answered = next(i for i, line in enumerate(lines) if "POST" in line
+                             and "predict 200" in line and "batch=1" in line
+                             and float(line.split()[-2].rstrip("ms")) > 3000)
+        unloaded = next(i for i, line in enumerate(lines) if "unloaded version 1" in line)
+        assert slow_answered < unloaded
 
 
 # ----------------------------------------------------------------------------------------
