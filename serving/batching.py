@@ -207,8 +207,12 @@ class _Batch:
 class BatchScheduler:
     """TF Serving's BasicBatchScheduler: one queue per key, shared batch threads.
 
-    `run_batch(tasks)` is called on a batch thread with the tasks of one batch (all of one
-    key); it must finish every task (Task.finish).
+    `run_batch(tasks)` is called with the tasks of one batch (all of one key); it must
+    finish every task (Task.finish). At most num_batch_threads batches run at a time.
+
+    With no batch timeout, a request that finds its queue empty and a batch slot free runs
+    at once on its own thread, as the batch of one it would be anyway: this saves the two
+    thread hand-offs that would otherwise add to every lone request's latency.
     """
 
     def __init__(self, params: BatchingParameters, run_batch: Callable[[list[Task]], None],
@@ -221,6 +225,7 @@ class BatchScheduler:
         self._lock = threading.Condition()
         self._queues: dict[Hashable, collections.deque[_Batch]] = {}
         self._stopping = False
+        self._running = 0  # Batches running now (on batch threads or inline).
         self._threads = [threading.Thread(target=self._work, name=f"{name}-{i}", daemon=True)
                          for i in range(params.num_batch_threads)]
         for thread in self._threads:
@@ -241,6 +246,25 @@ class BatchScheduler:
         if task.rows > self._max_rows or (self._max_cost is not None
                                           and task.cost > self._max_cost):
             raise ValueError("task larger than a batch; split it first")
+        with self._lock:
+            if self._stopping:
+                raise QueueFullError("the server is shutting down")
+            queue = self._queues.setdefault(task.key, collections.deque())
+            run_inline = (self._timeout_s == 0 and not queue
+                          and self._running < self.params.num_batch_threads)
+            if run_inline:
+                self._running += 1
+        if run_inline:
+            try:
+                self._run_batch([task])
+            except BaseException as e:  # noqa: BLE001 - never leave a client waiting.
+                if not task._done.is_set():
+                    task.finish(error=e)
+            finally:
+                with self._lock:
+                    self._running -= 1
+                    self._lock.notify_all()
+            return
         with self._lock:
             if self._stopping:
                 raise QueueFullError("the server is shutting down")
@@ -286,12 +310,13 @@ class BatchScheduler:
                             ready = (queue, batch)
                     elif wake_at is None or due < wake_at:
                         wake_at = due
-                if ready is not None:
+                if ready is not None and self._running < self.params.num_batch_threads:
                     queue, batch = ready
                     queue.popleft()
                     batch.closed = True
+                    self._running += 1
                     return batch
-                if self._stopping:
+                if self._stopping and ready is None:
                     return None
                 self._lock.wait(None if wake_at is None else max(0.0, wake_at - now))
 
@@ -306,6 +331,10 @@ class BatchScheduler:
                 for task in batch.tasks:
                     if not task._done.is_set():
                         task.finish(error=e)
+            finally:
+                with self._lock:
+                    self._running -= 1
+                    self._lock.notify_all()
 
     def stop(self, timeout_s: float = 30.0) -> None:
         """Runs what is queued, then ends the batch threads; new tasks are refused."""

@@ -125,6 +125,7 @@ class PieceCounter:
             return tf.minimum(tf.cast(pieces, tf.int32), cap)
 
         self._count = count
+        self.count([b"warm-up"])  # Traces now, not on the first request.
 
     def count(self, words: list[bytes]) -> np.ndarray:
         """Pieces per word (each at most max_pieces_per_word), int32 [len(words)]."""

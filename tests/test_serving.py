@@ -35,7 +35,7 @@ MODEL_NAME = "toy"
 SERVED_VERSION = 3
 MAX_REQUEST_BYTES = 200_000
 STARTUP_TIMEOUT_S = 90.0
-HTTP_TIMEOUT_S = 30.0
+HTTP_TIMEOUT_S = 60.0  # Generous: the test machine is shared and often loaded.
 READ_TIMEOUT_S = 2.0
 
 
@@ -434,10 +434,8 @@ def test_stalled_body_is_cut_off(server):
     with socket.create_connection(("127.0.0.1", server), timeout=HTTP_TIMEOUT_S) as sock:
         sock.sendall(f"POST {_PREDICT} HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n"
                      '\r\n{"instances": '.encode())
-        started = time.monotonic()
         data = sock.recv(4096)  # Blocks until the server closes the connection.
-        waited = time.monotonic() - started
-    assert data == b"" and waited < HTTP_TIMEOUT_S
+    assert data == b""  # Closed by the server (a timeout here would raise instead).
     status, answer = _http(server, "POST", _PREDICT, {"instances": ["still serving ."]})
     assert status == 200
 
@@ -567,6 +565,50 @@ def test_split_outputs_cuts_each_request_to_its_own_width():
     assert second["words"].tolist() == [[b"c", b"d", b"e"]]
     joined = batching.join_outputs([first, second], 3)
     assert joined["words"].tolist() == outputs["words"].tolist()
+
+
+def test_scheduler_merges_waiting_tasks_and_runs_a_lone_one_inline():
+    params = batching.BatchingParameters(max_batch_size=4, batch_timeout_micros=0,
+                                         max_enqueued_batches=2, num_batch_threads=1)
+    release = threading.Event()
+    batches = []
+
+    def run_batch(tasks):
+        batches.append(([t.payload for t in tasks], threading.current_thread().name))
+        if tasks[0].payload == "first":
+            release.wait(HTTP_TIMEOUT_S)
+        for task in tasks:
+            task.finish(task.payload.upper())
+
+    scheduler = batching.BatchScheduler(params, run_batch, name="test-batch")
+
+    def submit_and_wait(payload):
+        task = batching.Task("key", 1, 0, payload)
+        scheduler.submit(task)
+        return task.wait(), threading.current_thread().name
+
+    def wait_until(condition):
+        deadline = time.monotonic() + HTTP_TIMEOUT_S
+        while not condition():
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=9) as pool:
+        first = pool.submit(submit_and_wait, "first")  # Alone: runs inline, holds the slot.
+        wait_until(lambda: len(batches) == 1)
+        others = [pool.submit(submit_and_wait, name) for name in "abcdefgh"]
+        wait_until(lambda: scheduler.queued_rows() == 8)  # Two full batches wait...
+        with pytest.raises(batching.QueueFullError):  # ...so the queue is full.
+            scheduler.submit(batching.Task("key", 1, 0, "refused"))
+        release.set()
+        assert first.result()[0] == "FIRST"
+        results = [future.result() for future in others]
+    scheduler.stop()
+    assert batches[0] == (["first"], first.result()[1])  # On the caller's own thread.
+    assert [result for result, _ in results] == list("ABCDEFGH")
+    assert sorted(len(payloads) for payloads, _ in batches[1:]) == [4, 4]
+    assert sorted(p for payloads, _ in batches[1:] for p in payloads) == list("abcdefgh")
+    assert all(thread.startswith("test-batch") for _, thread in batches[1:])
 
 
 BATCHING_PARAMETERS = """max_batch_size { value: 8 }
