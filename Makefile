@@ -19,7 +19,7 @@ OUTPUT ?= /dev/stdout
 .PHONY: install test data train evaluate export parser parse serve bench
 
 install:
-	$(PYTHON) -m pip install -e ".[dev]"
+	$(PYTHON) -m pip install -e ".[dev,serving]"
 
 test:
 	$(PYTHON) -m pytest -q tests

@@ -28,6 +28,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+# The server's own dependencies: the 'serving' extra (pip install -e ".[serving]").
+for _module in ("waitress", "grpc", "tensorflow_serving", "prometheus_client"):
+    pytest.importorskip(_module, reason="needs the 'serving' extra: pip install -e "
+                        '".[serving]"')
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SERVER_SCRIPT = os.path.join(REPO_ROOT, "serving", "server.py")
 CLIENT_SCRIPT = os.path.join(REPO_ROOT, "serving", "client.py")
