@@ -316,8 +316,14 @@ class ServedModel:
         batch_size = _check_batch(inputs, limits)
         row_pieces = None
         if row_words is not None and self.piece_counter is not None:
-            counts = self.piece_counter.count([w for words in row_words for w in words])
+            cap = self.piece_counter.max_pieces_per_word
             lengths = [len(words) for words in row_words]
+            if cap * sum(lengths) <= limits.max_pieces_per_request:
+                # Within the limit whatever the words are: skip tokenizing (the costly
+                # part), and let the upper bound stand for the pieces when merging.
+                counts = np.full(sum(lengths), cap, np.int32)
+            else:
+                counts = self.piece_counter.count([w for words in row_words for w in words])
             row_pieces = np.array([int(part.sum()) for part in
                                    np.split(counts, np.cumsum(lengths)[:-1])])
             total = int(counts.sum())
