@@ -142,7 +142,7 @@ def model_base_path(tmp_path_factory):
 
 @contextlib.contextmanager
 def _running_server(base_path, model_name, log_path, *flags, while_starting=None,
-                    grpc_port=None):
+                    grpc_port=None, in_flight_at_shutdown=None):
     """Starts serving/server.py on a free port; yields the port once the model is available.
 
     The gRPC API listens on grpc_port (a free port when None).
@@ -173,8 +173,16 @@ def _running_server(base_path, model_name, log_path, *flags, while_starting=None
                 pytest.fail(f"server not ready in {STARTUP_TIMEOUT_S} s:\n{log_path.read_text()}")
             time.sleep(0.2)
         yield port
+        in_flight = None
+        if in_flight_at_shutdown is not None:
+            in_flight = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+            pending = in_flight.submit(in_flight_at_shutdown, port)
+            time.sleep(1.0)
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=30) == 0, log_path.read_text()
+        if in_flight is not None:
+            pending.result(timeout=HTTP_TIMEOUT_S)
+            in_flight.shutdown()
         assert "shutting down" in log_path.read_text()
     finally:
         if process.poll() is None:
@@ -867,8 +875,15 @@ def test_new_version_is_served_without_a_restart_and_loses_no_request(tmp_path):
     base.mkdir(parents=True)
     _save_toy_version(base, 1, "V1")
     log_path = tmp_path / "server.log"
+
+    def slow_request_during_shutdown(port):
+        """A request in flight at SIGTERM is answered before the server exits."""
+        assert _http(port, "POST", _PREDICT, {"signature_name": "slow", "instances": [
+            {"text": "bye", "sleep_ms": 3000}]}) == (200, {"predictions": ["bye"]})
+
     with _running_server(base, MODEL_NAME, log_path, "--file_system_poll_wait_seconds=0.2",
-                         "--enable_batching") as port:
+                         "--enable_batching",
+                         in_flight_at_shutdown=slow_request_during_shutdown) as port:
         stop = threading.Event()
         roots_seen = []
 
