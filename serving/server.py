@@ -964,10 +964,13 @@ class BatchingRunner:
         signature_name = tasks[0].key[0]
         try:
             outputs = model.call(signature_name, inputs)
-            widths = [task.payload[1] for task in tasks]
-            batch_width = max(widths) if None not in widths else None
-            parts = batching.split_outputs(outputs, [task.rows for task in tasks], widths,
-                                           batch_width)
+            if len(tasks) == 1 and padded_rows == rows:
+                parts = [outputs]  # A batch of one request: its outputs as they are.
+            else:
+                widths = [task.payload[1] for task in tasks]
+                batch_width = max(widths) if None not in widths else None
+                parts = batching.split_outputs(outputs, [task.rows for task in tasks],
+                                               widths, batch_width)
         except (RequestError, ValueError) as e:
             if len(tasks) > 1:  # Find the request(s) at fault: each one alone.
                 for task in tasks:
