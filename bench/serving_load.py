@@ -11,7 +11,12 @@ One run, against the local server on one export:
   clients over REST (keep-alive HTTP/1.1, `{"instances": [sentence]}`) and over TF
   Serving's gRPC API (PredictionServiceStub.Predict); every client sends one sentence per
   request, drawn in turn from the NLTK sample's test split (wsj_0180-0199), until the run
-  has sent --requests requests.
+  has sent --requests requests. Each server first answers every sentence once, untimed
+  (TensorFlow sets up its kernels per new shape on first use).
+
+Then, in this process (no HTTP), the server's predict path at 1 request at a time,
+direct and through the batching runner, alternating request by request: batching's own
+cost, free of the load drift between the two servers' runs.
 
 Prints sentences per second and p50/p95/p99 latency (milliseconds, as the clients see
 it) per configuration, each throughput next to the first ceiling ("x before"), and the two
@@ -304,6 +309,35 @@ def _run(args: argparse.Namespace, export_dir: str, word_lists: list[list[str]],
           f"{os.cpu_count()} CPUs)\n", flush=True)
     ceiling = ceiling_before
 
+    # Batching's own cost at 1 client, without HTTP and without load drift between the
+    # two servers' runs: the server's predict path in this process, direct and through
+    # the batching runner, alternating request by request on the same sentences.
+    sys.path.insert(0, os.path.join(REPO_ROOT, "serving"))
+    import batching as batching_lib
+    import server as server_lib
+
+    served = server_lib.ServedModel(MODEL_NAME, 1, export_dir)
+    limits = server_lib.Limits()
+    direct = server_lib.DirectRunner()
+    batched = server_lib.BatchingRunner(
+        batching_lib.read_batching_parameters(args.batching_parameters_file), limits)
+    bodies = [json.dumps({"instances": [s]}).encode() for s in sentences[:120]]
+    for body in bodies[:30]:
+        served.predict_json(body, limits, direct)
+    times: dict[str, list[float]] = {"direct": [], "batching": []}
+    for i, body in enumerate(bodies):
+        order = [("direct", direct), ("batching", batched)]
+        for name, runner in order if i % 2 else order[::-1]:
+            started = time.perf_counter()
+            served.predict_json(body, limits, runner)
+            times[name].append(time.perf_counter() - started)
+    batched.unload(served)
+    del served
+    p50 = {name: float(np.percentile(values, 50)) * 1e3 for name, values in times.items()}
+    print(f"in process, 1 request at a time, alternating ({len(bodies)} each): p50 direct "
+          f"{p50['direct']:.1f} ms, through the batching runner {p50['batching']:.1f} ms "
+          f"= {p50['batching'] / p50['direct']:.2f}\n", flush=True)
+
     rows = []
     header = (f"{'batching':8} {'api':4} {'clients':>7} {'requests':>8} {'sents/s':>8} "
               f"{'x before':>9} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'mismatch':>8}")
@@ -312,6 +346,10 @@ def _run(args: argparse.Namespace, export_dir: str, word_lists: list[list[str]],
                      for mode in args.batching]:
         server = Server(export_dir, scratch, batching)
         try:
+            # Warm-up, untimed: every sentence once (TensorFlow sets up kernels per new
+            # shape, i.e. per sentence length, on first use), 8 clients over REST.
+            run_load(lambda: _rest_client(server.rest_port), sentences, expected, 8,
+                     len(sentences))
             for api in args.apis:
                 channel = (grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}")
                            if api == "grpc" else None)
