@@ -30,6 +30,9 @@ setup(
         "dev": ["pytest", "hypothesis", "tokenizers"],  # tokenizers: the tokenization oracle
         "bench": ["torch", "transformers"],  # the PyTorch reference pipeline and test oracle
         "spacy": ["spacy>=3.7,<4"],
+        # serving/server.py: production WSGI server, TF Serving's gRPC API, metrics.
+        "serving": ["waitress>=3.0", "grpcio", "tensorflow-serving-api==2.20.*",
+                    "prometheus_client"],
         # Corpus-scale parsing (tetra_tf.beam); resolves protobuf to 6.x next to TF 2.20.
         "beam": ["apache-beam==2.77.*"],
     },

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import dataclasses
 import json
 import logging
@@ -41,7 +42,7 @@ import sys
 import threading
 import time
 import traceback
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # Keras 2, before TensorFlow is imported.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -51,7 +52,8 @@ import numpy as np  # noqa: E402
 from absl import app, flags  # noqa: E402
 from absl import logging as absl_logging  # noqa: E402
 from werkzeug import exceptions as http_errors  # noqa: E402
-from werkzeug import serving as werkzeug_serving  # noqa: E402
+
+import batching  # noqa: E402  (serving/batching.py, beside this script)
 
 PROGRAM = "server.py"
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
@@ -63,6 +65,10 @@ _PREDICT_PATH = re.compile(r"/v1/models/([^/:]+)(?:/versions/(\d+))?:(classify|r
                            re.IGNORECASE)
 _METADATA_PATH = re.compile(r"/v1/models/([^/:]+)(?:/versions/(\d+))?/metadata", re.IGNORECASE)
 _STATUS_PATH = re.compile(r"/v1/models(?:/([^/:]+))?(?:/versions/(\d+))?", re.IGNORECASE)
+
+
+MAX_INT64 = (1 << 63) - 1
+MAX_JSON_INTEGER_DIGITS = 20  # int64 and uint64 fit; longer integers are rejected, not parsed.
 
 
 class UsageError(Exception):
@@ -86,6 +92,46 @@ class Limits:
     max_words_per_request: int = 16384
     sentence_inputs: tuple[str, ...] = ("sentences",)
     word_inputs: tuple[str, ...] = ("words",)
+    max_pieces_per_request: int = 32768  # tetra_tf.tokenization.MAX_PIECES_PER_CALL
+
+
+ENCODER_VOCAB_ASSET = os.path.join("assets", "encoder_vocab.txt")
+
+
+class PieceCounter:
+    """Counts a request's WordPiece pieces as the export's graph will, before it runs.
+
+    Uses tetra_tf.tokenization.SubwordTokenizer on the export's own vocabulary asset. A
+    word's pieces past MAX_PIECES_PER_WORD are truncated by the graph, so a word counts
+    min(pieces, MAX_PIECES_PER_WORD). Lower-casing is inferred from the vocabulary (an
+    uncased BERT vocabulary has no upper-case entries besides [CLS]-style tokens).
+    """
+
+    def __init__(self, vocab_path: str) -> None:
+        import tensorflow as tf
+
+        from tetra_tf import tokenization
+
+        vocab = tokenization.read_vocab(vocab_path)
+        lower_case = not any(token != token.lower() for token in vocab
+                             if not (token.startswith("[") and token.endswith("]")))
+        self.max_pieces_per_word = tokenization.MAX_PIECES_PER_WORD
+        self._tokenizer = tokenization.SubwordTokenizer(vocab_path, lower_case=lower_case)
+        cap = self.max_pieces_per_word
+
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+        def count(words: tf.Tensor) -> tf.Tensor:
+            pieces = self._tokenizer.tokenize_flat_words(words).row_lengths()
+            return tf.minimum(tf.cast(pieces, tf.int32), cap)
+
+        self._count = count
+        self.count([b"warm-up"])  # Traces now, not on the first request.
+
+    def count(self, words: list[bytes]) -> np.ndarray:
+        """Pieces per word (each at most max_pieces_per_word), int32 [len(words)]."""
+        if not words:
+            return np.zeros([0], np.int32)
+        return self._count(np.array(words, dtype=object)).numpy()
 
 
 # ----------------------------------------------------------------------------------------
@@ -144,6 +190,17 @@ def _signature_def_json(signature_def: Any) -> dict[str, Any]:
                                      always_print_fields_with_no_presence=True)
 
 
+@dataclasses.dataclass
+class Prepared:
+    """A checked predict request: its inputs, rows, and per-row pieces and words."""
+
+    signature_name: str
+    inputs: dict[str, np.ndarray]
+    batch_size: int
+    row_pieces: np.ndarray | None = None  # subword pieces per row (sentence inputs only)
+    row_widths: np.ndarray | None = None  # words per row (sentence or word inputs)
+
+
 class ServedModel:
     """One loaded SavedModel version: its signatures, metadata and a guarded predict."""
 
@@ -167,24 +224,22 @@ class ServedModel:
         self.version = version
         self.export_dir = export_dir
         self._tf = tf
-        self._signature_defs = _read_signature_defs(export_dir)
+        self.signature_defs = _read_signature_defs(export_dir)
         self._loaded = tf.saved_model.load(export_dir, tags=["serve"])
         self._functions = dict(self._loaded.signatures)
         self._input_specs = {
             name: dict(function.structured_input_signature[1])
             for name, function in self._functions.items()}
         self._model_calls = threading.BoundedSemaphore(max_concurrent_predictions)
+        vocab_path = os.path.join(export_dir, ENCODER_VOCAB_ASSET)
+        self.piece_counter = PieceCounter(vocab_path) if os.path.isfile(vocab_path) else None
+
+    def set_max_concurrent_calls(self, count: int) -> None:
+        self._model_calls = threading.BoundedSemaphore(count)
 
     @property
     def signature_names(self) -> list[str]:
         return sorted(self._functions)
-
-    def check_version(self, model_name: str, version: str | None, missing: str) -> None:
-        """Raises a 404 RequestError unless model_name/version name this model."""
-        if model_name != self.name:
-            raise RequestError(missing.format(spec=f"Latest({model_name})"), 404)
-        if version is not None and int(version) != self.version:
-            raise RequestError(missing.format(spec=f"Specific({model_name}, {version})"), 404)
 
     def status_json(self) -> dict[str, Any]:
         return {"model_version_status": [{
@@ -193,13 +248,31 @@ class ServedModel:
 
     def metadata_json(self) -> dict[str, Any]:
         signature_defs = {name: _signature_def_json(signature_def)
-                          for name, signature_def in sorted(self._signature_defs.items())}
+                          for name, signature_def in sorted(self.signature_defs.items())}
         return {"model_spec": {"name": self.name, "signature_name": "",
                                "version": str(self.version)},
                 "metadata": {"signature_def": {"signature_def": signature_defs}}}
 
-    def predict(self, body: bytes, limits: Limits) -> tuple[dict[str, Any], int]:
-        """Runs a TF Serving predict request body; returns (response JSON, batch size).
+    def signature(self, signature_name: str) -> str:
+        """The signature's name ("" → serving_default), checked to exist (else 400)."""
+        signature_name = signature_name or DEFAULT_SIGNATURE
+        if signature_name not in self._functions:
+            # TF Serving answers an unknown signature with INVALID_ARGUMENT, i.e. HTTP 400.
+            raise RequestError(f'Serving signature name: "{_log_safe(signature_name, 100)}" '
+                               f"not found in signature def (available: "
+                               f"{', '.join(self.signature_names)})")
+        return signature_name
+
+    def input_specs(self, signature_name: str) -> dict[str, Any]:
+        return self._input_specs[signature_name]
+
+    def predict_json(self, body: bytes, limits: Limits,
+                     run: Callable[["ServedModel", "Prepared"], dict[str, np.ndarray]]
+                     ) -> tuple[dict[str, Any], int]:
+        """Runs a TF Serving REST predict body; returns (response JSON, batch size).
+
+        Args:
+          run: runs a prepared request on this model (directly, or through the batcher).
 
         Raises:
           RequestError: the request is malformed or out of limits (4xx), or the model
@@ -209,15 +282,12 @@ class ServedModel:
         signature_name = request.get("signature_name", DEFAULT_SIGNATURE)
         if not isinstance(signature_name, str):
             raise RequestError("'signature_name' must be a string")
-        signature_name = signature_name or DEFAULT_SIGNATURE
-        if signature_name not in self._functions:
-            # TF Serving answers an unknown signature with INVALID_ARGUMENT, i.e. HTTP 400.
-            raise RequestError(f'Serving signature name: "{signature_name}" not found in '
-                               f"signature def (available: {', '.join(self.signature_names)})")
-        specs = self._input_specs[signature_name]
-        inputs, row_format = _request_inputs(request, specs, limits)
-        batch_size = _check_batch(inputs, limits)
-        outputs = self._call(signature_name, inputs, specs)
+        signature_name = self.signature(signature_name)
+        inputs, row_format = _request_inputs(request, self._input_specs[signature_name],
+                                             limits)
+        prepared = self.prepare(signature_name, inputs, limits)
+        outputs = run(self, prepared)
+        batch_size = prepared.batch_size
         if row_format:
             return {"predictions": _rows_json(outputs, batch_size)}, batch_size
         if len(outputs) == 1:
@@ -225,9 +295,56 @@ class ServedModel:
         return {"outputs": {name: _array_json(name, value)
                             for name, value in outputs.items()}}, batch_size
 
-    def _call(self, signature_name: str, inputs: dict[str, np.ndarray],
-              specs: dict[str, Any]) -> dict[str, np.ndarray]:
+    def prepare(self, signature_name: str, inputs: dict[str, np.ndarray],
+                limits: Limits) -> "Prepared":
+        """Checks a request's input arrays against the limits, before the model runs.
+
+        Sentences and word rows are checked (UTF-8, word counts), then their subword pieces
+        are counted (when the export ships its encoder vocabulary).
+
+        Raises:
+          RequestError: a check failed (400).
+        """
+        row_words: list[list[bytes]] | None = None
+        for name, array in sorted(inputs.items()):
+            if array.dtype != object:
+                continue
+            if name in limits.sentence_inputs:
+                row_words = _check_sentences(name, array, limits)
+            elif name in limits.word_inputs and array.ndim >= 2:
+                row_words = _check_word_rows(name, array, inputs.get(NUM_WORDS_INPUT), limits)
+        batch_size = _check_batch(inputs, limits)
+        row_pieces = None
+        if row_words is not None and self.piece_counter is not None:
+            cap = self.piece_counter.max_pieces_per_word
+            lengths = [len(words) for words in row_words]
+            if cap * sum(lengths) <= limits.max_pieces_per_request:
+                # Within the limit whatever the words are: skip tokenizing (the costly
+                # part), and let the upper bound stand for the pieces when merging.
+                counts = np.full(sum(lengths), cap, np.int32)
+            else:
+                counts = self.piece_counter.count([w for words in row_words for w in words])
+            row_pieces = np.array([int(part.sum()) for part in
+                                   np.split(counts, np.cumsum(lengths)[:-1])])
+            total = int(counts.sum())
+            if total > limits.max_pieces_per_request:
+                raise RequestError(
+                    f"the request has {total} subword pieces (a word counts at most "
+                    f"{self.piece_counter.max_pieces_per_word}), more than "
+                    f"--max_pieces_per_request={limits.max_pieces_per_request}")
+        row_widths = (np.array([len(words) for words in row_words])
+                      if row_words is not None else None)
+        return Prepared(signature_name, inputs, batch_size, row_pieces, row_widths)
+
+    def call(self, signature_name: str, inputs: dict[str, np.ndarray]
+             ) -> dict[str, np.ndarray]:
+        """Runs the signature on input arrays (through the concurrency semaphore).
+
+        Raises:
+          RequestError: the model raised InvalidArgumentError (400) or failed (500).
+        """
         tf = self._tf
+        specs = self._input_specs[signature_name]
         tensors = {name: tf.constant(value, dtype=specs[name].dtype)
                    for name, value in inputs.items()}
         with self._model_calls:
@@ -243,6 +360,25 @@ class ServedModel:
         if not isinstance(outputs, dict):
             outputs = {"output_0": outputs}
         return {name: value.numpy() for name, value in outputs.items()}
+
+
+def parse_version(text: str) -> int:
+    """A version number from a request path (TF Serving's versions are int64).
+
+    Raises:
+      RequestError: not an int64 (400), e.g. a 5,000-digit number.
+    """
+    if not text.isdigit() or len(text) > 19 or int(text) > MAX_INT64:
+        raise RequestError(f"Invalid version {_log_safe(text, 40)!s}: not an int64")
+    return int(text)
+
+
+def _log_safe(text: str, max_chars: int = 300) -> str:
+    """Request data made safe for one log line: control characters and non-ASCII
+    escaped (so a %0a in a path cannot start a new line), long text cut."""
+    escaped = text.encode("ascii", "backslashreplace").decode("ascii")
+    escaped = re.sub(r"[\x00-\x1f\x7f]", lambda m: f"\\x{ord(m.group()):02x}", escaped)
+    return escaped if len(escaped) <= max_chars else escaped[:max_chars] + "...(cut)"
 
 
 def _first_line(text: str) -> str:
@@ -268,14 +404,25 @@ def _parse_json_object(body: bytes) -> dict[str, Any]:
     except UnicodeDecodeError as e:
         raise RequestError(f"Request body is not valid UTF-8: byte {e.start}") from e
     try:
-        request = json.loads(text)
+        request = json.loads(text, parse_int=_parse_json_integer)
     except json.JSONDecodeError as e:
         raise RequestError(f"JSON Parse error: {e.msg} at offset {e.pos}") from e
     except RecursionError as e:
         raise RequestError("JSON Parse error: nested too deeply") from e
+    except ValueError as e:  # Any other number the parser cannot convert.
+        raise RequestError(f"JSON Parse error: {_first_line(str(e))[:200]}") from e
     if not isinstance(request, dict):
         raise RequestError("Request body must be a JSON object with 'instances' or 'inputs'")
     return request
+
+
+def _parse_json_integer(text: str) -> int:
+    """json's parse_int: rejects integers too long for any tensor dtype before converting
+    them (Python refuses past 4,300 digits, and converting is quadratic before that)."""
+    if len(text.lstrip("-")) > MAX_JSON_INTEGER_DIGITS:
+        raise RequestError(f"JSON Parse error: an integer of {len(text)} characters is out "
+                           "of range for every tensor dtype")
+    return int(text)
 
 
 def _is_b64(value: Any) -> bool:
@@ -320,13 +467,6 @@ def _request_inputs(request: dict[str, Any], specs: dict[str, Any],
         else:
             raise RequestError(f"'inputs' must be an object with the named inputs {names}")
     arrays = {name: _json_to_array(values[name], specs[name], name) for name in names}
-    for name in names:
-        if arrays[name].dtype != object:
-            continue
-        if name in limits.sentence_inputs:
-            _check_sentences(name, arrays[name], limits)
-        elif name in limits.word_inputs and arrays[name].ndim >= 2:
-            _check_word_rows(name, arrays[name], arrays.get(NUM_WORDS_INPUT), limits)
     return arrays, has_instances
 
 
@@ -404,15 +544,19 @@ def _string_leaf(leaf: Any, name: str) -> bytes:
                        f"{type(leaf).__name__}")
 
 
-def _check_sentences(name: str, array: np.ndarray, limits: Limits) -> None:
+def _check_sentences(name: str, array: np.ndarray, limits: Limits) -> list[list[bytes]]:
+    """Checks sentences (valid UTF-8, 1 to max words); returns each one's words."""
     total_words = 0
+    row_words = []
     for index, sentence in enumerate(array.reshape(-1)):
         try:
             text = sentence.decode("utf-8")
         except UnicodeDecodeError as e:
             raise RequestError(f"input '{name}' sentence {index} is not valid UTF-8 "
                                f"(byte {e.start})") from e
-        num_words = len(text.split())
+        words = sentence.split()  # ASCII whitespace, as tf.strings.split in the graph.
+        num_words = len(words)
+        row_words.append(words)
         if num_words == 0:
             raise RequestError(f"input '{name}' sentence {index} is empty (no words)")
         if num_words > limits.max_words_per_sentence:
@@ -422,10 +566,11 @@ def _check_sentences(name: str, array: np.ndarray, limits: Limits) -> None:
     if total_words > limits.max_words_per_request:
         raise RequestError(f"input '{name}' has {total_words} words in all, more than "
                            f"--max_words_per_request={limits.max_words_per_request}")
+    return row_words
 
 
 def _check_word_rows(name: str, words: np.ndarray, num_words: np.ndarray | None,
-                     limits: Limits) -> None:
+                     limits: Limits) -> list[list[bytes]]:
     """Checks pre-split sentences: rows of words [..., W], with num_words [...] words each."""
     width = words.shape[-1]
     if width > limits.max_words_per_sentence:
@@ -454,7 +599,9 @@ def _check_word_rows(name: str, words: np.ndarray, num_words: np.ndarray | None,
                                    "valid UTF-8") from e
             if not text or len(text.split()) != 1 or text.strip() != text:
                 raise RequestError(f"input '{name}' sentence {index} word {position} "
-                                   f"({text!r}) is empty or contains whitespace")
+                                   f"({_log_safe(text, 100)!r}) is empty or contains "
+                                   "whitespace")
+    return [list(row[:count]) for row, count in zip(rows, counts)]
 
 
 def _check_batch(inputs: dict[str, np.ndarray], limits: Limits) -> int:
@@ -526,9 +673,335 @@ def _json_response(payload: Any, status: int = 200) -> flask.Response:
     return flask.Response(body, status=status, mimetype="application/json")
 
 
-def create_app(model: ServedModel, limits: Limits,
-               max_request_bytes: int = 1 << 20) -> flask.Flask:
-    """A Flask app serving `model` with TF Serving's REST paths and JSON formats."""
+class ModelManager:
+    """The served versions of one model: the one new requests get, and lookups by version.
+
+    Requests hold a version while they run (acquire). With a base path to watch
+    (TF Serving's --file_system_poll_wait_seconds), a new highest version is loaded in the
+    background, new requests switch to it, and the old one is unloaded once its last
+    request has finished; a version that fails to load is logged and the old one keeps
+    serving.
+    """
+
+    def __init__(self, model: ServedModel,
+                 load: Callable[[int, str], ServedModel] | None = None,
+                 on_unload: Callable[[ServedModel], None] | None = None,
+                 on_switch: Callable[[ServedModel], None] | None = None) -> None:
+        self.name = model.name
+        self._lock = threading.Condition()
+        self._current = model
+        self._in_flight: dict[int, int] = {model.version: 0}
+        self._loaded: dict[int, ServedModel] = {model.version: model}
+        self._load = load
+        self._on_unload = on_unload
+        self._on_switch = on_switch
+        self._failed: dict[int, float] = {}  # version → its saved_model.pb's mtime
+        self._stop = threading.Event()
+        self._poller: threading.Thread | None = None
+
+    @property
+    def current(self) -> ServedModel:
+        with self._lock:
+            return self._current
+
+    @contextlib.contextmanager
+    def acquire(self, model_name: str, version: str | None,
+                missing: str = "Servable not found for request: {spec}"
+                ) -> Iterator[ServedModel]:
+        """Yields the requested version (the current one if None) while a request runs.
+
+        Raises:
+          RequestError: unknown model or version (404), or a malformed version (400).
+        """
+        number = parse_version(version) if version is not None else None
+        with self._lock:
+            if model_name != self.name:
+                raise RequestError(missing.format(spec=f"Latest({model_name})"), 404)
+            model = self._current
+            if number is not None and number != model.version:
+                raise RequestError(missing.format(
+                    spec=f"Specific({model_name}, {number})"), 404)
+            self._in_flight[model.version] += 1
+        try:
+            yield model
+        finally:
+            with self._lock:
+                self._in_flight[model.version] -= 1
+                self._lock.notify_all()
+
+    def status_json(self, model_name: str, version: str | None) -> dict[str, Any]:
+        if model_name != self.name:
+            raise RequestError(f"Could not find any versions of model {model_name}", 404)
+        current = self.current
+        if version is not None and parse_version(version) != current.version:
+            raise RequestError(f"Could not find version {version} of model {model_name}",
+                               404)
+        return current.status_json()
+
+    def watch(self, base_path: str, poll_wait_s: float) -> None:
+        """Polls base_path every poll_wait_s seconds for a new highest version."""
+        def poll_forever() -> None:
+            while not self._stop.wait(poll_wait_s):
+                try:
+                    self.poll(base_path)
+                except Exception:  # noqa: BLE001 - keep serving; say why in the log.
+                    absl_logging.error("polling %s failed:\n%s", base_path,
+                                       traceback.format_exc())
+
+        self._poller = threading.Thread(target=poll_forever, name="version-poller",
+                                        daemon=True)
+        self._poller.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def poll(self, base_path: str) -> None:
+        """Loads and switches to the highest version under base_path, if it is new."""
+        try:
+            version, export_dir = find_latest_version(base_path)
+        except UsageError:
+            return  # No version there (for now): keep serving the loaded one.
+        if version == self.current.version or self._load is None:
+            return
+        stamp = _saved_model_mtime(export_dir)
+        if self._failed.get(version) == stamp:
+            return  # Already failed to load, and unchanged since.
+        absl_logging.info("loading model %r version %d from %s", self.name, version,
+                          export_dir)
+        try:
+            model = self._load(version, export_dir)
+        except Exception as e:  # noqa: BLE001 - the old version keeps serving.
+            self._failed[version] = stamp
+            absl_logging.error("failed to load version %d from %s, still serving version "
+                               "%d: %s: %s", version, export_dir, self.current.version,
+                               type(e).__name__, _first_line(str(e))[:500])
+            return
+        with self._lock:
+            old = self._current
+            self._current = model
+            self._loaded[model.version] = model
+            self._in_flight.setdefault(model.version, 0)
+        if self._on_switch:
+            self._on_switch(model)
+        absl_logging.info("serving version %d; unloading version %d once its requests "
+                          "finish", model.version, old.version)
+        with self._lock:
+            self._lock.wait_for(lambda: self._in_flight.get(old.version, 0) == 0)
+            del self._loaded[old.version]
+            del self._in_flight[old.version]
+        if self._on_unload:
+            self._on_unload(old)
+        absl_logging.info("unloaded version %d", old.version)
+
+
+def _saved_model_mtime(export_dir: str) -> float:
+    for name in ("saved_model.pb", "saved_model.pbtxt"):
+        try:
+            return os.path.getmtime(os.path.join(export_dir, name))
+        except OSError:
+            continue
+    return 0.0
+
+
+Runner = Callable[[ServedModel, Prepared], dict[str, np.ndarray]]
+
+# TF Serving's status codes (gRPC's) for the HTTP statuses this server answers.
+STATUS_CODES = {200: "OK", 400: "INVALID_ARGUMENT", 404: "NOT_FOUND", 405: "INVALID_ARGUMENT",
+                413: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 501: "UNIMPLEMENTED",
+                503: "UNAVAILABLE"}
+
+
+class Metrics:
+    """Prometheus metrics, served at /monitoring/prometheus/metrics (TF Serving's path)."""
+
+    def __init__(self) -> None:
+        import prometheus_client
+
+        self.registry = prometheus_client.CollectorRegistry()
+        self.requests = prometheus_client.Counter(
+            "tetra_serving_requests", "Requests answered, by API, method and TF Serving "
+            "status code (OK, INVALID_ARGUMENT, UNAVAILABLE, ...).",
+            ["api", "method", "status"], registry=self.registry)
+        self.latency = prometheus_client.Histogram(
+            "tetra_serving_request_latency_seconds", "Time from a request's arrival (body "
+            "read) to its answer.", ["api", "method"], registry=self.registry,
+            buckets=(.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30))
+        self.batch_size = prometheus_client.Histogram(
+            "tetra_serving_batch_size", "Rows per model call (merged requests with "
+            "batching).", registry=self.registry,
+            buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024))
+        self.queue_depth = prometheus_client.Gauge(
+            "tetra_serving_queue_depth", "Rows waiting in the batch queues.",
+            registry=self.registry)
+        self.model_version = prometheus_client.Gauge(
+            "tetra_serving_model_version", "The version new requests are served by.",
+            registry=self.registry)
+
+    def observe(self, api: str, method: str, status: str, seconds: float) -> None:
+        self.requests.labels(api, method, status).inc()
+        self.latency.labels(api, method).observe(seconds)
+
+    def exposition(self) -> tuple[bytes, str]:
+        import prometheus_client
+
+        return (prometheus_client.generate_latest(self.registry),
+                prometheus_client.CONTENT_TYPE_LATEST)
+
+
+class DirectRunner:
+    """Runs each request as its own model call (no cross-request batching)."""
+
+    def __init__(self, metrics: Metrics | None = None) -> None:
+        self._metrics = metrics
+
+    def __call__(self, model: ServedModel, prepared: Prepared) -> dict[str, np.ndarray]:
+        if self._metrics:
+            self._metrics.batch_size.observe(prepared.batch_size)
+        return model.call(prepared.signature_name, prepared.inputs)
+
+    def unload(self, model: ServedModel) -> None:
+        pass
+
+
+class BatchingRunner:
+    """Merges concurrent requests into model calls (TF Serving's --enable_batching).
+
+    One scheduler per loaded version and one queue per signature and input shape. A
+    request over a batch's rows (or over --max_pieces_per_request merged) is split into
+    slices. When a merged call fails, its requests run again one by one, so a request
+    that fails only fails itself.
+    """
+
+    def __init__(self, params: "batching.BatchingParameters", limits: Limits,
+                 metrics: Metrics | None = None) -> None:
+        self.params = params
+        self._limits = limits
+        self._metrics = metrics
+        self._lock = threading.Lock()
+        self._schedulers: dict[int, batching.BatchScheduler] = {}
+        if metrics:
+            metrics.queue_depth.set_function(self.queued_rows)
+
+    def queued_rows(self) -> int:
+        with self._lock:
+            schedulers = list(self._schedulers.values())
+        return sum(s.queued_rows() for s in schedulers)
+
+    def _scheduler(self, model: ServedModel) -> "batching.BatchScheduler":
+        with self._lock:
+            scheduler = self._schedulers.get(model.version)
+            if scheduler is None:
+                max_cost = (self._limits.max_pieces_per_request
+                            if model.piece_counter is not None else None)
+                scheduler = batching.BatchScheduler(
+                    self.params, lambda tasks: self._run_batch(model, tasks), max_cost,
+                    name=f"batch-v{model.version}")
+                self._schedulers[model.version] = scheduler
+            return scheduler
+
+    def unload(self, model: ServedModel) -> None:
+        with self._lock:
+            scheduler = self._schedulers.pop(model.version, None)
+        if scheduler is not None:
+            scheduler.stop()
+
+    def __call__(self, model: ServedModel, prepared: Prepared) -> dict[str, np.ndarray]:
+        rows = prepared.batch_size
+        if any(value.ndim == 0 or value.shape[0] != rows
+               for value in prepared.inputs.values()):
+            raise RequestError("with --enable_batching, every input needs the same first "
+                               "(batch) dimension")
+        if rows > self.params.execution_batch_size and \
+                not self.params.enable_large_batch_splitting:
+            raise RequestError(f"Task size {rows} is larger than maximum input batch size "
+                               f"{self.params.execution_batch_size}")
+        pad_names = set(self._limits.word_inputs)
+        key = (prepared.signature_name,) + tuple(sorted(
+            (name, value.shape[1:] if name not in pad_names else value.ndim)
+            for name, value in prepared.inputs.items()))
+        tasks = []
+        for start, stop in self._slices(prepared):
+            widths = prepared.row_widths
+            tasks.append(batching.Task(
+                key, stop - start,
+                int(prepared.row_pieces[start:stop].sum()) if prepared.row_pieces is not None
+                else 0,
+                ({name: value[start:stop] for name, value in prepared.inputs.items()},
+                 int(widths[start:stop].max()) if widths is not None else None)))
+        scheduler = self._scheduler(model)
+        try:
+            for task in tasks:
+                scheduler.submit(task)
+        except batching.QueueFullError as e:
+            raise RequestError(f"Unavailable: {e}", 503) from None
+        parts = [task.wait() for task in tasks]
+        width = int(prepared.row_widths.max()) if prepared.row_widths is not None else None
+        return batching.join_outputs(parts, width)
+
+    def _slices(self, prepared: Prepared) -> list[tuple[int, int]]:
+        """Row ranges of at most a batch's rows and (with pieces) the pieces budget."""
+        max_rows = self.params.execution_batch_size
+        pieces = prepared.row_pieces
+        slices, start, cost = [], 0, 0
+        for row in range(prepared.batch_size):
+            row_cost = int(pieces[row]) if pieces is not None else 0
+            if row > start and (row - start >= max_rows or (
+                    pieces is not None and cost + row_cost >
+                    self._limits.max_pieces_per_request)):
+                slices.append((start, row))
+                start, cost = row, 0
+            cost += row_cost
+        slices.append((start, prepared.batch_size))
+        return slices
+
+    def _run_batch(self, model: ServedModel, tasks: list["batching.Task"]) -> None:
+        rows = sum(task.rows for task in tasks)
+        padded_rows = self.params.padded_size(rows)
+        inputs = batching.merge_inputs([task.payload[0] for task in tasks],
+                                       set(self._limits.word_inputs), padded_rows)
+        if self._metrics:
+            self._metrics.batch_size.observe(padded_rows)
+        signature_name = tasks[0].key[0]
+        try:
+            outputs = model.call(signature_name, inputs)
+            if len(tasks) == 1 and padded_rows == rows:
+                parts = [outputs]  # A batch of one request: its outputs as they are.
+            else:
+                widths = [task.payload[1] for task in tasks]
+                batch_width = max(widths) if None not in widths else None
+                parts = batching.split_outputs(outputs, [task.rows for task in tasks],
+                                               widths, batch_width)
+        except (RequestError, ValueError) as e:
+            if len(tasks) > 1:  # Find the request(s) at fault: each one alone.
+                for task in tasks:
+                    self._run_batch(model, [task])
+                return
+            if isinstance(e, ValueError):
+                e = RequestError(f"Internal: {e}", 500)
+            tasks[0].finish(error=e)
+            return
+        for task, part in zip(tasks, parts):
+            task.finish(part)
+
+
+def _rest_method(path: str) -> str:
+    """The metrics' method label for a REST path."""
+    if _PREDICT_PATH.fullmatch(path):
+        return "predict"
+    if _METADATA_PATH.fullmatch(path):
+        return "metadata"
+    if _STATUS_PATH.fullmatch(path):
+        return "status"
+    return "metrics" if path == METRICS_PATH else "other"
+
+
+METRICS_PATH = "/monitoring/prometheus/metrics"
+
+
+def create_app(manager: ModelManager, limits: Limits, max_request_bytes: int = 1 << 20,
+               run: Runner | None = None, metrics: Metrics | None = None) -> flask.Flask:
+    """A Flask app serving the manager's model with TF Serving's REST paths and JSON."""
+    run = run or DirectRunner(metrics)
     flask_app = flask.Flask("tetra_serving")
     flask_app.config["MAX_CONTENT_LENGTH"] = max_request_bytes
     methods = ["GET", "POST", "PUT", "PATCH", "DELETE"]
@@ -542,9 +1015,15 @@ def create_app(model: ServedModel, limits: Limits,
     def _log_request(response: flask.Response) -> flask.Response:
         elapsed_ms = (time.perf_counter() - flask.g.get("start_time", time.perf_counter())) * 1e3
         batch = flask.g.get("batch_size")
+        # The path is request data: escaped, so that it cannot forge log lines.
         absl_logging.info("%s %s %s %d %.1fms%s", flask.request.remote_addr,
-                          flask.request.method, flask.request.path, response.status_code,
-                          elapsed_ms, f" batch={batch}" if batch is not None else "")
+                          _log_safe(flask.request.method, 20), _log_safe(flask.request.path),
+                          response.status_code, elapsed_ms,
+                          f" batch={batch}" if batch is not None else "")
+        if metrics is not None:
+            metrics.observe("rest", _rest_method(flask.request.path),
+                            STATUS_CODES.get(response.status_code,
+                                             str(response.status_code)), elapsed_ms / 1e3)
         return response
 
     @flask_app.errorhandler(RequestError)
@@ -571,38 +1050,177 @@ def create_app(model: ServedModel, limits: Limits,
     def _dispatch(path: str) -> flask.Response:
         path = flask.request.path
         method = flask.request.method
+        if path == METRICS_PATH and metrics is not None:
+            _require_method(method, "GET")
+            body, content_type = metrics.exposition()
+            return flask.Response(body, status=200, content_type=content_type)
         match = _PREDICT_PATH.fullmatch(path)
         if match:
             _require_method(method, "POST")
             model_name, version, verb = match.groups()
-            model.check_version(model_name, version, "Servable not found for request: {spec}")
-            if verb.lower() != "predict":
-                raise RequestError(f"Unimplemented: this server supports :predict only, not "
-                                   f":{verb}", 501)
             body = flask.request.get_data(cache=False)
-            payload, flask.g.batch_size = model.predict(body, limits)
+            with manager.acquire(model_name, version) as model:
+                if verb.lower() != "predict":
+                    raise RequestError(f"Unimplemented: this server supports :predict only, "
+                                       f"not :{verb}", 501)
+                payload, flask.g.batch_size = model.predict_json(body, limits, run)
             return _json_response(payload)
         match = _METADATA_PATH.fullmatch(path)
         if match:
             _require_method(method, "GET")
             model_name, version = match.groups()
-            model.check_version(model_name, version, "Servable not found for request: {spec}")
-            return _json_response(model.metadata_json())
+            with manager.acquire(model_name, version) as model:
+                return _json_response(model.metadata_json())
         match = _STATUS_PATH.fullmatch(path)
         if match:
             _require_method(method, "GET")
             model_name, version = match.groups()
             if not model_name:
                 raise RequestError("Missing model name in request.")
-            if model_name != model.name:
-                raise RequestError(f"Could not find any versions of model {model_name}", 404)
-            if version is not None and int(version) != model.version:
-                raise RequestError(f"Could not find version {version} of model "
-                                   f"{model_name}", 404)
-            return _json_response(model.status_json())
-        raise RequestError(f"Malformed request: {method} {path} (no such endpoint)", 404)
+            return _json_response(manager.status_json(model_name, version))
+        raise RequestError(f"Malformed request: {_log_safe(method, 20)} {_log_safe(path)} "
+                           "(no such endpoint)", 404)
 
     return flask_app
+
+
+# ----------------------------------------------------------------------------------------
+# TF Serving's gRPC API (tensorflow-serving-api's protos and stubs).
+
+
+def _grpc_code(http_status: int) -> Any:
+    import grpc
+
+    return getattr(grpc.StatusCode, STATUS_CODES.get(http_status, "INTERNAL"))
+
+
+def create_grpc_server(manager: ModelManager, limits: Limits, run: Runner,
+                       metrics: Metrics | None, host: str, port: int, threads: int,
+                       max_request_bytes: int) -> tuple[Any, int]:
+    """TF Serving's PredictionService (Predict, GetModelMetadata) and ModelService
+    (GetModelStatus) on host:port; returns (grpc server, bound port), not yet started.
+
+    Errors carry TF Serving's status codes: INVALID_ARGUMENT for bad requests, NOT_FOUND
+    for an unknown model or version, UNAVAILABLE for a full batch queue, INTERNAL for a
+    model failure; the other methods answer UNIMPLEMENTED.
+    """
+    from concurrent import futures
+
+    import grpc
+    import tensorflow as tf
+    from tensorflow_serving.apis import (get_model_metadata_pb2, get_model_status_pb2,
+                                         model_service_pb2_grpc, predict_pb2,
+                                         prediction_service_pb2_grpc)
+
+    def handle(method: str, context: Any, answer: Callable[[], Any]) -> Any:
+        started = time.perf_counter()
+        status, message = 200, ""
+        try:
+            return answer()
+        except RequestError as e:
+            status, message = e.status, str(e)
+        except Exception as e:  # noqa: BLE001 - any failure is INTERNAL, not a crash.
+            absl_logging.error("internal error:\n%s", traceback.format_exc())
+            status, message = 500, f"Internal: {type(e).__name__}: {_first_line(str(e))}"
+        finally:
+            elapsed = time.perf_counter() - started
+            code = STATUS_CODES.get(status, "INTERNAL")
+            absl_logging.info("%s grpc %s %s %.1fms", _log_safe(context.peer(), 60), method,
+                              code, elapsed * 1e3)
+            if metrics is not None:
+                metrics.observe("grpc", method, code, elapsed)
+        context.abort(_grpc_code(status), message)
+
+    def version_of(model_spec: Any) -> str | None:
+        if model_spec.version_label:
+            raise RequestError("version labels are not supported by this server; use "
+                               "model_spec.version")
+        return str(model_spec.version.value) if model_spec.HasField("version") else None
+
+    class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
+        def Predict(self, request: Any, context: Any) -> Any:  # noqa: N802 - gRPC's name
+            return handle("predict", context, lambda: self._predict(request))
+
+        def _predict(self, request: Any) -> Any:
+            with manager.acquire(request.model_spec.name,
+                                 version_of(request.model_spec)) as model:
+                signature_name = model.signature(request.model_spec.signature_name)
+                specs = model.input_specs(signature_name)
+                _check_input_names(dict(request.inputs), sorted(specs), "inputs")
+                inputs = {}
+                for name, tensor in request.inputs.items():
+                    spec = specs[name]
+                    if tensor.dtype != spec.dtype.as_datatype_enum:
+                        raise RequestError(f"input '{name}' expects {spec.dtype.name}, got "
+                                           f"{tf.dtypes.as_dtype(tensor.dtype).name}")
+                    try:
+                        array = tf.make_ndarray(tensor)
+                    except Exception as e:  # noqa: BLE001 - a malformed TensorProto.
+                        raise RequestError(f"input '{name}': {_first_line(str(e))}") from e
+                    if not spec.shape.is_compatible_with(array.shape):
+                        raise RequestError(f"input '{name}' has shape {list(array.shape)}, "
+                                           f"but the signature expects {spec.shape}")
+                    inputs[name] = array
+                prepared = model.prepare(signature_name, inputs, limits)
+                outputs = run(model, prepared)
+                wanted = list(request.output_filter) or list(outputs)
+                unknown = [name for name in wanted if name not in outputs]
+                if unknown:
+                    raise RequestError(f"output_filter names unknown outputs {unknown}")
+                response = predict_pb2.PredictResponse()
+                response.model_spec.name = model.name
+                response.model_spec.version.value = model.version
+                response.model_spec.signature_name = signature_name
+                for name in wanted:
+                    response.outputs[name].CopyFrom(tf.make_tensor_proto(outputs[name]))
+                return response
+
+        def GetModelMetadata(self, request: Any, context: Any) -> Any:  # noqa: N802
+            return handle("metadata", context, lambda: self._metadata(request))
+
+        def _metadata(self, request: Any) -> Any:
+            fields = list(request.metadata_field)
+            if fields != ["signature_def"]:
+                raise RequestError(f"Metadata field(s) {fields} not supported: request "
+                                   "['signature_def']")
+            with manager.acquire(request.model_spec.name,
+                                 version_of(request.model_spec)) as model:
+                response = get_model_metadata_pb2.GetModelMetadataResponse()
+                response.model_spec.name = model.name
+                response.model_spec.version.value = model.version
+                signature_defs = get_model_metadata_pb2.SignatureDefMap()
+                for name, signature_def in model.signature_defs.items():
+                    signature_defs.signature_def[name].CopyFrom(signature_def)
+                response.metadata["signature_def"].Pack(signature_defs)
+                return response
+
+    class ModelService(model_service_pb2_grpc.ModelServiceServicer):
+        def GetModelStatus(self, request: Any, context: Any) -> Any:  # noqa: N802
+            return handle("status", context, lambda: self._status(request))
+
+        def _status(self, request: Any) -> Any:
+            spec = request.model_spec
+            status = manager.status_json(spec.name, version_of(spec))
+            response = get_model_status_pb2.GetModelStatusResponse()
+            for entry in status["model_version_status"]:
+                version = response.model_version_status.add()
+                version.version = int(entry["version"])
+                version.state = get_model_status_pb2.ModelVersionStatus.State.Value(
+                    entry["state"])
+            return response
+
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=threads, thread_name_prefix="grpc"),
+        options=[("grpc.max_receive_message_length", max_request_bytes),
+                 ("grpc.so_reuseport", 0)])
+    prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(
+        PredictionService(), server)
+    model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelService(), server)
+    address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    bound_port = server.add_insecure_port(address)
+    if not bound_port:
+        raise OSError(f"cannot bind gRPC port {address}")
+    return server, bound_port
 
 
 def _require_method(method: str, allowed: str) -> None:
@@ -635,31 +1253,87 @@ class _InFlightCounter:
             return self._idle.wait_for(lambda: self._count == 0, timeout=timeout_s)
 
 
+def _json_error_task_class() -> type:
+    """waitress's ErrorTask answering {"error": ...} as JSON, like the app's own errors."""
+    from waitress import task as waitress_task
+
+    class JsonErrorTask(waitress_task.ErrorTask):
+        def execute(self) -> None:
+            error = self.request.error
+            message = f"{error.reason}: {error.body}"
+            if error.code == 413:
+                message = ("Request body is larger than --max_request_bytes="
+                           f"{self.channel.server.adj.max_request_body_size - 1}")
+            body = json.dumps({"error": message}).encode("utf-8")
+            self.status = f"{error.code} {error.reason}"
+            self.response_headers.extend([("Content-Type", "application/json"),
+                                          ("Connection", "close")])
+            self.set_close_on_finish()
+            self.content_length = len(body)
+            self.write(body)
+
+    return JsonErrorTask
+
+
 def serve(flask_app: flask.Flask, host: str, port: int, shutdown_timeout_s: float,
-          on_ready: Callable[[int], None] | None = None) -> None:
-    """Serves flask_app with a threaded Werkzeug server until SIGINT or SIGTERM."""
+          on_ready: Callable[[int], None] | None = None, *, threads: int = 16,
+          max_request_bytes: int = 1 << 20, read_timeout_s: float = 30.0,
+          stop: threading.Event | None = None, grpc_server: Any = None,
+          on_stop: Callable[[], None] | None = None) -> None:
+    """Serves flask_app with waitress until SIGINT or SIGTERM (or `stop` is set).
+
+    waitress reads each request fully (Content-Length or chunked, at most
+    max_request_bytes) before a worker thread runs the app, keeps HTTP/1.1 connections
+    alive, and closes a connection silent for read_timeout_s (a stalled body included).
+    On a signal it stops accepting, waits up to shutdown_timeout_s for requests in
+    progress, then closes every connection.
+    """
+    import waitress
+    from waitress import channel as waitress_channel
+    from waitress import wasyncore
+
     counter = _InFlightCounter(flask_app.wsgi_app)
     flask_app.wsgi_app = counter  # type: ignore[method-assign]
-    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # One log line per request: ours.
-    server = werkzeug_serving.make_server(host, port, flask_app, threaded=True)
-    stop = threading.Event()
+    logging.getLogger("waitress.queue").setLevel(logging.ERROR)  # "Task queue depth" notes.
+    server = waitress.create_server(
+        flask_app, host=host, port=port, threads=threads, ident="tetra-serving",
+        # waitress rejects bodies of max_request_body_size bytes or more: one over ours.
+        max_request_body_size=max_request_bytes + 1, channel_timeout=read_timeout_s,
+        cleanup_interval=max(0.5, min(30.0, read_timeout_s / 4)), connection_limit=1000,
+        clear_untrusted_proxy_headers=True)
+
+    class JsonErrorChannel(waitress_channel.HTTPChannel):
+        error_task_class = _json_error_task_class()
+
+    server.channel_class = JsonErrorChannel
+    stop = stop or threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set())
                 for sig in (signal.SIGINT, signal.SIGTERM)}
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2},
-                              name="http", daemon=True)
+    thread = threading.Thread(target=server.run, name="http", daemon=True)
     thread.start()
+    if grpc_server is not None:
+        grpc_server.start()
     if on_ready:
-        on_ready(server.server_port)
+        on_ready(int(server.effective_port))
     try:
         while not stop.wait(0.5) and thread.is_alive():
             pass
     finally:
         absl_logging.info("shutting down: no new connections; waiting up to %.0f s for "
                           "requests in progress", shutdown_timeout_s)
-        server.shutdown()
+        # Everything that touches waitress's sockets runs on its event loop thread.
+        server.trigger.pull_trigger(lambda: wasyncore.dispatcher.close(server))
+        grpc_stopped = grpc_server.stop(shutdown_timeout_s) if grpc_server else None
+        if on_stop:
+            on_stop()
         if not counter.wait_idle(shutdown_timeout_s):
             absl_logging.warning("requests still in progress at shutdown were abandoned")
-        server.server_close()
+        time.sleep(0.2)  # Let the loop send the last answers.
+        server.trigger.pull_trigger(lambda: wasyncore.close_all(server._map))
+        thread.join(timeout=5)
+        server.task_dispatcher.shutdown(cancel_pending=True, timeout=5)
+        if grpc_stopped is not None:
+            grpc_stopped.wait(shutdown_timeout_s)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
 
@@ -676,7 +1350,11 @@ def _define_flags() -> None:
     flags.DEFINE_integer("rest_api_port", 8501, "HTTP port (0: pick a free one, logged).",
                          lower_bound=0, upper_bound=65535)
     flags.DEFINE_string("rest_api_host", "127.0.0.1",
-                        "Address to bind; the default accepts local connections only.")
+                        "Address to bind (REST and gRPC); the default accepts local "
+                        "connections only.")
+    flags.DEFINE_integer("port", 8500, "gRPC port for TF Serving's PredictionService and "
+                         "ModelService (0: pick a free one, logged).", lower_bound=0,
+                         upper_bound=65535)
     flags.DEFINE_integer("max_request_bytes", 1 << 20,
                          "Larger request bodies get HTTP 413.", lower_bound=1)
     flags.DEFINE_integer("max_batch_size", 64, "Most instances (or batch rows) per request.",
@@ -692,6 +1370,30 @@ def _define_flags() -> None:
                       "String inputs [batch, width] checked as pre-split sentences (width at "
                       f"most --max_words_per_sentence; with a '{NUM_WORDS_INPUT}' input, its "
                       "first num_words entries per row are non-empty words without spaces).")
+    flags.DEFINE_integer("max_pieces_per_request", 32768,
+                         "Most WordPiece pieces in one request (a word counts at most "
+                         "tetra_tf.tokenization.MAX_PIECES_PER_WORD), counted with the "
+                         "export's own vocabulary before the model runs; at most the graph's "
+                         "MAX_PIECES_PER_CALL (32768).", lower_bound=1, upper_bound=32768)
+    flags.DEFINE_float("request_read_timeout_s", 30.0,
+                       "A connection silent this long (a stalled request body, or an idle "
+                       "keep-alive connection) is closed.", lower_bound=0.1)
+    flags.DEFINE_integer("rest_api_num_threads", 64,
+                         "Threads answering HTTP requests (each waits for its model call; "
+                         "with batching, this bounds how many requests can be merged).",
+                         lower_bound=1)
+    flags.DEFINE_float("file_system_poll_wait_seconds", 1.0,
+                       "Check --model_base_path this often for a new highest version, load "
+                       "it and switch to it without a restart (TF Serving's flag); 0 or "
+                       "less: never.")
+    flags.DEFINE_bool("enable_batching", False,
+                      "Merge concurrent predict requests into one model call (TF Serving's "
+                      "flag), with --batching_parameters_file.")
+    flags.DEFINE_string("batching_parameters_file", None,
+                        "TF Serving's BatchingParameters in text format (max_batch_size, "
+                        "batch_timeout_micros, max_enqueued_batches, num_batch_threads, "
+                        "allowed_batch_sizes); TF Serving's defaults without it. See "
+                        "serving/batching_parameters.txt.")
     flags.DEFINE_integer("max_concurrent_predictions", 1,
                          "Model calls run at once (others wait); 1 serializes them.",
                          lower_bound=1)
@@ -744,11 +1446,23 @@ def main(argv: list[str]) -> int:
     except UsageError as e:
         _error(str(e))
         return EXIT_USAGE
+    batching_params = None
+    if flag_values.enable_batching:
+        try:
+            batching_params = (batching.read_batching_parameters(
+                flag_values.batching_parameters_file)
+                if flag_values.batching_parameters_file else batching.BatchingParameters())
+        except batching.BatchingParametersError as e:
+            _error(f"--batching_parameters_file: {e}")
+            return EXIT_USAGE
+    elif flag_values.batching_parameters_file:
+        _error("--batching_parameters_file needs --enable_batching")
+        return EXIT_USAGE
     try:
-        _check_port_free(flag_values.rest_api_host, flag_values.rest_api_port)
+        for port in (flag_values.rest_api_port, flag_values.port):
+            _check_port_free(flag_values.rest_api_host, port)
     except OSError as e:
-        _error(f"cannot serve on {flag_values.rest_api_host}:{flag_values.rest_api_port}: "
-               f"{e.strerror or e}")
+        _error(f"cannot serve on {flag_values.rest_api_host}:{port}: {e.strerror or e}")
         return EXIT_FAILURE
     absl_logging.info("loading model %r version %d from %s", flag_values.model_name, version,
                       export_dir)
@@ -762,26 +1476,72 @@ def main(argv: list[str]) -> int:
                     max_words_per_sentence=flag_values.max_words_per_sentence,
                     max_words_per_request=flag_values.max_words_per_request,
                     sentence_inputs=tuple(flag_values.sentence_inputs),
-                    word_inputs=tuple(flag_values.word_inputs))
-    flask_app = create_app(model, limits, flag_values.max_request_bytes)
+                    word_inputs=tuple(flag_values.word_inputs),
+                    max_pieces_per_request=flag_values.max_pieces_per_request)
+    metrics = Metrics()
+    metrics.model_version.set(model.version)
+    runner: DirectRunner | BatchingRunner
+    if batching_params is not None:
+        # Batch threads each run a model call: let that many run at once.
+        model.set_max_concurrent_calls(batching_params.num_batch_threads)
+        runner = BatchingRunner(batching_params, limits, metrics)
+        absl_logging.info("batching: %s", batching_params)
+    else:
+        runner = DirectRunner(metrics)
+
+    def load(new_version: int, new_export_dir: str) -> ServedModel:
+        loaded = ServedModel(flag_values.model_name, new_version, new_export_dir,
+                             flag_values.max_concurrent_predictions)
+        if batching_params is not None:
+            loaded.set_max_concurrent_calls(batching_params.num_batch_threads)
+        return loaded
+
+    manager = ModelManager(model, load, on_unload=runner.unload,
+                           on_switch=lambda m: metrics.model_version.set(m.version))
+    if flag_values.file_system_poll_wait_seconds > 0:
+        manager.watch(flag_values.model_base_path, flag_values.file_system_poll_wait_seconds)
+    flask_app = create_app(manager, limits, flag_values.max_request_bytes, runner, metrics)
+    try:
+        grpc_server, grpc_port = create_grpc_server(
+            manager, limits, runner, metrics, flag_values.rest_api_host, flag_values.port,
+            flag_values.rest_api_num_threads, flag_values.max_request_bytes)
+    except (OSError, RuntimeError) as e:
+        _error(f"cannot serve gRPC on {flag_values.rest_api_host}:{flag_values.port}: {e}")
+        return EXIT_FAILURE
 
     def on_ready(port: int) -> None:
         absl_logging.info("serving model %r version %d (signatures: %s) at http://%s:%d/v1/"
-                          "models/%s", model.name, model.version,
+                          "models/%s and gRPC %s:%d", model.name, model.version,
                           ", ".join(model.signature_names), flag_values.rest_api_host, port,
-                          model.name)
+                          model.name, flag_values.rest_api_host, grpc_port)
 
     try:
         serve(flask_app, flag_values.rest_api_host, flag_values.rest_api_port,
-              flag_values.shutdown_timeout_s, on_ready)
-    except SystemExit as e:  # Werkzeug exits 1 after printing why it could not bind.
-        return int(e.code or EXIT_FAILURE) if isinstance(e.code, int) else EXIT_FAILURE
+              flag_values.shutdown_timeout_s, on_ready,
+              threads=flag_values.rest_api_num_threads,
+              max_request_bytes=flag_values.max_request_bytes,
+              read_timeout_s=flag_values.request_read_timeout_s, grpc_server=grpc_server,
+              on_stop=manager.stop)
     except OSError as e:
         _error(f"cannot serve on {flag_values.rest_api_host}:{flag_values.rest_api_port}: {e}")
         return EXIT_FAILURE
     return EXIT_OK
 
 
+def _exit_now(code: Any) -> None:
+    """Exits after flushing, skipping the interpreter's teardown: TensorFlow's and gRPC's
+    native threads make that take ~10 s after a clean shutdown."""
+    if isinstance(code, str):
+        print(code, file=sys.stderr)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    logging.shutdown()
+    os._exit(code if isinstance(code, int) else EXIT_OK if code is None else EXIT_FAILURE)
+
+
 if __name__ == "__main__":
     _define_flags()
-    app.run(main, flags_parser=_parse_flags)
+    try:
+        app.run(main, flags_parser=_parse_flags)
+    except SystemExit as e:
+        _exit_now(e.code)

@@ -21,10 +21,17 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
+import numpy as np
 import pytest
 import tensorflow as tf
+
+# The server's own dependencies: the 'serving' extra (pip install -e ".[serving]").
+for _module in ("waitress", "grpc", "tensorflow_serving", "prometheus_client"):
+    pytest.importorskip(_module, reason="needs the 'serving' extra: pip install -e "
+                        '".[serving]"')
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SERVER_SCRIPT = os.path.join(REPO_ROOT, "serving", "server.py")
@@ -33,7 +40,8 @@ MODEL_NAME = "toy"
 SERVED_VERSION = 3
 MAX_REQUEST_BYTES = 200_000
 STARTUP_TIMEOUT_S = 90.0
-HTTP_TIMEOUT_S = 30.0
+HTTP_TIMEOUT_S = 60.0  # Generous: the test machine is shared and often loaded.
+READ_TIMEOUT_S = 2.0
 
 
 def _load_client_module():
@@ -49,13 +57,17 @@ serving_client = _load_client_module()
 class ToyParser(tf.Module):
     """The export's interface with trivial behaviour: the tree is "(S w1 w2 ...)"."""
 
+    def __init__(self, root="S"):
+        super().__init__()
+        self.root = root  # The tree's root label (tells versions apart).
+
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="sentences")])
     def parse(self, sentences):
         words = tf.strings.split(sentences)
         num_words = tf.cast(words.row_lengths(), tf.int32)
         joined = tf.strings.reduce_join(words, axis=-1, separator=" ")
         return {"num_words": num_words, "words": words.to_tensor(""),
-                "tree": tf.strings.join(["(S ", joined, ")"]),
+                "tree": tf.strings.join([f"({self.root} ", joined, ")"]),
                 "score": tf.cast(num_words, tf.float32) * 0.5}
 
     @tf.function(input_signature=[tf.TensorSpec([None, None], tf.string, name="words"),
@@ -69,7 +81,23 @@ class ToyParser(tf.Module):
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text"),
                                   tf.TensorSpec([None], tf.int32, name="count")])
     def label(self, text, count):
-        return {"labelled": tf.strings.join([text, tf.strings.as_string(count)], separator="#")}
+        # An error raised inside the graph (as the export's own limits are): HTTP 400.
+        check = tf.debugging.assert_less(count, 1000, message="count must be under 1000")
+        with tf.control_dependencies([check]):
+            return {"labelled": tf.strings.join([text, tf.strings.as_string(count)],
+                                                separator="#")}
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text"),
+                                  tf.TensorSpec([None], tf.int32, name="sleep_ms")])
+    def slow(self, text, sleep_ms):
+        """Echoes text after sleeping max(sleep_ms): a model call that takes a while."""
+        from tensorflow.python.data.experimental.ops.testing import sleep
+
+        microseconds = tf.cast(tf.reduce_max(sleep_ms), tf.int64) * 1000
+        done = tf.data.Dataset.from_tensors(tf.constant(0, tf.int64)).apply(
+            sleep(microseconds)).reduce(tf.constant(0, tf.int64), lambda a, b: a + b)
+        with tf.control_dependencies([done]):
+            return {"echo": tf.identity(text)}
 
 
 def _expected(sentence):
@@ -103,7 +131,7 @@ def model_base_path(tmp_path_factory):
     module = ToyParser()
     tf.saved_model.save(module, str(base / str(SERVED_VERSION)),
                         signatures={"serving_default": module.parse, "label": module.label,
-                                    "parse_words": module.parse_words})
+                                    "parse_words": module.parse_words, "slow": module.slow})
     # Lower versions, a higher directory without a SavedModel and a non-numeric one: the
     # server must pick version 3.
     shutil.copytree(base / str(SERVED_VERSION), base / "1")
@@ -113,8 +141,11 @@ def model_base_path(tmp_path_factory):
 
 
 @contextlib.contextmanager
-def _running_server(base_path, model_name, log_path, *flags, while_starting=None):
+def _running_server(base_path, model_name, log_path, *flags, while_starting=None,
+                    grpc_port=None, in_flight_at_shutdown=None):
     """Starts serving/server.py on a free port; yields the port once the model is available.
+
+    The gRPC API listens on grpc_port (a free port when None).
 
     while_starting, if given, is called after the server process starts (to overlap work
     with its startup). On exit, checks that SIGTERM shuts the server down cleanly.
@@ -123,7 +154,8 @@ def _running_server(base_path, model_name, log_path, *flags, while_starting=None
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
             [sys.executable, SERVER_SCRIPT, f"--model_base_path={base_path}",
-             f"--model_name={model_name}", f"--rest_api_port={port}", *flags],
+             f"--model_name={model_name}", f"--rest_api_port={port}",
+             f"--port={grpc_port or _free_port()}", *flags],
             stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT)
     try:
         if while_starting is not None:
@@ -141,8 +173,16 @@ def _running_server(base_path, model_name, log_path, *flags, while_starting=None
                 pytest.fail(f"server not ready in {STARTUP_TIMEOUT_S} s:\n{log_path.read_text()}")
             time.sleep(0.2)
         yield port
+        in_flight = None
+        if in_flight_at_shutdown is not None:
+            in_flight = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+            pending = in_flight.submit(in_flight_at_shutdown, port)
+            time.sleep(1.0)
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=30) == 0, log_path.read_text()
+        if in_flight is not None:
+            pending.result(timeout=HTTP_TIMEOUT_S)
+            in_flight.shutdown()
         assert "shutting down" in log_path.read_text()
     finally:
         if process.poll() is None:
@@ -156,7 +196,8 @@ def server_process(model_base_path, tmp_path_factory):
     log_path = tmp_path_factory.mktemp("server_log") / "server.log"
     with _running_server(model_base_path, MODEL_NAME, log_path,
                          f"--max_request_bytes={MAX_REQUEST_BYTES}",
-                         "--max_batch_size=16") as port:
+                         "--max_batch_size=16",
+                         f"--request_read_timeout_s={READ_TIMEOUT_S}") as port:
         yield port, log_path
 
 
@@ -351,6 +392,17 @@ _BAD_REQUESTS = {
     "POST on status": ("POST", f"/v1/models/{MODEL_NAME}", {"instances": ["a"]}, 405),
     "body over the size limit": ("POST", _PREDICT,
                                  {"instances": ["x" * (MAX_REQUEST_BYTES + 1)]}, 413),
+    "5,000-digit integer": ("POST", _PREDICT, b'{"signature_name": "label", "instances": '
+                            b'[{"text": "a", "count": ' + b"9" * 5000 + b"}]}", 400),
+    "21-digit integer": ("POST", _PREDICT, b'{"signature_name": "label", "instances": '
+                         b'[{"text": "a", "count": -' + b"9" * 21 + b"}]}", 400),
+    "5,000-digit version in predict": (
+        "POST", f"/v1/models/{MODEL_NAME}/versions/{'9' * 5000}:predict", {"instances": ["a"]},
+        400),
+    "5,000-digit version in status": (
+        "GET", f"/v1/models/{MODEL_NAME}/versions/{'9' * 5000}", None, 400),
+    "version over int64": ("GET", f"/v1/models/{MODEL_NAME}/versions/{2 ** 63}/metadata", None,
+                           400),
 }
 
 
@@ -362,6 +414,53 @@ def test_bad_request_gets_error_and_server_keeps_serving(server, name):
     assert list(answer) == ["error"] and isinstance(answer["error"], str) and answer["error"]
     status, answer = _http(server, "POST", _PREDICT, {"instances": ["still serving ."]})
     assert status == 200 and answer["predictions"][0]["tree"] == "(S still serving .)"
+
+
+def test_chunked_body_is_counted_against_the_limit(server):
+    """A chunked body over --max_request_bytes gets 413, not a parse of its first MiB."""
+    def chunked(total_bytes):
+        yield b'{"instances": ["'
+        for _ in range(total_bytes // 1_000):
+            yield b"x" * 1_000
+        yield b'"]}'
+
+    for total_bytes, expected in [(1_000, 200), (MAX_REQUEST_BYTES + 10_000, 413)]:
+        connection = http.client.HTTPConnection("127.0.0.1", server, timeout=HTTP_TIMEOUT_S)
+        try:
+            connection.request("POST", _PREDICT, body=chunked(total_bytes),
+                               encode_chunked=True)
+            response = connection.getresponse()
+            answer = json.loads(response.read())
+        finally:
+            connection.close()
+        assert response.status == expected, answer
+        if expected == 413:
+            assert "--max_request_bytes" in answer["error"]
+        else:
+            assert answer["predictions"][0]["num_words"] == 1
+
+
+def test_stalled_body_is_cut_off(server):
+    """A client that stops sending mid-body loses its connection after the read timeout."""
+    with socket.create_connection(("127.0.0.1", server), timeout=HTTP_TIMEOUT_S) as sock:
+        sock.sendall(f"POST {_PREDICT} HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n"
+                     '\r\n{"instances": '.encode())
+        data = sock.recv(4096)  # Blocks until the server closes the connection.
+    assert data == b""  # Closed by the server (a timeout here would raise instead).
+    status, answer = _http(server, "POST", _PREDICT, {"instances": ["still serving ."]})
+    assert status == 200
+
+
+def test_request_data_cannot_forge_log_lines(server_process):
+    port, log_path = server_process
+    forged = "FORGED 127.0.0.1 GET /v1/models/toy 200"
+    status, _ = _http(port, "GET", "/v1/x%0a" + forged.replace(" ", "%20") + "%0d%0aEND")
+    assert status == 404
+    deadline = time.monotonic() + 10
+    while "FORGED" not in log_path.read_text() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    lines = [line for line in log_path.read_text().splitlines() if "FORGED" in line]
+    assert len(lines) == 1 and "\\x0aFORGED" in lines[0] and "\\x0d\\x0aEND" in lines[0]
 
 
 def test_client_parse(server):
@@ -407,6 +506,445 @@ def test_server_usage_errors(tmp_path, base_path):
 
 
 # ----------------------------------------------------------------------------------------
+# Cross-request batching (--enable_batching), metrics.
+
+
+def _load_batching_module():
+    spec = importlib.util.spec_from_file_location(
+        "tetra_serving_batching", os.path.join(REPO_ROOT, "serving", "batching.py"))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up.
+    spec.loader.exec_module(module)
+    return module
+
+
+batching = _load_batching_module()
+
+# TF Serving's documented examples (tensorflow_serving/batching/README.md): its CPU
+# starting point, and allowed_batch_sizes with pad_variable_length_inputs.
+_TF_SERVING_EXAMPLES = {
+    """max_batch_size { value: 128 }
+batch_timeout_micros { value: 0 }
+max_enqueued_batches { value: 1000000 }
+num_batch_threads { value: 8 }
+""": dict(max_batch_size=128, batch_timeout_micros=0, max_enqueued_batches=1_000_000,
+          num_batch_threads=8, allowed_batch_sizes=()),
+    """max_batch_size { value: 32 }
+batch_timeout_micros { value: 1000 }
+num_batch_threads { value: 4 }
+allowed_batch_sizes: 8
+allowed_batch_sizes: 16
+allowed_batch_sizes: 32
+pad_variable_length_inputs: { value: true }
+""": dict(max_batch_size=32, batch_timeout_micros=1000, max_enqueued_batches=10,
+          num_batch_threads=4, allowed_batch_sizes=(8, 16, 32)),
+}
+
+
+@pytest.mark.parametrize("text", sorted(_TF_SERVING_EXAMPLES))
+def test_batching_parameters_parse_tf_serving_examples(text):
+    params = batching.parse_batching_parameters(text)
+    for name, value in _TF_SERVING_EXAMPLES[text].items():
+        assert getattr(params, name) == value, name
+
+
+def test_shipped_batching_parameters_parse():
+    params = batching.read_batching_parameters(
+        os.path.join(REPO_ROOT, "serving", "batching_parameters.txt"))
+    assert params.max_batch_size >= 32 and params.num_batch_threads >= 1
+
+
+@pytest.mark.parametrize("text, message", [
+    ("max_batch_size { value: 0 }", "positive"),
+    ("max_batch_siz { value: 8 }", "no field named"),
+    ("max_batch_size: 8", 'Expected "{"'),
+    ("max_batch_size { value: 8 } allowed_batch_sizes: 4", "must equal max_batch_size"),
+    ("max_batch_size { value: 8 } allowed_batch_sizes: 8 allowed_batch_sizes: 4",
+     "increasing"),
+])
+def test_batching_parameters_errors(text, message):
+    with pytest.raises(batching.BatchingParametersError, match=message):
+        batching.parse_batching_parameters(text)
+
+
+def test_split_outputs_cuts_each_request_to_its_own_width():
+    # Two requests merged: rows of 2 and 3 words, the batch padded to 3.
+    outputs = {"words": np.array([[b"a", b"b", b""], [b"c", b"d", b"e"]], dtype=object),
+               "num_words": np.array([2, 3], np.int32)}
+    first, second = batching.split_outputs(outputs, [1, 1], [2, 3], 3)
+    assert first["words"].tolist() == [[b"a", b"b"]] and first["num_words"].tolist() == [2]
+    assert second["words"].tolist() == [[b"c", b"d", b"e"]]
+    joined = batching.join_outputs([first, second], 3)
+    assert joined["words"].tolist() == outputs["words"].tolist()
+
+
+def test_scheduler_merges_waiting_tasks_and_runs_a_lone_one_inline():
+    params = batching.BatchingParameters(max_batch_size=4, batch_timeout_micros=0,
+                                         max_enqueued_batches=2, num_batch_threads=1)
+    release = threading.Event()
+    batches = []
+
+    def run_batch(tasks):
+        batches.append(([t.payload for t in tasks], threading.current_thread().name))
+        if tasks[0].payload == "first":
+            release.wait(HTTP_TIMEOUT_S)
+        for task in tasks:
+            task.finish(task.payload.upper())
+
+    scheduler = batching.BatchScheduler(params, run_batch, name="test-batch")
+
+    def submit_and_wait(payload):
+        task = batching.Task("key", 1, 0, payload)
+        scheduler.submit(task)
+        return task.wait(), threading.current_thread().name
+
+    def wait_until(condition):
+        deadline = time.monotonic() + HTTP_TIMEOUT_S
+        while not condition():
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=9) as pool:
+        first = pool.submit(submit_and_wait, "first")  # Alone: runs inline, holds the slot.
+        wait_until(lambda: len(batches) == 1)
+        others = [pool.submit(submit_and_wait, name) for name in "abcdefgh"]
+        wait_until(lambda: scheduler.queued_rows() == 8)  # Two full batches wait...
+        with pytest.raises(batching.QueueFullError):  # ...so the queue is full.
+            scheduler.submit(batching.Task("key", 1, 0, "refused"))
+        release.set()
+        assert first.result()[0] == "FIRST"
+        results = [future.result() for future in others]
+    scheduler.stop()
+    assert batches[0] == (["first"], first.result()[1])  # On the caller's own thread.
+    assert [result for result, _ in results] == list("ABCDEFGH")
+    assert sorted(len(payloads) for payloads, _ in batches[1:]) == [4, 4]
+    assert sorted(p for payloads, _ in batches[1:] for p in payloads) == list("abcdefgh")
+    assert all(thread.startswith("test-batch") for _, thread in batches[1:])
+
+
+BATCHING_PARAMETERS = """max_batch_size { value: 8 }
+batch_timeout_micros { value: 20000 }
+max_enqueued_batches { value: 4 }
+num_batch_threads { value: 1 }
+"""
+
+
+@pytest.fixture(scope="module")
+def batching_server(model_base_path, tmp_path_factory):
+    """The toy model's server with --enable_batching: yields (port, log path, gRPC port)."""
+    root = tmp_path_factory.mktemp("batching_server")
+    (root / "batching.txt").write_text(BATCHING_PARAMETERS)
+    grpc_port = _free_port()
+    with _running_server(model_base_path, MODEL_NAME, root / "server.log",
+                         "--enable_batching",
+                         f"--batching_parameters_file={root / 'batching.txt'}",
+                         "--max_batch_size=32", grpc_port=grpc_port) as port:
+        yield port, root / "server.log", grpc_port
+
+
+def _metric_values(port):
+    """{metric sample name with labels: value} from the Prometheus endpoint."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=HTTP_TIMEOUT_S)
+    try:
+        connection.request("GET", "/monitoring/prometheus/metrics")
+        response = connection.getresponse()
+        text = response.read().decode()
+    finally:
+        connection.close()
+    assert response.status == 200
+    values = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            values[name] = float(value)
+    return values
+
+
+def _batched_request(client_id, request_id):
+    """A request of a signature, size and width that vary; returns (body, expected)."""
+    kind = (client_id + request_id) % 4
+    if kind == 0:  # serving_default, 1-3 sentences of different lengths
+        sentences = [" ".join([f"c{client_id}r{request_id}s{i}"] + ["w"] * ((i * 5 + request_id)
+                                                                         % 9))
+                     for i in range(1 + request_id % 3)]
+        width = max(len(s.split()) for s in sentences)
+        expected = [dict(_expected(s), words=_expected(s)["words"]
+                         + [""] * (width - len(s.split()))) for s in sentences]
+        return {"instances": sentences}, (200, expected)
+    if kind == 1:  # parse_words, rows of different widths
+        words = [f"c{client_id}", f"r{request_id}"] + ["v"] * (request_id % 5)
+        row = {"words": words + [""] * (client_id % 3), "num_words": len(words)}
+        return ({"signature_name": "parse_words", "instances": [row]},
+                (200, [{"num_words": len(words), "tree": f"(S {' '.join(words)})"}]))
+    if kind == 2:  # label: two inputs, one output
+        return ({"signature_name": "label",
+                 "instances": [{"text": f"c{client_id}", "count": request_id}]},
+                (200, [f"c{client_id}#{request_id}"]))
+    # label with a count the graph refuses: fails alone, with 400.
+    return ({"signature_name": "label", "instances": [{"text": "bad", "count": 5000}]},
+            (400, None))
+
+
+def test_merged_batches_answer_each_client_its_own(batching_server):
+    port = batching_server[0]
+    before = _metric_values(port)
+    num_clients, requests_per_client = 12, 12
+
+    def run_client(client_id):
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=HTTP_TIMEOUT_S)
+        mismatches = []
+        try:
+            for request_id in range(requests_per_client):
+                body, (expected_status, expected) = _batched_request(client_id, request_id)
+                connection.request("POST", _PREDICT, body=json.dumps(body))
+                response = connection.getresponse()
+                answer = json.loads(response.read())
+                if response.status != expected_status:
+                    mismatches.append((body, response.status, answer))
+                elif expected_status == 400:
+                    if "count must be under 1000" not in answer["error"]:
+                        mismatches.append((body, answer))
+                elif answer["predictions"] != [
+                        e if not isinstance(e, dict) else
+                        {k: p[k] for k in e if k in p} | {k: e[k] for k in e if k != "score"}
+                        for e, p in zip(expected, answer["predictions"])] or any(
+                            isinstance(e, dict) and "score" in e
+                            and p["score"] != pytest.approx(e["score"])
+                            for e, p in zip(expected, answer["predictions"])):
+                    mismatches.append((body, answer))
+        finally:
+            connection.close()
+        return mismatches
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=num_clients) as pool:
+        results = list(pool.map(run_client, range(num_clients), timeout=300))
+    assert [m for mismatches in results for m in mismatches] == []
+    after = _metric_values(port)
+    calls = (after["tetra_serving_batch_size_count"]
+             - before.get("tetra_serving_batch_size_count", 0))
+    rows = after["tetra_serving_batch_size_sum"] - before.get("tetra_serving_batch_size_sum", 0)
+    # Requests were merged: fewer model calls than rows (bad requests also ran alone).
+    assert calls < rows, (calls, rows)
+
+
+def test_request_larger_than_a_batch_is_split(batching_server):
+    port = batching_server[0]
+    sentences = [" ".join([f"s{i}"] + ["x"] * (i % 7)) for i in range(21)]  # 3 batches of 8
+    before = _metric_values(port)
+    status, body = _http(port, "POST", _PREDICT, {"instances": sentences})
+    assert status == 200, body
+    width = max(len(s.split()) for s in sentences)
+    assert [p["tree"] for p in body["predictions"]] == [_expected(s)["tree"] for s in sentences]
+    assert [p["words"] for p in body["predictions"]] == [
+        s.split() + [""] * (width - len(s.split())) for s in sentences]
+    after = _metric_values(port)
+    assert after["tetra_serving_batch_size_count"] - before["tetra_serving_batch_size_count"] >= 3
+
+
+def test_full_batch_queue_answers_503(batching_server):
+    port = batching_server[0]
+
+    def slow(rows, sleep_ms):
+        return _http(port, "POST", _PREDICT, {"signature_name": "slow", "instances": [
+            {"text": f"t{i}", "sleep_ms": sleep_ms} for i in range(rows)]})
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
+        busy = pool.submit(slow, 1, 3000)  # Holds the one batch thread for 3 s.
+        time.sleep(1.0)
+        # Four full batches fill the queue (max_enqueued_batches: 4)...
+        queued = [pool.submit(slow, 8, 0) for _ in range(4)]
+        time.sleep(1.0)
+        # ...so the next request is refused at once instead of waiting.
+        status, body = slow(1, 0)
+        assert status == 503, body
+        assert "full" in body["error"]
+        assert busy.result()[0] == 200
+        assert [f.result()[0] for f in queued] == [200] * 4
+    assert slow(1, 0)[0] == 200
+
+
+def test_metrics_count_what_was_served(batching_server):
+    port = batching_server[0]
+    before = _metric_values(port)
+    for sentence in ["a b", "c d e", "f"]:
+        assert _http(port, "POST", _PREDICT, {"instances": [sentence]})[0] == 200
+    for request in [{"instances": [""]}, {"instances": "x"}]:
+        assert _http(port, "POST", _PREDICT, request)[0] == 400
+    assert _http(port, "GET", "/v1/models/nope")[0] == 404
+    after = _metric_values(port)
+
+    def delta(name):
+        return after.get(name, 0) - before.get(name, 0)
+
+    assert delta('tetra_serving_requests_total{api="rest",method="predict",status="OK"}') == 3
+    assert delta('tetra_serving_requests_total{api="rest",method="predict",'
+                 'status="INVALID_ARGUMENT"}') == 2
+    assert delta('tetra_serving_requests_total{api="rest",method="status",'
+                 'status="NOT_FOUND"}') == 1
+    assert delta('tetra_serving_request_latency_seconds_count{api="rest",'
+                 'method="predict"}') == 5
+    assert delta("tetra_serving_batch_size_count") == 3  # Bad requests never reach it.
+    assert delta("tetra_serving_batch_size_sum") == 3
+    assert after["tetra_serving_queue_depth"] == 0
+    assert after["tetra_serving_model_version"] == SERVED_VERSION
+
+
+def test_grpc_api_with_tf_serving_status_codes(batching_server):
+    import grpc
+    from tensorflow_serving.apis import (get_model_metadata_pb2, get_model_status_pb2,
+                                         model_service_pb2_grpc, predict_pb2,
+                                         prediction_service_pb2_grpc)
+
+    port, _, grpc_port = batching_server
+    before = _metric_values(port)
+    with grpc.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
+        stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+        request = predict_pb2.PredictRequest()
+        request.model_spec.name = MODEL_NAME
+        request.model_spec.signature_name = "label"
+        request.inputs["text"].CopyFrom(tf.make_tensor_proto(["a", "b c"]))
+        request.inputs["count"].CopyFrom(tf.make_tensor_proto([1, -7], dtype=tf.int32))
+        response = stub.Predict(request, HTTP_TIMEOUT_S)
+        assert tf.make_ndarray(response.outputs["labelled"]).tolist() == [b"a#1", b"b c#-7"]
+        assert response.model_spec.version.value == SERVED_VERSION
+
+        def code_of(call, request):
+            with pytest.raises(grpc.RpcError) as error:
+                call(request, HTTP_TIMEOUT_S)
+            return error.value.code()
+
+        bad = predict_pb2.PredictRequest()
+        bad.CopyFrom(request)
+        bad.inputs["count"].CopyFrom(tf.make_tensor_proto([1, 5000], dtype=tf.int32))
+        assert code_of(stub.Predict, bad) == grpc.StatusCode.INVALID_ARGUMENT  # In-graph.
+        bad.inputs["count"].CopyFrom(tf.make_tensor_proto([1.0, 2.0]))
+        assert code_of(stub.Predict, bad) == grpc.StatusCode.INVALID_ARGUMENT  # dtype
+        empty = predict_pb2.PredictRequest()
+        empty.model_spec.name = MODEL_NAME
+        empty.inputs["sentences"].CopyFrom(tf.make_tensor_proto(["ok", " "]))
+        assert code_of(stub.Predict, empty) == grpc.StatusCode.INVALID_ARGUMENT
+        missing = predict_pb2.PredictRequest()
+        missing.CopyFrom(request)
+        missing.model_spec.name = "nope"
+        assert code_of(stub.Predict, missing) == grpc.StatusCode.NOT_FOUND
+        missing.model_spec.name = MODEL_NAME
+        missing.model_spec.version.value = 1
+        assert code_of(stub.Predict, missing) == grpc.StatusCode.NOT_FOUND
+
+        metadata_request = get_model_metadata_pb2.GetModelMetadataRequest()
+        metadata_request.model_spec.name = MODEL_NAME
+        metadata_request.metadata_field.append("signature_def")
+        metadata = stub.GetModelMetadata(metadata_request, HTTP_TIMEOUT_S)
+        signature_defs = get_model_metadata_pb2.SignatureDefMap()
+        metadata.metadata["signature_def"].Unpack(signature_defs)
+        assert set(signature_defs.signature_def) >= {"serving_default", "label",
+                                                     "parse_words", "slow"}
+        assert set(signature_defs.signature_def["label"].inputs) == {"text", "count"}
+
+        model_stub = model_service_pb2_grpc.ModelServiceStub(channel)
+        status_request = get_model_status_pb2.GetModelStatusRequest()
+        status_request.model_spec.name = MODEL_NAME
+        status = model_stub.GetModelStatus(status_request, HTTP_TIMEOUT_S)
+        assert [(v.version, v.state) for v in status.model_version_status] == [
+            (SERVED_VERSION, get_model_status_pb2.ModelVersionStatus.AVAILABLE)]
+        status_request.model_spec.name = "nope"
+        assert code_of(model_stub.GetModelStatus, status_request) == grpc.StatusCode.NOT_FOUND
+    after = _metric_values(port)
+    assert after['tetra_serving_requests_total{api="grpc",method="predict",status="OK"}'] - \
+        before.get('tetra_serving_requests_total{api="grpc",method="predict",status="OK"}',
+                   0) == 1
+
+
+# ----------------------------------------------------------------------------------------
+# New versions without a restart (--file_system_poll_wait_seconds).
+
+
+def _save_toy_version(base, version, root):
+    """Saves a ToyParser with tree root `root` as base/version, moved into place whole."""
+    module = ToyParser(root)
+    staging = base.parent / f".staging-{version}"
+    tf.saved_model.save(module, str(staging),
+                        signatures={"serving_default": module.parse, "slow": module.slow})
+    os.rename(staging, base / str(version))
+
+
+def test_new_version_is_served_without_a_restart_and_loses_no_request(tmp_path):
+    base = tmp_path / "models" / MODEL_NAME
+    base.mkdir(parents=True)
+    _save_toy_version(base, 1, "V1")
+    log_path = tmp_path / "server.log"
+
+    def slow_request_during_shutdown(port):
+        """A request in flight at SIGTERM is answered before the server exits."""
+        assert _http(port, "POST", _PREDICT, {"signature_name": "slow", "instances": [
+            {"text": "bye", "sleep_ms": 3000}]}) == (200, {"predictions": ["bye"]})
+
+    with _running_server(base, MODEL_NAME, log_path, "--file_system_poll_wait_seconds=0.2",
+                         "--enable_batching",
+                         in_flight_at_shutdown=slow_request_during_shutdown) as port:
+        stop = threading.Event()
+        roots_seen = []
+
+        def run_client(client_id):
+            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=HTTP_TIMEOUT_S)
+            failures, count = [], 0
+            try:
+                while not stop.is_set():
+                    sentence = f"c{client_id} r{count}"
+                    connection.request("POST", _PREDICT,
+                                       body=json.dumps({"instances": [sentence]}))
+                    response = connection.getresponse()
+                    answer = json.loads(response.read())
+                    tree = answer["predictions"][0]["tree"] if response.status == 200 else None
+                    if tree not in (f"(V1 {sentence})", f"(V2 {sentence})"):
+                        failures.append((response.status, answer))
+                    else:
+                        roots_seen.append(tree[1:3])
+                    count += 1
+            finally:
+                connection.close()
+            return failures, count
+
+        with concurrent.futures.ThreadPoolExecutor(max_workers=5) as pool:
+            clients = [pool.submit(run_client, i) for i in range(4)]
+            # A request in flight on version 1 while version 2 arrives: it finishes there.
+            slow = pool.submit(_http, port, "POST", _PREDICT, {
+                "signature_name": "slow", "instances": [{"text": "t", "sleep_ms": 4000}]})
+            time.sleep(0.5)
+            _save_toy_version(base, 2, "V2")
+            deadline = time.monotonic() + 60
+            while "V2" not in roots_seen[-5:] and time.monotonic() < deadline:
+                time.sleep(0.2)
+            # A broken version 3: logged, and version 2 keeps serving.
+            (base / "3").mkdir()
+            (base / "3" / "saved_model.pb").write_bytes(b"not a SavedModel")
+            deadline = time.monotonic() + 30
+            while "failed to load version 3" not in log_path.read_text() and \
+                    time.monotonic() < deadline:
+                time.sleep(0.2)
+            time.sleep(0.5)
+            stop.set()
+            results = [client.result(timeout=60) for client in clients]
+            assert slow.result(timeout=60) == (200, {"predictions": ["t"]})
+        assert [f for failures, _ in results for f in failures] == []
+        assert all(count > 0 for _, count in results)
+        assert roots_seen[0] == "V1" and roots_seen[-1] == "V2"
+        # Once a client saw version 2, it never saw version 1 again.
+        assert "V1" not in roots_seen[roots_seen.index("V2"):]
+        assert _http(port, "GET", f"/v1/models/{MODEL_NAME}")[1][
+            "model_version_status"][0]["version"] == "2"
+        log = log_path.read_text()
+        assert "failed to load version 3" in log
+        # Version 1 was unloaded only after its slow request had been answered.
+        lines = log.splitlines()
+        slow_answered = next(i for i, line in enumerate(lines) if "POST" in line
+                             and "predict 200" in line and "batch=1" in line
+                             and float(line.split()[-2].rstrip("ms")) > 3000)
+        unloaded = next(i for i, line in enumerate(lines) if "unloaded version 1" in line)
+        assert slow_answered < unloaded
+
+
+# ----------------------------------------------------------------------------------------
 # The real export (tetra_tf/export.py) of a tiny random model, served and parsed over REST.
 
 
@@ -421,6 +959,9 @@ def tetra_export(tmp_path_factory):
     tiny_model.make_model_dir(str(root / "model_dir"))
     export.export(str(root / "model_dir"), str(root / "models" / "tetra" / "1"))
     return root / "models" / "tetra"
+
+
+MAX_PIECES = 200  # The real export's server: a low --max_pieces_per_request.
 
 
 def test_real_export_over_rest_matches_parser(tetra_export, tmp_path):
@@ -440,8 +981,10 @@ def test_real_export_over_rest_matches_parser(tetra_export, tmp_path):
         expected["strings"] = parser.parse_to_strings(word_lists)
         expected["trees"] = parser.parse_sents(word_lists)
 
+    grpc_port = _free_port()
     with _running_server(tetra_export, "tetra", tmp_path / "server.log",
-                         while_starting=parse_in_process) as port:
+                         f"--max_pieces_per_request={MAX_PIECES}",
+                         while_starting=parse_in_process, grpc_port=grpc_port) as port:
         expected_strings, expected_trees = expected["strings"], expected["trees"]
         address = f"http://127.0.0.1:{port}"
         trees = serving_client.parse([" ".join(words) for words in word_lists],
@@ -463,6 +1006,22 @@ def test_real_export_over_rest_matches_parser(tetra_export, tmp_path):
                             ("tree", "DT_STRING")]:
             assert outputs.get(name) == dtype, name
 
+        # TF Serving's gRPC API, with the official client code: the same trees.
+        import grpc
+        from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
+
+        channel = grpc.insecure_channel(f"127.0.0.1:{grpc_port}")
+        stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+        request = predict_pb2.PredictRequest()
+        request.model_spec.name = "tetra"
+        request.model_spec.signature_name = "serving_default"
+        request.inputs["sentences"].CopyFrom(
+            tf.make_tensor_proto([" ".join(words) for words in word_lists]))
+        result = stub.Predict(request, 30.0)
+        channel.close()
+        grpc_trees = [t.decode("utf-8") for t in tf.make_ndarray(result.outputs["tree"])]
+        assert grpc_trees == trees
+
         # Columnar request: the same trees, and words/num_words echo the input.
         sentences = [" ".join(words) for words in word_lists[:3]]
         status, body = _http(port, "POST", "/v1/models/tetra:predict", {"inputs": sentences})
@@ -478,3 +1037,20 @@ def test_real_export_over_rest_matches_parser(tetra_export, tmp_path):
                          "instances": [{"words": ["a", ""], "num_words": 2}]}]:
             status, body = _http(port, "POST", "/v1/models/tetra:predict", request)
             assert status == 400 and list(body) == ["error"], body
+        # Subword pieces are counted before the model runs: "!" * 20 is 20 pieces, of which
+        # the graph keeps 8 (tokenization.MAX_PIECES_PER_WORD), so 25 such words are 200
+        # pieces (allowed) and 26 are 208 (400), although both are far under the word limits.
+        from tetra_tf import tokenization
+
+        assert tokenization.MAX_PIECES_PER_WORD * 25 == MAX_PIECES
+        for num_words, expected_status in [(25, 200), (26, 400)]:
+            status, body = _http(port, "POST", "/v1/models/tetra:predict",
+                                 {"instances": [" ".join(["!" * 20] * num_words)]})
+            assert status == expected_status, body
+            if status == 400:
+                assert "208 subword pieces" in body["error"], body
+        # Over several sentences of one request, and through parse_words.
+        status, body = _http(port, "POST", "/v1/models/tetra:predict", {
+            "signature_name": "parse_words",
+            "instances": [{"words": ["abc!!!!!!!!!!"] * 13, "num_words": 13}] * 2})
+        assert status == 400 and "pieces" in body["error"], body

@@ -1,0 +1,401 @@
+"""Load test of serving/server.py: closed-loop clients, batching off and on, REST and gRPC.
+
+One run, against the local server on one export:
+
+* the offline ceiling first: `tetra_tf.Parser` at batch 64 over the same sentences
+  (`parse_to_strings`: `parse_sents` without building nltk.Tree objects, so a slightly
+  higher ceiling), before the servers start and again after they stop; the higher of the
+  two is the ceiling (load from other processes on a shared machine comes and goes);
+* then serving/server.py without and with --enable_batching
+  (serving/batching_parameters.txt), each answering 1, 8 and 32 concurrent closed-loop
+  clients over REST (keep-alive HTTP/1.1, `{"instances": [sentence]}`) and over TF
+  Serving's gRPC API (PredictionServiceStub.Predict); every client sends one sentence per
+  request, drawn in turn from the NLTK sample's test split (wsj_0180-0199), until the run
+  has sent --requests requests. Each server first answers every sentence once, untimed
+  (TensorFlow sets up its kernels per new shape on first use).
+
+Then, in this process (no HTTP), the server's predict path at 1 request at a time,
+direct and through the batching runner, alternating request by request: batching's own
+cost, free of the load drift between the two servers' runs.
+
+Prints sentences per second and p50/p95/p99 latency (milliseconds, as the clients see
+it) per configuration, each throughput next to the first ceiling ("x before"), and the two
+goals: with batching, 32 clients reach >= 0.8x the ceiling; at 1 client, batching costs
+<= 10% latency (p50 with / without). Every answer is checked against the offline trees
+(mismatches are counted; merged batches can differ from offline ones only in float
+round-off, i.e. a near-tie tag).
+
+The export: --export_dir, else /work/models/tetra/1 when it exists, else the bundled
+all-MiniLM-L6-v2 encoder with random tag heads (exported to a temporary directory; same
+speed as a trained model).
+
+Usage: python bench/serving_load.py [--export_dir=DIR] [--requests=N] [--clients=1,8,32]
+    [--apis=rest,grpc] [--batching=off,on] [--batching_parameters_file=FILE]
+Exit codes: 0 done, 1 failure (e.g. the server did not start), 2 usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import http.client
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO_ROOT)
+
+import tetra_tf  # noqa: E402,F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+
+DEFAULT_EXPORT = "/work/models/tetra/1"
+SERVER_SCRIPT = os.path.join(REPO_ROOT, "serving", "server.py")
+BATCHING_FILE = os.path.join(REPO_ROOT, "serving", "batching_parameters.txt")
+MODEL_NAME = "tetra"
+STARTUP_TIMEOUT_S = 300.0
+OFFLINE_BATCH_SIZE = 64
+
+
+def _parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog="See the module docstring (python -c 'help(...)') or serving/README.md.")
+    parser.add_argument("--export_dir", default=None,
+                        help=f"SavedModel to serve (default: {DEFAULT_EXPORT} if it exists, "
+                        "else MiniLM with random heads)")
+    parser.add_argument("--requests", type=int, default=None,
+                        help="requests per configuration (default: 8x the clients, at "
+                        "least 100)")
+    parser.add_argument("--clients", default="1,8,32",
+                        help="comma-separated concurrent clients (default 1,8,32)")
+    parser.add_argument("--apis", default="rest,grpc", help="rest, grpc or both")
+    parser.add_argument("--batching", default="off,on",
+                        help="server runs: off (no batching), on, or off,on (default)")
+    parser.add_argument("--batching_parameters_file", default=BATCHING_FILE,
+                        help="for the batching-on server (default: the shipped one)")
+    args = parser.parse_args(argv)
+    try:
+        args.clients = [int(c) for c in args.clients.split(",")]
+        if not args.clients or min(args.clients) < 1:
+            raise ValueError
+    except ValueError:
+        parser.error("--clients must be positive integers, e.g. 1,8,32")
+    args.apis = args.apis.split(",")
+    if not set(args.apis) <= {"rest", "grpc"}:
+        parser.error("--apis takes rest, grpc or rest,grpc")
+    args.batching = args.batching.split(",")
+    if not args.batching or not set(args.batching) <= {"off", "on"}:
+        parser.error("--batching takes off, on or off,on")
+    if args.requests is not None and args.requests < 1:
+        parser.error("--requests must be positive")
+    return args
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _test_sentences() -> list[list[str]]:
+    from tetra_tf import treebank
+
+    sentences = []
+    for entry in treebank.read_nltk_sample("test"):
+        if entry.tree is not None:
+            words = treebank.clean_tree(entry.tree).leaves()
+            if words:
+                sentences.append(words)
+    return sentences
+
+
+def _default_export(scratch: str) -> str:
+    """MiniLM with random heads, exported (the speed of a trained model)."""
+    from bench.throughput import default_model_dir
+    from tetra_tf import export
+
+    model_dir = default_model_dir(os.path.join(scratch, "model"))
+    export_dir = os.path.join(scratch, "export", "1")
+    export.export(model_dir, export_dir)
+    return export_dir
+
+
+class Server:
+    """serving/server.py on free ports, as a subprocess (base path: a link to the export)."""
+
+    def __init__(self, export_dir: str, scratch: str, batching: str | None) -> None:
+        base = os.path.join(scratch, "base" + ("-batching" if batching else ""))
+        os.makedirs(base, exist_ok=True)
+        os.symlink(os.path.abspath(export_dir), os.path.join(base, "1"))
+        self.rest_port, self.grpc_port = _free_port(), _free_port()
+        flags = [f"--model_base_path={base}", f"--model_name={MODEL_NAME}",
+                 f"--rest_api_port={self.rest_port}", f"--port={self.grpc_port}",
+                 "--file_system_poll_wait_seconds=0", "--max_batch_size=64"]
+        if batching:
+            flags += ["--enable_batching", f"--batching_parameters_file={batching}"]
+        self.log_path = os.path.join(scratch, "server" + ("-batching" if batching else "")
+                                     + ".log")
+        self._log = open(self.log_path, "wb")
+        self.process = subprocess.Popen([sys.executable, SERVER_SCRIPT, *flags],
+                                        stdout=self._log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        while True:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"server exited with {self.process.returncode}; see "
+                                   f"{self.log_path}")
+            try:
+                connection = http.client.HTTPConnection("127.0.0.1", self.rest_port,
+                                                        timeout=5)
+                connection.request("GET", f"/v1/models/{MODEL_NAME}")
+                if connection.getresponse().status == 200:
+                    break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"server not ready in {STARTUP_TIMEOUT_S:.0f} s")
+            time.sleep(0.5)
+
+    def close(self) -> None:
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self._log.close()
+
+
+def _rest_client(port: int) -> "callable":
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+
+    def parse(sentence: str) -> str:
+        connection.request("POST", f"/v1/models/{MODEL_NAME}:predict",
+                           body=json.dumps({"instances": [sentence]}),
+                           headers={"Content-Type": "application/json"})
+        response = connection.getresponse()
+        body = response.read()
+        if response.status != 200:
+            raise RuntimeError(f"HTTP {response.status}: {body[:200]!r}")
+        return json.loads(body)["predictions"][0]["tree"]
+
+    return parse
+
+
+def _grpc_client(channel) -> "callable":
+    import tensorflow as tf
+    from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
+
+    stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+
+    def parse(sentence: str) -> str:
+        request = predict_pb2.PredictRequest()
+        request.model_spec.name = MODEL_NAME
+        request.model_spec.signature_name = "serving_default"
+        request.inputs["sentences"].CopyFrom(tf.make_tensor_proto([sentence]))
+        response = stub.Predict(request, 120.0)
+        return tf.make_ndarray(response.outputs["tree"])[0].decode("utf-8")
+
+    return parse
+
+
+def run_load(make_client, sentences: list[str], expected: dict[str, str], clients: int,
+             requests: int) -> dict[str, float]:
+    """Closed loop: `clients` threads send requests until `requests` have been sent."""
+    lock = threading.Lock()
+    next_index = [0]
+    latencies: list[float] = []
+    mismatches = [0]
+
+    def client_loop(client_id: int) -> None:
+        parse = make_client()
+        parse(sentences[client_id % len(sentences)])  # Connect and warm up, untimed.
+        barrier.wait()
+        while True:
+            with lock:
+                index = next_index[0]
+                if index >= requests:
+                    return
+                next_index[0] += 1
+            sentence = sentences[index % len(sentences)]
+            started = time.perf_counter()
+            tree = parse(sentence)
+            elapsed = time.perf_counter() - started
+            with lock:
+                latencies.append(elapsed)
+                mismatches[0] += tree != expected[sentence]
+
+    barrier = threading.Barrier(clients + 1)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=clients) as pool:
+        futures = [pool.submit(client_loop, i) for i in range(clients)]
+        barrier.wait()
+        started = time.perf_counter()
+        for future in futures:
+            future.result()
+        wall = time.perf_counter() - started
+    ms = np.array(latencies) * 1e3
+    return {"sents_per_s": len(latencies) / wall, "p50": float(np.percentile(ms, 50)),
+            "p95": float(np.percentile(ms, 95)), "p99": float(np.percentile(ms, 99)),
+            "requests": len(latencies), "mismatches": mismatches[0]}
+
+
+def main(argv: list[str]) -> int:
+    args = _parse_args(argv)
+    try:
+        word_lists = _test_sentences()
+    except Exception as e:  # noqa: BLE001 - one line
+        print(f"serving_load.py: error: cannot read the NLTK sample's test split: {e}",
+              file=sys.stderr)
+        return 2
+    export_dir = args.export_dir or (DEFAULT_EXPORT if os.path.isdir(DEFAULT_EXPORT)
+                                     else None)
+    if args.export_dir and not os.path.isfile(os.path.join(args.export_dir,
+                                                           "saved_model.pb")):
+        print(f"serving_load.py: error: no saved_model.pb in {args.export_dir}",
+              file=sys.stderr)
+        return 2
+    scratch = tempfile.mkdtemp(prefix="serving_load_")
+    try:
+        if export_dir is None:
+            print("exporting MiniLM with random heads (no trained export found) ...",
+                  flush=True)
+            export_dir = _default_export(scratch)
+        return _run(args, export_dir, word_lists, scratch)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _run(args: argparse.Namespace, export_dir: str, word_lists: list[list[str]],
+         scratch: str) -> int:
+    import grpc
+    from tetra_tf.parser import Parser
+
+    rng = random.Random(0)
+    sentences = [" ".join(words) for words in word_lists]
+    rng.shuffle(sentences)
+    print(f"export: {export_dir}; {len(sentences)} test-split sentences "
+          f"({sum(len(s.split()) for s in sentences) / len(sentences):.1f} words on average)")
+
+    # The offline ceiling: best of 2 passes, with no server running, and again after the
+    # load runs (the higher figure is used: on a shared machine, load from other
+    # processes comes and goes).
+    parser = Parser(export_dir)
+    split = [s.split() for s in sentences]
+    parser.parse_to_strings(split[:OFFLINE_BATCH_SIZE], batch_size=OFFLINE_BATCH_SIZE)
+
+    def offline_ceiling() -> tuple[float, list[str]]:
+        best, trees = float("inf"), []
+        for _ in range(2):
+            started = time.perf_counter()
+            trees = parser.parse_to_strings(split, batch_size=OFFLINE_BATCH_SIZE)
+            best = min(best, time.perf_counter() - started)
+        return len(sentences) / best, trees
+
+    ceiling_before, offline_trees = offline_ceiling()
+    expected = dict(zip(sentences, offline_trees))
+    print(f"offline ceiling before: Parser.parse_to_strings, batch {OFFLINE_BATCH_SIZE}: "
+          f"{ceiling_before:.1f} sents/s (load average {os.getloadavg()[0]:.1f} on "
+          f"{os.cpu_count()} CPUs)\n", flush=True)
+    ceiling = ceiling_before
+
+    # Batching's own cost at 1 client, without HTTP and without load drift between the
+    # two servers' runs: the server's predict path in this process, direct and through
+    # the batching runner, alternating request by request on the same sentences.
+    sys.path.insert(0, os.path.join(REPO_ROOT, "serving"))
+    import batching as batching_lib
+    import server as server_lib
+
+    served = server_lib.ServedModel(MODEL_NAME, 1, export_dir)
+    limits = server_lib.Limits()
+    direct = server_lib.DirectRunner()
+    batched = server_lib.BatchingRunner(
+        batching_lib.read_batching_parameters(args.batching_parameters_file), limits)
+    bodies = [json.dumps({"instances": [s]}).encode() for s in sentences[:120]]
+    for body in bodies[:30]:
+        served.predict_json(body, limits, direct)
+    times: dict[str, list[float]] = {"direct": [], "batching": []}
+    for i, body in enumerate(bodies):
+        order = [("direct", direct), ("batching", batched)]
+        for name, runner in order if i % 2 else order[::-1]:
+            started = time.perf_counter()
+            served.predict_json(body, limits, runner)
+            times[name].append(time.perf_counter() - started)
+    batched.unload(served)
+    del served
+    p50 = {name: float(np.percentile(values, 50)) * 1e3 for name, values in times.items()}
+    print(f"in process, 1 request at a time, alternating ({len(bodies)} each): p50 direct "
+          f"{p50['direct']:.1f} ms, through the batching runner {p50['batching']:.1f} ms "
+          f"= {p50['batching'] / p50['direct']:.2f}\n", flush=True)
+
+    rows = []
+    header = (f"{'batching':8} {'api':4} {'clients':>7} {'requests':>8} {'sents/s':>8} "
+              f"{'x before':>9} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'mismatch':>8}")
+    print(header, flush=True)
+    for batching in [None if mode == "off" else args.batching_parameters_file
+                     for mode in args.batching]:
+        server = Server(export_dir, scratch, batching)
+        try:
+            # Warm-up, untimed: every sentence once (TensorFlow sets up kernels per new
+            # shape, i.e. per sentence length, on first use), 8 clients over REST.
+            run_load(lambda: _rest_client(server.rest_port), sentences, expected, 8,
+                     len(sentences))
+            for api in args.apis:
+                channel = (grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}")
+                           if api == "grpc" else None)
+                make_client = ((lambda: _rest_client(server.rest_port)) if api == "rest"
+                               else (lambda: _grpc_client(channel)))
+                for clients in args.clients:
+                    requests = args.requests or max(100, 8 * clients)
+                    result = run_load(make_client, sentences, expected, clients, requests)
+                    row = dict(result, batching="on" if batching else "off", api=api,
+                               clients=clients)
+                    rows.append(row)
+                    print(f"{row['batching']:8} {api:4} {clients:>7} {row['requests']:>8} "
+                          f"{row['sents_per_s']:>8.1f} {row['sents_per_s'] / ceiling:>9.2f} "
+                          f"{row['p50']:>8.1f} {row['p95']:>8.1f} {row['p99']:>8.1f} "
+                          f"{row['mismatches']:>8}", flush=True)
+                if channel is not None:
+                    channel.close()
+        finally:
+            server.close()
+
+    ceiling_after, _ = offline_ceiling()
+    ceiling = max(ceiling_before, ceiling_after)
+    print(f"\noffline ceiling after: {ceiling_after:.1f} sents/s (load average "
+          f"{os.getloadavg()[0]:.1f}); ratios below use the higher, {ceiling:.1f}")
+
+    def find(batching: str, api: str, clients: int) -> dict | None:
+        return next((r for r in rows if (r["batching"], r["api"], r["clients"]) ==
+                     (batching, api, clients)), None)
+
+    print()
+    for api in args.apis:
+        top = max(args.clients)
+        on = find("on", api, top)
+        if on:
+            ratio = on["sents_per_s"] / ceiling
+            print(f"goal {api}: batching, {top} clients: {on['sents_per_s']:.1f} sents/s = "
+                  f"{ratio:.2f}x the offline ceiling ({ceiling:.1f}); goal >= 0.80: "
+                  f"{'met' if ratio >= 0.8 else 'NOT met'}")
+        one_on, one_off = find("on", api, 1), find("off", api, 1)
+        if one_on and one_off:
+            ratio = one_on["p50"] / one_off["p50"]
+            print(f"goal {api}: 1 client p50 latency with / without batching: "
+                  f"{one_on['p50']:.1f} / {one_off['p50']:.1f} ms = {ratio:.2f}; goal <= "
+                  f"1.10: {'met' if ratio <= 1.10 else 'NOT met'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
