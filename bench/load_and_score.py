@@ -3,7 +3,7 @@
 * loading the default encoder: `encoders.load_pretrained_encoder()` (build the Keras
   BertEncoderV2, copy the weights in) against reading its model.safetensors with
   safetensors.numpy alone; goal: under 10 s;
-* scoring: `evaluate.evaluate_lines` (EVALB COLLINS.prm rules) on 2,500 random gold/predicted
+* scoring: `evalb.evaluate_lines` (EVALB COLLINS.prm rules) on 2,500 random gold/predicted
   tree pairs of 5-45 words, against reading the same lines with nltk.Tree.fromstring;
   goal: under 5 s.
 
@@ -28,7 +28,7 @@ import nltk  # noqa: E402
 import numpy as np  # noqa: E402
 from absl import app, flags  # noqa: E402
 
-from tetra_tf import encoders, evaluate  # noqa: E402
+from tetra_tf import encoders, evalb  # noqa: E402
 
 _REPEATS = flags.DEFINE_integer("repeats", 3, "Timed runs per measurement (median).")
 NUM_PAIRS = 2500
@@ -81,13 +81,13 @@ def main(argv) -> int:
         words = [f"w{i}" for i in range(rng.randint(5, 45))]
         gold.append(str(nltk.Tree("TOP", [_random_tree(rng, words)])).replace("\n", " "))
         pred.append(str(nltk.Tree("TOP", [_random_tree(rng, words)])).replace("\n", " "))
-    result = evaluate.evaluate_lines(gold, pred)  # warm-up, and a check of the inputs
+    result = evalb.evaluate_lines(gold, pred)  # warm-up, and a check of the inputs
     if result.counts.valid_sentences != NUM_PAIRS:
         print(f"error: {NUM_PAIRS - result.counts.valid_sentences} pairs not scored",
               file=sys.stderr)
         return 1
     parse_s = _median_s(lambda: [nltk.Tree.fromstring(line) for line in gold + pred], repeats)
-    score_s = _median_s(lambda: evaluate.evaluate_lines(gold, pred), repeats)
+    score_s = _median_s(lambda: evalb.evaluate_lines(gold, pred), repeats)
     print(_row(f"score {NUM_PAIRS:,} tree pairs", score_s, "read them with nltk", parse_s,
                SCORE_GOAL_S))
     return 0

@@ -16,6 +16,7 @@ import tensorflow as tf
 
 from tetra_tf import decoding, encoders, export, parse, tags as tags_lib, tokenization, treebank
 from tetra_tf.inference_encoder import InferenceEncoder
+from tetra_tf.tree_writer import TreeWriter
 from tetra_tf.parser import Parser
 from tetra_tf.tags import TagVocabularies
 from tetra_tf.model_dir import ModelDirError, TaggerSpec, build_tagger
@@ -94,7 +95,7 @@ def _pad(rows, fill, dtype):
 def _tree_writer_output(taggings, vocabs, extra_empty_rows=0):
     taggings = list(taggings) + [None] * extra_empty_rows
     rows = [t or tags_lib.TetraTags((), (), (), ()) for t in taggings]
-    writer = tf.function(export.TreeWriter(vocabs), autograph=False)
+    writer = tf.function(TreeWriter(vocabs), autograph=False)
     out = writer(
         tf.constant(_pad([t.words for t in rows], "", object)),
         tf.constant(_pad([t.pos_tags for t in rows], "", object)),

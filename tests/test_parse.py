@@ -10,7 +10,7 @@ import tetra_tf  # noqa: F401  (selects Keras 2 before TensorFlow loads)
 import nltk
 import pytest
 
-from tetra_tf import evaluate, export, parse
+from tetra_tf import evalb, export, parse
 from tetra_tf.parser import Parser, with_pos_tags
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -340,11 +340,11 @@ def test_eval_export_scores_with_gold_or_predicted_pos(export_dir, parser, tmp_p
     result, pos_accuracy, lines = eval_export.score_export(export_dir, gold_lines, gold_trees)
     assert result.tagging_accuracy == 100.0  # gold POS on the leaves
     # What is scored: the parser's trees with the gold POS on their leaves.
-    expected = [evaluate.tree_to_line(with_pos_tags(tree, [pos for _, pos in gold.pos()]))
+    expected = [evalb.tree_to_line(with_pos_tags(tree, [pos for _, pos in gold.pos()]))
                 for tree, gold in zip(parser.parse_sents([t.leaves() for t in gold_trees]),
                                       gold_trees)]
     assert lines == expected
-    assert result.fscore == evaluate.evaluate_lines(gold_lines, expected).fscore
+    assert result.fscore == evalb.evaluate_lines(gold_lines, expected).fscore
     predicted, same_accuracy, _ = eval_export.score_export(
         export_dir, gold_lines, gold_trees, gold_pos=False)
     assert same_accuracy == pos_accuracy

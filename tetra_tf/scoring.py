@@ -14,13 +14,13 @@ from typing import Sequence
 
 import nltk
 
-from tetra_tf import evaluate
+from tetra_tf import evalb
 from tetra_tf.parser import with_pos_tags
 
 
-def scoring_params(num_sentences: int) -> evaluate.EvalbParams:
+def scoring_params(num_sentences: int) -> evalb.EvalbParams:
     """COLLINS.prm, but scoring every one of num_sentences sentences."""
-    return dataclasses.replace(evaluate.COLLINS, max_error=num_sentences + 1)
+    return dataclasses.replace(evalb.COLLINS, max_error=num_sentences + 1)
 
 
 @dataclasses.dataclass
@@ -68,12 +68,12 @@ def score_parses(gold: Sequence[nltk.Tree | str],
         gold_tags = [pos for _, pos in gold_tree.pos()]
         correct += sum(p == g for (_, p), g in zip(predicted_tree.pos(), gold_tags))
         total += len(gold_tags)
-        gold_lines.append(evaluate.tree_to_line(gold_tree))
-        predicted_lines.append(evaluate.tree_to_line(predicted_tree))
-        with_gold_pos.append(evaluate.tree_to_line(with_pos_tags(predicted_tree, gold_tags)))
+        gold_lines.append(evalb.tree_to_line(gold_tree))
+        predicted_lines.append(evalb.tree_to_line(predicted_tree))
+        with_gold_pos.append(evalb.tree_to_line(with_pos_tags(predicted_tree, gold_tags)))
     params = scoring_params(len(gold_lines))
-    standard = evaluate.evaluate_lines(gold_lines, with_gold_pos, params)
-    own_pos = evaluate.evaluate_lines(gold_lines, predicted_lines, params)
+    standard = evalb.evaluate_lines(gold_lines, with_gold_pos, params)
+    own_pos = evalb.evaluate_lines(gold_lines, predicted_lines, params)
     return ParseScores(
         sentences=len(gold_lines), f1=standard.fscore, recall=standard.recall,
         precision=standard.precision, exact_match=standard.complete_match,

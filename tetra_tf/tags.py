@@ -29,6 +29,8 @@ from typing import Iterable, Sequence
 import nltk
 import numpy as np
 
+from tetra_tf.treebank import ROOT_LABEL
+
 LEAF_LEFT = "l"
 LEAF_RIGHT = "r"
 INTERNAL_LEFT = "L"
@@ -38,7 +40,6 @@ INTERNAL_DIRECTIONS = (INTERNAL_LEFT, INTERNAL_RIGHT)
 
 LABEL_SEPARATOR = "/"
 UNARY_JOINER = "+"
-ROOT_LABEL = "TOP"
 
 # How each action changes the depth of the stack.
 DEPTH_CHANGE = {LEAF_LEFT: 1, LEAF_RIGHT: 0, INTERNAL_LEFT: 0, INTERNAL_RIGHT: -1}

@@ -35,7 +35,7 @@ import tensorflow as tf
 import tf_keras
 from tqdm import tqdm
 
-from tetra_tf import (cli, decoding, encoders, evaluate, input_pipeline, model_card, records,
+from tetra_tf import (cli, decoding, encoders, evalb, input_pipeline, model_card, records,
                       scoring)
 from tetra_tf import model_dir as model_dir_lib
 from tetra_tf.model import ENCODER_INPUTS, HeadsConfig, TetraTagger, tagging_loss_terms
@@ -303,7 +303,7 @@ def predict_trees(predict_fn, batches, vocabs: TagVocabularies,
             internal_tags = [vocabs.internal.tag(i) for i in result.internal_tag_ids[row, :n - 1]]
             pos_tags = [vocabs.pos.tag(i) for i in pos_ids[row, :n]]
             gold.append(batch[records.TREE][row].decode("utf-8"))
-            predicted.append(evaluate.tree_to_line(
+            predicted.append(evalb.tree_to_line(
                 tags_to_tree(words, pos_tags, leaf_tags, internal_tags)))
     return gold, predicted
 

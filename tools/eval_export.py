@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Scores an exported SavedModel on gold trees, EVALB-style (tetra_tf.evaluate).
+"""Scores an exported SavedModel on gold trees, EVALB-style (tetra_tf.evalb).
 
   python tools/eval_export.py --export_dir=models/tetra/1 \
       --gold=data/ptb_sample/test/trees.txt [--pos=gold|predicted] [--output=PRED_FILE]
@@ -8,7 +8,7 @@ Parses the gold trees' words with `tetra_tf.Parser` (the exported graph end to e
 the gold POS tags on the leaves (--pos=gold, the standard for WSJ F1 and what training
 reports as dev F1) or keeps the predicted ones, and scores the trees with the COLLINS.prm
 settings. Prints F1, recall, precision, exact match and POS accuracy; --output writes the
-predicted trees, one per line, for `python -m tetra_tf.evaluate GOLD PRED`.
+predicted trees, one per line, for `python -m tetra_tf.evalb GOLD PRED`.
 
 Exit codes: 0 scored; 2 usage or input error (missing flags, unreadable files, a gold
 line that is not a tree, no SavedModel); 1 any other failure.
@@ -24,7 +24,7 @@ from absl import flags
 import nltk
 from tqdm import tqdm
 
-from tetra_tf import cli, evaluate
+from tetra_tf import cli, evalb
 
 FLAGS = flags.FLAGS
 
@@ -32,7 +32,7 @@ FLAGS = flags.FLAGS
 def read_gold(path: str) -> tuple[list[str], list[nltk.Tree]]:
     """Gold tree lines (blank lines skipped) and their trees; ValueError names a bad line."""
     lines, trees = [], []
-    for number, line in enumerate(evaluate.read_lines(path), start=1):
+    for number, line in enumerate(evalb.read_lines(path), start=1):
         if not line.strip():
             continue
         try:
@@ -59,8 +59,8 @@ def score_export(export_dir: str, gold_lines: list[str], gold_trees: list[nltk.T
     bar.close()
     scores = scoring.score_parses(gold_trees, predicted)
     lines = (scores.with_gold_pos if gold_pos
-             else [evaluate.tree_to_line(tree) for tree in predicted])
-    result = evaluate.evaluate_lines(gold_lines, lines,
+             else [evalb.tree_to_line(tree) for tree in predicted])
+    result = evalb.evaluate_lines(gold_lines, lines,
                                      scoring.scoring_params(len(gold_lines)))
     return result, scores.pos_accuracy, lines
 

@@ -1,6 +1,6 @@
-"""Tests for tools/convert_ptb.py: treebank files → TFRecords, vocabularies, trees, stats."""
+"""Tests for tetra_tf/convert.py (tools/convert_ptb.py): treebank files → TFRecords,
+vocabularies, trees, stats."""
 
-import importlib.util
 import io
 import json
 import os
@@ -10,16 +10,13 @@ import sys
 import nltk
 import pytest
 
-from tetra_tf import records, tags, treebank
+from tetra_tf import convert as convert_ptb, records, tags, treebank
 
 import tensorflow as tf  # noqa: E402  (after tetra_tf, which selects legacy Keras)
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(REPO_ROOT, "tools", "convert_ptb.py")
 
-_spec = importlib.util.spec_from_file_location("convert_ptb", SCRIPT)
-convert_ptb = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(convert_ptb)
 
 MRG = """\
 ( (S 
@@ -61,6 +58,24 @@ def fixture_dir(tmp_path):
     return directory
 
 
+def test_a_tree_that_does_not_convert_back_is_reported_and_skipped(tmp_path, monkeypatch):
+    def lossy_tags_to_tree(*args, **kwargs):
+        tree = original(*args, **kwargs)
+        tree.set_label("ROOT")
+        return tree
+
+    original = tags.tags_to_tree
+    monkeypatch.setattr(tags, "tags_to_tree", lossy_tags_to_tree)
+    source = tmp_path / "one.txt"
+    source.write_text("(TOP (S (NP (DT A) (NN bird)) (VP (VBD sang))))\n")
+    report = io.StringIO()
+    with pytest.raises(RuntimeError, match="no tree was written"):
+        convert_ptb.run(input_path=str(source), output_dir=str(tmp_path / "out"),
+                        report=report, progress=False)
+    assert report.getvalue().startswith(f"{source}:1: ")
+    assert "roundtrip" in report.getvalue() or "convert back" in report.getvalue()
+
+
 def _read_records(directory):
     dataset = tf.data.TFRecordDataset(records.record_files(str(directory))).map(
         records.parse_example)
@@ -76,19 +91,19 @@ def test_converts_fixture_and_counts_everything(fixture_dir, tmp_path):
 
     # 3 trees in a.mrg (the last only traces), 6 entries in b.txt.
     assert stats["trees_read"] == 9
-    assert stats["trees_written"] == 5
+    assert stats["trees_written"] == 6  # (A+B ...) too: a '+' in a label is escaped in tags
     skipped = stats["trees_skipped"]
-    assert skipped["count"] == 4
+    assert skipped["count"] == 3
     assert skipped["reasons"] == {"malformed": 2, "no words after cleaning": 1,
-                                  "roundtrip failure": 1}
-    assert stats["roundtrip_failures"] == 1
+                                  "roundtrip failure": 0}
+    assert stats["roundtrip_failures"] == 0
     assert stats["trees_read"] == stats["trees_written"] + skipped["count"]
     where = {(os.path.basename(e["source"]), e["line"], e["reason"])
              for e in skipped["examples"]}
     assert where == {("a.mrg", 13, "no words after cleaning"), ("b.txt", 2, "malformed"),
-                     ("b.txt", 4, "malformed"), ("b.txt", 5, "roundtrip failure")}
+                     ("b.txt", 4, "malformed")}
     lines = report.getvalue().splitlines()
-    assert len(lines) == 4
+    assert len(lines) == 3
     assert any(line.startswith(f"{fixture_dir / 'b.txt'}:2: ") and "unclosed" in line
                for line in lines)
 
@@ -100,11 +115,11 @@ def test_converts_fixture_and_counts_everything(fixture_dir, tmp_path):
         assert key in on_disk
     assert on_disk["trees_read"] == 9
     histogram = {int(d): c for d, c in on_disk["max_depth_histogram"].items()}
-    assert sum(histogram.values()) == 5
+    assert sum(histogram.values()) == 6
     coverage = {int(c): share for c, share in on_disk["coverage_by_depth_cap"].items()}
     assert sorted(coverage) == list(range(1, 13))
     for cap, share in coverage.items():
-        assert share == pytest.approx(sum(c for d, c in histogram.items() if d <= cap) / 5)
+        assert share == pytest.approx(sum(c for d, c in histogram.items() if d <= cap) / 6)
     assert coverage[12] == 1.0
 
     # trees.txt: the cleaned trees, in input order, the same as in the records.
@@ -113,7 +128,8 @@ def test_converts_fixture_and_counts_everything(fixture_dir, tmp_path):
                              "(VP (VB join) (NP (DT the) (NN board)) (S (VP (TO to) "
                              "(VP (VB stay)))))) (. .)))")
     assert [nltk.Tree.fromstring(s).leaves()[:2] for s in tree_lines] == [
-        ["Pierre", "Vinken"], ["He", "left"], ["The", "cat"], ["A", "bird"], ["Birds", "sing"]]
+        ["Pierre", "Vinken"], ["He", "left"], ["The", "cat"], ["A", "bird"], ["x", "y"],
+        ["Birds", "sing"]]
     assert sorted(os.listdir(out)) == sorted([
         "records-00000-of-00002.tfrecord", "records-00001-of-00002.tfrecord", "trees.txt",
         tags.LEAF_VOCAB_FILE, tags.INTERNAL_VOCAB_FILE, tags.POS_VOCAB_FILE])

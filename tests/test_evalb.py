@@ -1,4 +1,4 @@
-"""Tests for tetra_tf.evaluate, the EVALB-equivalent scorer.
+"""Tests for tetra_tf.evalb, the EVALB-equivalent scorer (and its earlier name, tetra_tf.evaluate).
 
 The oracle is the real EVALB output shipped with EVALB (sample.rsl for sample.gld vs
 sample.tst under sample.prm) plus small cases whose figures are worked out by hand from
@@ -15,8 +15,8 @@ import sys
 import nltk
 import pytest
 
-from tetra_tf import evaluate
-from tetra_tf.evaluate import COLLINS, evaluate_lines, evaluate_trees, tree_to_line
+from tetra_tf import evalb
+from tetra_tf.evalb import COLLINS, evaluate_lines, evaluate_trees, tree_to_line
 
 EVALB_DIR = os.path.abspath(os.path.join(
     os.path.dirname(__file__), "..", "..", "shared", "data", "evalb"))
@@ -47,17 +47,27 @@ def _parse_rsl(text):
     return rows, totals, blocks
 
 
-def _run_cli(*args):
+def _run_cli(*args, module="tetra_tf.evalb"):
     env = dict(os.environ, PYTHONPATH=REPO_ROOT)
-    return subprocess.run([sys.executable, "-m", "tetra_tf.evaluate", *args], cwd=REPO_ROOT,
+    return subprocess.run([sys.executable, "-m", module, *args], cwd=REPO_ROOT,
                           env=env, capture_output=True, text=True, timeout=60)
+
+
+def test_the_earlier_module_name_still_scores():
+    gold, test = _evalb_file("sample.gld"), _evalb_file("sample.tst")
+    old, new = _run_cli(gold, test, module="tetra_tf.evaluate"), _run_cli(gold, test)
+    assert old.returncode == new.returncode == 0, old.stderr
+    assert "-- All --" in new.stdout and old.stdout == new.stdout
+    from tetra_tf import evaluate
+
+    assert evaluate.evaluate_lines is evalb.evaluate_lines
 
 
 @pytest.fixture(scope="module")
 def sample_run():
     gold, test, prm, rsl = (_evalb_file(f"sample.{ext}") for ext in ("gld", "tst", "prm", "rsl"))
-    params = evaluate.load_params(prm)
-    result = evaluate.evaluate_files(gold, test, params)
+    params = evalb.load_params(prm)
+    result = evalb.evaluate_files(gold, test, params)
     with open(rsl) as f:
         reference = _parse_rsl(f.read())
     return result, reference
@@ -117,8 +127,8 @@ def _rsl_table_head():
 
 def test_gold_against_itself_is_perfect():
     gold = _evalb_file("sample.gld")
-    for params in (evaluate.load_params(_evalb_file("sample.prm")), COLLINS):
-        result = evaluate.evaluate_files(gold, gold, params)
+    for params in (evalb.load_params(_evalb_file("sample.prm")), COLLINS):
+        result = evalb.evaluate_files(gold, gold, params)
         for counts in (result.counts, result.cutoff_counts):
             assert counts.error_sentences == counts.skip_sentences == 0
             assert counts.recall == counts.precision == counts.fscore == 100.0
@@ -128,21 +138,21 @@ def test_gold_against_itself_is_perfect():
 
 
 def test_parameter_files_load():
-    assert evaluate.load_params(_evalb_file("COLLINS.prm")) == COLLINS
-    nk = evaluate.load_params(_evalb_file("nk.prm"))
+    assert evalb.load_params(_evalb_file("COLLINS.prm")) == COLLINS
+    nk = evalb.load_params(_evalb_file("nk.prm"))
     assert nk.max_error == 10000 and nk.cutoff_len == 40 and nk.labeled and nk.debug == 0
     assert nk.delete_labels == ("TOP", "S1", "-NONE-", ",", ":", "``", "''", ".", "?", "!")
     assert nk.delete_labels_for_length == ("-NONE-",)
     assert nk.quote_labels == ("``", "''", "POS", "NN", "CD", "VBZ", ":")
     assert nk.eq_labels == (("ADVP", "PRT"),)
-    sample = evaluate.load_params(_evalb_file("sample.prm"))
+    sample = evalb.load_params(_evalb_file("sample.prm"))
     assert sample.eq_labels == (("T", "TT"),) and sample.eq_words == (("This", "this"),)
     assert sample.delete_labels == ("TOP", "-NONE-", ",", ":", "``", "''")
 
 
 def test_parameter_file_warnings_like_evalb():
-    with pytest.warns(evaluate.EvalbParamsWarning) as record:
-        params = evaluate.parse_params("FOO 1\nLABELED 0\n# comment\nEQ_LABEL A\n")
+    with pytest.warns(evalb.EvalbParamsWarning) as record:
+        params = evalb.parse_params("FOO 1\nLABELED 0\n# comment\nEQ_LABEL A\n")
     messages = [str(w.message) for w in record]
     assert messages == ["<params>:1: unknown keyword 'FOO'",
                         "<params>:4: EQ_LABEL requires two values"]
@@ -222,7 +232,7 @@ def test_length_for_cutoff_ignores_traces_but_not_punctuation():
 
 
 def test_quote_reinsertion_with_nk_params():
-    nk = evaluate.load_params(_evalb_file("nk.prm"))
+    nk = evalb.load_params(_evalb_file("nk.prm"))
     gold = "(S (NP (NNS dogs) ('' ')) (VP (VBP bark)))"
     pred = "(S (NP (NNS dogs) (POS ')) (VP (VBP bark)))"
     # COLLINS: the gold '' is deleted, the pred POS is not: 2 vs 3 words, an error.
@@ -266,7 +276,7 @@ def test_max_error_stops_like_evalb():
     params = dataclasses.replace(COLLINS, max_error=3)
     result = evaluate_lines([gold] * 4, [wrong] * 4, params)
     assert result.counts.error_sentences == 4
-    with pytest.raises(evaluate.TooManyErrors) as caught:
+    with pytest.raises(evalb.TooManyErrors) as caught:
         evaluate_lines([gold] * 6, [wrong] * 6, params)
     assert caught.value.result.counts.sentences == 4  # the 5th error stops before recording
 
@@ -299,7 +309,7 @@ def _random_tree(rng, words, labels=("NP", "VP", "PP", "S", "SBAR", "ADJP")):
 
 
 def test_scoring_2500_random_trees():
-    # Its speed is measured by bench/evaluate.py.
+    # Its speed is measured by bench/evalb.py.
     rng = random.Random(0)
     gold, pred = [], []
     for _ in range(2500):
@@ -346,7 +356,7 @@ def test_cli_bad_input(tmp_path):
     gold.write_text("\n".join([tree] * 4) + "\n")
     pred.write_text(tree + "\n(S (NP (DT the) (NN dog)\n\n")  # malformed, blank; short
     run = _run_cli(str(gold), str(pred))
-    assert run.returncode == evaluate.EXIT_LINE_COUNT_MISMATCH
+    assert run.returncode == evalb.EXIT_LINE_COUNT_MISMATCH
     assert "Traceback" not in run.stderr
     messages = run.stderr.splitlines()
     assert [m.split(":")[0] for m in messages] == ["line 2", "line 3", "line 4"]
@@ -380,7 +390,7 @@ def _brute_force_crossing(gold_spans, test_spans):
 
 
 def test_crossing_count_of_large_sentences_equals_evalbs_pairwise_count():
-    from tetra_tf.evaluate import _count_crossing
+    from tetra_tf.evalb import _count_crossing
 
     rng = random.Random(3)
     for _ in range(20):
