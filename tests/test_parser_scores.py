@@ -53,8 +53,9 @@ def test_parse_scores_writes_score_tab_tree(tiny_export_dir):
     parser = Parser(tiny_export_dir)
     output = io.StringIO()
     lines = "".join(" ".join(words) + "\n" for words in SENTENCES)
-    assert parse.run(tiny_export_dir, io.StringIO(lines), output, parser=parser,
-                     scores=True) == len(SENTENCES)
+    summary = parse.run(tiny_export_dir, io.StringIO(lines), output, parser=parser,
+                        scores=True)
+    assert summary.trees == summary.lines == len(SENTENCES)
     results = parser.parse_results(SENTENCES)
     written = output.getvalue().splitlines()
     assert len(written) == len(SENTENCES)
