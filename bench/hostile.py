@@ -51,9 +51,8 @@ from absl import app, flags, logging  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import tensorflow_text  # noqa: E402,F401
 
-from tetra_tf import encoders, export, tags as tags_lib, tokenization, treebank  # noqa: E402
-from tetra_tf.model import HeadsConfig  # noqa: E402
-from tetra_tf.train import ENCODER_VOCAB_FILE, VOCAB_DIR, TaggerSpec, build_tagger  # noqa: E402
+from tetra_tf import export, tokenization, treebank  # noqa: E402
+from bench.minilm_model import default_model_dir  # noqa: E402
 
 _EXPORT_DIR = flags.DEFINE_string("export_dir", None, "An exported SavedModel (BASE/VERSION).")
 _REPEATS = flags.DEFINE_integer("repeats", 2, "Timed runs per request; the best is reported.")
@@ -73,28 +72,6 @@ def test_split_sentences() -> list[list[str]]:
             if words:
                 sentences.append(words)
     return sentences
-
-
-def default_model_dir(directory: str) -> str:
-    """A model directory with the pretrained MiniLM encoder and random heads (as
-    bench/throughput.py builds it; not imported from there, whose flags would clash)."""
-    taggings = []
-    for entry in treebank.read_nltk_sample("train"):
-        if entry.tree is not None:
-            tree = treebank.clean_tree(entry.tree)
-            if len(tree):
-                taggings.append(tags_lib.tree_to_tags(tree))
-    vocabs = tags_lib.TagVocabularies.build(taggings)
-    pretrained = encoders.load_pretrained_encoder(None)
-    spec = TaggerSpec(pretrained.config,
-                      HeadsConfig(len(vocabs.leaf), len(vocabs.internal), len(vocabs.pos)), 8)
-    vocabs.save(os.path.join(directory, VOCAB_DIR))
-    shutil.copyfile(pretrained.vocab_path,
-                    os.path.join(directory, VOCAB_DIR, ENCODER_VOCAB_FILE))
-    spec.save(directory)
-    tagger = build_tagger(spec, pretrained.encoder)
-    tf.train.Checkpoint(model=tagger).write(os.path.join(directory, "best", "model"))
-    return directory
 
 
 def requests() -> list[tuple[str, list[str]]]:

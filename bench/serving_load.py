@@ -123,7 +123,7 @@ def _test_sentences() -> list[list[str]]:
 
 def _default_export(scratch: str) -> str:
     """MiniLM with random heads, exported (the speed of a trained model)."""
-    from bench.throughput import default_model_dir
+    from bench.minilm_model import default_model_dir
     from tetra_tf import export
 
     model_dir = default_model_dir(os.path.join(scratch, "model"))

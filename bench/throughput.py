@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import os
 import random
-import shutil
 import sys
 import tempfile
 import time
@@ -53,10 +52,11 @@ from absl import app, flags, logging  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from bench import reference_pipeline  # noqa: E402  (imports neither torch nor TF)
-from tetra_tf import encoders, export, model_dir as model_dir_lib, tags as tags_lib, treebank  # noqa: E402
-from tetra_tf.model import ENCODER_INPUTS, HeadsConfig  # noqa: E402
+from bench.minilm_model import default_model_dir  # noqa: E402
+from tetra_tf import encoders, export, model_dir as model_dir_lib, treebank  # noqa: E402
+from tetra_tf.model import ENCODER_INPUTS  # noqa: E402
 from tetra_tf.parser import Parser  # noqa: E402
-from tetra_tf.model_dir import ENCODER_VOCAB_FILE, VOCAB_DIR, TaggerSpec, build_tagger  # noqa: E402
+from tetra_tf.model_dir import TaggerSpec  # noqa: E402
 
 _EXPORT_DIR = flags.DEFINE_string("export_dir", None, "An exported SavedModel to measure.")
 # Not --model_dir: tetra_tf.train (imported by export) defines that flag.
@@ -98,27 +98,6 @@ def long_sentences(sentences: list[list[str]], count: int, seed: int = 0) -> lis
             words += rng.choice(sentences)
         out.append(words[:target])
     return out
-
-
-def default_model_dir(directory: str) -> str:
-    """A model directory with the pretrained MiniLM encoder and random heads."""
-    taggings = []
-    for entry in treebank.read_nltk_sample("train"):
-        if entry.tree is not None:
-            tree = treebank.clean_tree(entry.tree)
-            if len(tree):
-                taggings.append(tags_lib.tree_to_tags(tree))
-    vocabs = tags_lib.TagVocabularies.build(taggings)
-    pretrained = encoders.load_pretrained_encoder(None)
-    spec = TaggerSpec(pretrained.config,
-                      HeadsConfig(len(vocabs.leaf), len(vocabs.internal), len(vocabs.pos)), 8)
-    vocabs.save(os.path.join(directory, VOCAB_DIR))
-    shutil.copyfile(pretrained.vocab_path,
-                    os.path.join(directory, VOCAB_DIR, ENCODER_VOCAB_FILE))
-    spec.save(directory)
-    tagger = build_tagger(spec, pretrained.encoder)
-    tf.train.Checkpoint(model=tagger).write(os.path.join(directory, "best", "model"))
-    return directory
 
 
 def make_batches(sentences: list[list[str]], batch_size: int,

@@ -1,0 +1,40 @@
+"""The benchmarks' default model: the bundled all-MiniLM-L6-v2 with random tag heads.
+
+It runs at the speed of a trained model (the heads are a sliver of the work), so speed
+figures need no training run; trees from it are meaningless.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import tetra_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
+import tensorflow as tf
+
+from tetra_tf import encoders, tags as tags_lib, treebank
+from tetra_tf.model import HeadsConfig
+from tetra_tf.model_dir import (BEST_CHECKPOINT, ENCODER_VOCAB_FILE, VOCAB_DIR, TaggerSpec,
+                                build_tagger)
+
+
+def default_model_dir(directory: str) -> str:
+    """Writes a model directory (tag vocabularies of the NLTK sample's train split,
+    MiniLM's weights, random heads) into `directory`; returns it."""
+    taggings = []
+    for entry in treebank.read_nltk_sample("train"):
+        if entry.tree is not None:
+            tree = treebank.clean_tree(entry.tree)
+            if len(tree):
+                taggings.append(tags_lib.tree_to_tags(tree))
+    vocabs = tags_lib.TagVocabularies.build(taggings)
+    pretrained = encoders.load_pretrained_encoder(None)
+    spec = TaggerSpec(pretrained.config,
+                      HeadsConfig(len(vocabs.leaf), len(vocabs.internal), len(vocabs.pos)), 8)
+    vocabs.save(os.path.join(directory, VOCAB_DIR))
+    shutil.copyfile(pretrained.vocab_path,
+                    os.path.join(directory, VOCAB_DIR, ENCODER_VOCAB_FILE))
+    spec.save(directory)
+    tagger = build_tagger(spec, pretrained.encoder)
+    tf.train.Checkpoint(model=tagger).write(os.path.join(directory, BEST_CHECKPOINT))
+    return directory
