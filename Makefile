@@ -60,3 +60,6 @@ bench:
 	$(PYTHON) bench/decoder.py
 	$(PYTHON) bench/load_and_score.py
 	$(PYTHON) bench/throughput.py --export_dir=$(EXPORT_DIR)
+	$(PYTHON) bench/hostile.py --export_dir=$(EXPORT_DIR)
+	$(PYTHON) bench/beam.py --export_dir=$(EXPORT_DIR)
+	$(PYTHON) bench/serving_load.py --export_dir=$(EXPORT_DIR)
