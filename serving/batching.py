@@ -255,15 +255,7 @@ class BatchScheduler:
             if run_inline:
                 self._running += 1
         if run_inline:
-            try:
-                self._run_batch([task])
-            except BaseException as e:  # noqa: BLE001 - never leave a client waiting.
-                if not task._done.is_set():
-                    task.finish(error=e)
-            finally:
-                with self._lock:
-                    self._running -= 1
-                    self._lock.notify_all()
+            self._run_counted([task])
             return
         with self._lock:
             if self._stopping:
@@ -325,16 +317,20 @@ class BatchScheduler:
             batch = self._next_batch()
             if batch is None:
                 return
-            try:
-                self._run_batch(batch.tasks)
-            except BaseException as e:  # noqa: BLE001 - never leave a client waiting.
-                for task in batch.tasks:
-                    if not task._done.is_set():
-                        task.finish(error=e)
-            finally:
-                with self._lock:
-                    self._running -= 1
-                    self._lock.notify_all()
+            self._run_counted(batch.tasks)
+
+    def _run_counted(self, tasks: list) -> None:
+        """Runs one batch that holds a running slot; every task is finished, the slot freed."""
+        try:
+            self._run_batch(tasks)
+        except BaseException as e:  # noqa: BLE001 - never leave a client waiting.
+            for task in tasks:
+                if not task._done.is_set():
+                    task.finish(error=e)
+        finally:
+            with self._lock:
+                self._running -= 1
+                self._lock.notify_all()
 
     def stop(self, timeout_s: float = 30.0) -> None:
         """Runs what is queued, then ends the batch threads; new tasks are refused."""

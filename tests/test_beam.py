@@ -21,12 +21,10 @@ import tetra_tf  # noqa: F401,E402  (selects Keras 2 before TensorFlow loads)
 import nltk  # noqa: E402
 from apache_beam.options.pipeline_options import PipelineOptions  # noqa: E402
 
-from tetra_tf import beam, beam_parse, export  # noqa: E402
+from tetra_tf import beam, beam_parse  # noqa: E402
 from tetra_tf.parse import escape_brackets  # noqa: E402
 from tetra_tf.parser import Parser  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(__file__))
-import tiny_model  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MAX_WORDS = 12
@@ -78,12 +76,8 @@ class FailingHandler(beam.ParseModelHandler):
 
 
 @pytest.fixture(scope="module")
-def export_dir(tmp_path_factory):
-    model_dir = str(tmp_path_factory.mktemp("tiny_model"))
-    tiny_model.make_model_dir(model_dir)
-    path = os.path.join(str(tmp_path_factory.mktemp("export")), "1")
-    export.export(model_dir, path)
-    return path
+def export_dir(tiny_export_dir):
+    return tiny_export_dir  # conftest's shared tiny export
 
 
 @pytest.fixture(scope="module")

@@ -10,6 +10,8 @@ import sys
 import nltk
 import pytest
 
+from conftest import nltk_sample_available
+
 from tetra_tf import convert as convert_ptb, records, tags, treebank
 
 import tensorflow as tf  # noqa: E402  (after tetra_tf, which selects legacy Keras)
@@ -248,15 +250,9 @@ def test_help_documents_every_flag():
         assert flag in result.stdout
 
 
-def _sample_available() -> bool:
-    try:
-        treebank.find_nltk_sample()
-    except treebank.NltkSampleNotFoundError:
-        return False
-    return True
 
 
-@pytest.mark.skipif(not _sample_available(), reason="NLTK treebank sample not found")
+@pytest.mark.skipif(not nltk_sample_available(), reason="NLTK treebank sample not found")
 def test_real_dev_split_as_a_script(tmp_path):
     out = tmp_path / "dev"
     result = _run_script("--nltk_sample=dev", f"--output_dir={out}",

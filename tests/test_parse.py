@@ -10,7 +10,7 @@ import tetra_tf  # noqa: F401  (selects Keras 2 before TensorFlow loads)
 import nltk
 import pytest
 
-from tetra_tf import evalb, export, parse
+from tetra_tf import evalb, parse
 from tetra_tf.parser import Parser, with_pos_tags
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -21,12 +21,8 @@ LINES = ["The cat sat on the mat .", "Hi", "-LRB- 1\\/2 -RRB-  ``quoted''", "a :
 
 
 @pytest.fixture(scope="module")
-def export_dir(tmp_path_factory):
-    model_dir = str(tmp_path_factory.mktemp("tiny_model"))
-    tiny_model.make_model_dir(model_dir)
-    path = os.path.join(str(tmp_path_factory.mktemp("export")), "1")
-    export.export(model_dir, path)
-    return path
+def export_dir(tiny_export_dir):
+    return tiny_export_dir  # conftest's shared tiny export
 
 
 def _cli(*args, stdin: str | bytes = ""):

@@ -3,18 +3,14 @@
 import nltk
 import pytest
 
+from conftest import nltk_sample_available
+
 from tetra_tf import treebank
 
 
-def _sample_available() -> bool:
-    try:
-        treebank.find_nltk_sample()
-    except treebank.NltkSampleNotFoundError:
-        return False
-    return True
 
 
-needs_sample = pytest.mark.skipif(not _sample_available(),
+needs_sample = pytest.mark.skipif(not nltk_sample_available(),
                                   reason="NLTK treebank sample not found (set NLTK_DATA)")
 
 
