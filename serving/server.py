@@ -1269,10 +1269,57 @@ def _json_error_task_class() -> type:
             self.response_headers.extend([("Content-Type", "application/json"),
                                           ("Connection", "close")])
             self.set_close_on_finish()
+            self.channel.linger_on_close = True
             self.content_length = len(body)
             self.write(body)
 
     return JsonErrorTask
+
+
+# After an error answer (e.g. 413 mid-body), the rest of the client's body is read and
+# dropped for at most this long before the socket closes: closing with unread data sends a
+# TCP reset, which makes the client lose the answer (Apache's "lingering close").
+LINGER_AFTER_ERROR_S = 2.0
+
+
+def _lingering_channel_class(base: type) -> type:
+    """A waitress channel that half-closes after an error answer, then drains its input."""
+
+    class LingeringChannel(base):
+        linger_on_close = False
+        _linger_until: float | None = None
+
+        def handle_close(self) -> None:
+            if self.linger_on_close and self._linger_until is None and self.connected:
+                try:
+                    self.socket.shutdown(socket.SHUT_WR)  # the answer is sent; FIN follows
+                except OSError:
+                    return super().handle_close()
+                self._linger_until = time.monotonic() + LINGER_AFTER_ERROR_S
+                self.will_close = self.close_when_flushed = False
+                return None
+            return super().handle_close()
+
+        def readable(self) -> bool:
+            return self._linger_until is not None or super().readable()
+
+        def writable(self) -> bool:
+            if self._linger_until is not None:  # only to close when maintenance says so
+                return bool(self.will_close)
+            return super().writable()
+
+        def handle_read(self) -> None:
+            if self._linger_until is None:
+                return super().handle_read()
+            try:
+                data = self.socket.recv(1 << 16)
+            except OSError:
+                data = b""
+            if not data or time.monotonic() > self._linger_until:
+                super().handle_close()
+            return None
+
+    return LingeringChannel
 
 
 def serve(flask_app: flask.Flask, host: str, port: int, shutdown_timeout_s: float,
@@ -1302,7 +1349,7 @@ def serve(flask_app: flask.Flask, host: str, port: int, shutdown_timeout_s: floa
         cleanup_interval=max(0.5, min(30.0, read_timeout_s / 4)), connection_limit=1000,
         clear_untrusted_proxy_headers=True)
 
-    class JsonErrorChannel(waitress_channel.HTTPChannel):
+    class JsonErrorChannel(_lingering_channel_class(waitress_channel.HTTPChannel)):
         error_task_class = _json_error_task_class()
 
     server.channel_class = JsonErrorChannel
