@@ -264,7 +264,8 @@ class WindowTagger:
     requests do. A loop visits only the buckets present (one for a length-sorted batch),
     in chunks of at most `positions_per_call` // bucket length windows (bounding the
     encoder's memory per call), each writing its words' features into the batch's [B·W, H]
-    feature rows.
+    feature rows. When every sentence has one window and all share a bucket (one-sentence
+    requests, length-sorted batches), one encoder call on the trimmed windows does it all.
     """
 
     def __init__(self, tagger: TetraTagger, seq_length: int, encoder=None,
@@ -290,6 +291,7 @@ class WindowTagger:
         self._windows_per_call = np.maximum(
             1, positions_per_call // self._upper_bounds).astype(np.int32)
         self._length_multiple = length_multiple
+        self._positions_per_call = positions_per_call
         self._hidden_size = int(tagger.leaf_head.kernel.shape[0])
 
     def __call__(self, input_word_ids: tf.Tensor, input_mask: tf.Tensor,
@@ -305,6 +307,40 @@ class WindowTagger:
         flat = [tf.reshape(x, [-1, length])
                 for x in (input_word_ids, input_mask, input_type_ids)]
         window_lengths = tf.reduce_sum(flat[1], axis=1)  # [B·F], 0 for padding windows
+        batch_size = tf.shape(word_end_positions)[0]
+        # The common case (every request of one sentence, and length-sorted batches): one
+        # window per sentence, all in one bucket, one encoder call. It skips the bucket
+        # loop's bookkeeping, which costs as much as a short sentence's decoding.
+        longest = tf.reduce_max(tf.concat([window_lengths, [0]], axis=0))
+        shortest = tf.reduce_min(tf.concat([tf.boolean_mask(window_lengths, window_lengths > 0),
+                                            [longest]], axis=0))
+        trim = tf.minimum(-(-longest // self._length_multiple) * self._length_multiple, length)
+        one_call = ((windows == 1) & (longest > 0)
+                    & tf.equal(self._bucket_of(longest), self._bucket_of(shortest))
+                    & (batch_size * trim <= self._positions_per_call))
+        features = tf.cond(
+            one_call,
+            lambda: self._features_in_one_call(flat, trim, word_end_positions),
+            lambda: self._bucketed_features(flat, window_lengths, windows, length,
+                                            word_end_positions))
+        return self._tagger.head_logits(features)
+
+    def _bucket_of(self, window_length: tf.Tensor) -> tf.Tensor:
+        return tf.searchsorted(self._upper_bounds, window_length[None], side="left")[0]
+
+    def _features_in_one_call(self, flat: list[tf.Tensor], trim: tf.Tensor,
+                              word_end_positions: tf.Tensor) -> tf.Tensor:
+        """[B, W, H] features from one encoder call on one-window sentences trimmed to `trim`."""
+        output = self._encoder(*(x[:, :trim] for x in flat))
+        output = tf.reshape(tf.cast(output, tf.float32), [-1, self._hidden_size])
+        rows = tf.range(tf.shape(word_end_positions)[0])[:, None] * trim + word_end_positions
+        # Padded words (position 0, the [CLS]) get zero features, as in the bucketed path.
+        return tf.where(word_end_positions[..., None] > 0, tf.gather(output, rows), 0.0)
+
+    def _bucketed_features(self, flat: list[tf.Tensor], window_lengths: tf.Tensor,
+                           windows: tf.Tensor, length: tf.Tensor,
+                           word_end_positions: tf.Tensor) -> tf.Tensor:
+        """[B, W, H] features, the windows grouped by length bucket, in bounded chunks."""
         # Bucket k holds the windows with upper_bounds[k − 1] < length ≤ upper_bounds[k].
         buckets = tf.where(
             window_lengths > 0,
@@ -349,8 +385,7 @@ class WindowTagger:
         features = tf.zeros([batch_size * num_words, self._hidden_size], tf.float32)
         _, features = tf.while_loop(lambda i, _: i < tf.size(pair_bucket), encode_chunk,
                                     (tf.constant(0), features))
-        features = tf.reshape(features, [batch_size, num_words, self._hidden_size])
-        return self._tagger.head_logits(features)
+        return tf.reshape(features, [batch_size, num_words, self._hidden_size])
 
 
 def _lookup(vocabulary: tf.Variable, ids: tf.Tensor) -> tf.Tensor:

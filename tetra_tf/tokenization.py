@@ -153,18 +153,23 @@ class SubwordTokenizer(tf.Module):
         words = self._normalize(tf.convert_to_tensor(words, tf.string))
         if self.max_pieces_per_word is not None:
             words = _word_edges(words, WORD_EDGE_CHARS)
-        pieces = self._bert_tokenizer.tokenize(words)  # [N, (w), (p)]
-        pieces = pieces.merge_dims(1, 2)
-        num_pieces = pieces.row_lengths()
-        # Append [UNK] to every word and keep it only where the word had no pieces.
-        unk = tf.fill([tf.shape(num_pieces)[0], 1], tf.constant(self.unk_id, tf.int32))
-        padded = tf.concat([pieces, tf.RaggedTensor.from_tensor(unk)], axis=1)
-        index = tf.ragged.range(num_pieces + 1)
-        keep = index < tf.maximum(num_pieces, 1)[:, None]
+        pieces = self._bert_tokenizer.tokenize(words).merge_dims(1, 2)  # [N, (p)]
+        # Flat index arithmetic rather than ragged concat/mask ops: a handful of ops, so
+        # that a one-sentence call pays little besides the tokenizer itself.
+        num_pieces = tf.cast(pieces.row_lengths(), tf.int32)
+        kept = tf.maximum(num_pieces, 1)
         if self.max_pieces_per_word is not None:
-            keep &= (index < self.max_pieces_per_word - 1) | tf.equal(
-                index, tf.maximum(num_pieces, 1)[:, None] - 1)
-        return tf.ragged.boolean_mask(padded, keep)
+            kept = tf.minimum(kept, self.max_pieces_per_word)
+        word = tf.repeat(tf.range(tf.size(kept)), kept)  # word of each output piece
+        index = tf.range(tf.size(word)) - tf.gather(tf.cumsum(kept, exclusive=True), word)
+        # The last kept index takes the word's last piece; a word without pieces, [UNK]
+        # (the entry appended past the real pieces).
+        source = tf.gather(tf.cast(pieces.row_starts(), tf.int32), word) + tf.where(
+            tf.equal(index, tf.gather(kept, word) - 1), tf.gather(num_pieces, word) - 1, index)
+        values = tf.concat([pieces.flat_values, [self.unk_id]], axis=0)
+        source = tf.where(tf.gather(num_pieces, word) > 0, source, tf.size(values) - 1)
+        return tf.RaggedTensor.from_row_lengths(tf.gather(values, source),
+                                                tf.cast(kept, tf.int64), validate=False)
 
     def tokenize_words(self, words: tf.RaggedTensor | tf.Tensor) -> tf.RaggedTensor:
         """Words → WordPiece ids, one list of pieces per word.
