@@ -274,6 +274,28 @@ def test_encode_with_regrouped_windows_equals_the_keras_tagger(loaded, model_dir
                                    rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("words", [
+    [["The", "cat", "sat", "."]],  # one request of one sentence: one encoder call
+    [["a"], [], ["The", "cat", "sat", "."], ["Smith", "quoted", "1\\/2"]],  # one bucket
+    [["a"], ["cat"] * 150, ["The", "cat"]],  # one window each, two buckets: the bucket loop
+], ids=["one sentence", "one bucket", "two buckets"])
+def test_encode_of_one_window_sentences_equals_the_keras_tagger(loaded, model_dir, words):
+    dense = tf.constant(_pad(words, "", object))
+    lengths = tf.constant([len(w) for w in words], tf.int32)
+    packed = loaded.tokenize(dense, lengths)
+    assert packed["input_word_ids"].shape[1] == 1  # windows
+    inputs = [packed[key] for key in ("input_word_ids", "input_mask", "input_type_ids",
+                                      "word_end_positions")]
+    got = loaded.encode(*inputs)
+    tagger, _ = export.load_tagger(model_dir, os.path.join(model_dir, "best", "model"))
+    expected = tagger(dict(zip(("input_word_ids", "input_mask", "input_type_ids",
+                                "word_end_positions"), inputs)), training=False)
+    is_word = np.arange(dense.shape[1])[None, :] < lengths.numpy()[:, None]
+    for key in ("leaf_logits", "internal_logits", "pos_logits"):
+        np.testing.assert_allclose(got[key].numpy()[is_word], expected[key].numpy()[is_word],
+                                   rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("activation, epsilon", [("gelu", 1e-12), ("gelu_approximate", 1e-6),
                                                  ("relu", 1e-5)])
 def test_inference_encoder_equals_keras_encoder(activation, epsilon):
