@@ -79,6 +79,9 @@ DEFAULT_WINDOW_BUCKETS = (32, 64, 96, 128, 192, 256, 384)
 # length): attention's memory grows with positions × length, so a call of 32,768 pieces
 # (128 windows of 512) takes ~0.2 GB of scores for MiniLM instead of ~1.6 GB at once.
 DEFAULT_POSITIONS_PER_ENCODER_CALL = 8192
+# The encoder's matmul precision: float32, or bfloat16 (dense kernels and matmuls).
+ENCODER_DTYPES = ("float32", "bfloat16")
+DEFAULT_ENCODER_DTYPE = "float32"
 
 
 class ExportError(cli.UsageError):
@@ -136,11 +139,13 @@ class ParserModule(tf.Module):
 
     def __init__(self, tagger: TetraTagger, encoder_config: encoders.EncoderConfig,
                  tokenizer: SubwordTokenizer, vocabs: TagVocabularies, max_stack_depth: int,
-                 length_multiple: int = DEFAULT_LENGTH_MULTIPLE):
+                 length_multiple: int = DEFAULT_LENGTH_MULTIPLE,
+                 encoder_dtype: str = DEFAULT_ENCODER_DTYPE):
         super().__init__(name="tetra_parser")
         seq_length = encoder_config.max_sequence_length
         self.tokenizer = tokenizer
-        self.encoder = InferenceEncoder(tagger.encoder, encoder_config)
+        self.encoder = InferenceEncoder(tagger.encoder, encoder_config,
+                                        compute_dtype=tf.as_dtype(encoder_dtype))
         self.head_variables = list(tagger.head_variables)
         self.max_stack_depth = tf.Variable(max_stack_depth, dtype=tf.int32, trainable=False,
                                            name="max_stack_depth")
@@ -394,7 +399,8 @@ def _lookup(vocabulary: tf.Variable, ids: tf.Tensor) -> tf.Tensor:
 
 
 def build_module(model_dir: str, checkpoint: str,
-                 length_multiple: int = DEFAULT_LENGTH_MULTIPLE) -> ParserModule:
+                 length_multiple: int = DEFAULT_LENGTH_MULTIPLE,
+                 encoder_dtype: str = DEFAULT_ENCODER_DTYPE) -> ParserModule:
     """Restores the tagger of a model directory and wraps it for export."""
     tagger, spec = load_tagger(model_dir, checkpoint)
     try:
@@ -406,7 +412,7 @@ def build_module(model_dir: str, checkpoint: str,
         raise ExportError(f"{encoder_vocab} not found: the encoder vocabulary is missing")
     tokenizer = SubwordTokenizer(encoder_vocab, lower_case=spec.encoder.do_lower_case)
     return ParserModule(tagger, spec.encoder, tokenizer, vocabs, spec.max_stack_depth,
-                        length_multiple)
+                        length_multiple, encoder_dtype)
 
 
 def write_limits(module: ParserModule, export_dir: str) -> str:
@@ -427,8 +433,12 @@ def write_limits(module: ParserModule, export_dir: str) -> str:
 
 
 def export(checkpoint: str, export_dir: str, overwrite: bool = False,
-           length_multiple: int = DEFAULT_LENGTH_MULTIPLE) -> str:
+           length_multiple: int = DEFAULT_LENGTH_MULTIPLE,
+           encoder_dtype: str = DEFAULT_ENCODER_DTYPE) -> str:
     """Exports the model of `checkpoint` (a model dir or a checkpoint in one) to export_dir.
+
+    `encoder_dtype` "bfloat16" runs the encoder's dense matmuls in bfloat16 (see
+    `InferenceEncoder`): faster on CPUs with AVX-512 BF16 or AMX, at a small cost in F1.
 
     The SavedModel is written next to export_dir first and moved into place at the end,
     so TF Serving, which watches the parent directory, never sees a partial version.
@@ -444,7 +454,10 @@ def export(checkpoint: str, export_dir: str, overwrite: bool = False,
     export_dir = os.path.normpath(export_dir)
     if os.path.exists(export_dir) and not overwrite:
         raise ExportError(f"{export_dir} already exists (pass --overwrite to replace it)")
-    module = build_module(model_dir, prefix, length_multiple)
+    if encoder_dtype not in ENCODER_DTYPES:
+        raise ExportError(f"encoder_dtype must be one of {', '.join(ENCODER_DTYPES)}, "
+                          f"got {encoder_dtype!r}")
+    module = build_module(model_dir, prefix, length_multiple, encoder_dtype)
     parent = os.path.dirname(os.path.abspath(export_dir))
     os.makedirs(parent, exist_ok=True)
     staging = tempfile.mkdtemp(prefix=f".{os.path.basename(export_dir)}.tmp-", dir=parent)
@@ -478,6 +491,10 @@ def define_flags() -> None:
     flags.DEFINE_string("export_dir", None, "Where to write the SavedModel, in TF Serving's "
                         "layout: BASE/VERSION, e.g. models/tetra/1.")
     flags.DEFINE_bool("overwrite", False, "Replace an existing export_dir.")
+    flags.DEFINE_enum("encoder_dtype", DEFAULT_ENCODER_DTYPE, ENCODER_DTYPES,
+                      "float32, or bfloat16: the encoder's dense matmuls in bfloat16 (about "
+                      "1.3x the throughput at batch 64 on a CPU with AVX-512 BF16; see "
+                      "README for the F1 it costs).")
 
 
 def main(argv) -> int:
@@ -485,7 +502,8 @@ def main(argv) -> int:
     cli.require("checkpoint", "export_dir")
     logging.set_verbosity(logging.WARNING)  # TF's INFO lines about saving are noise here
     started = time.time()
-    prefix = export(FLAGS.checkpoint, FLAGS.export_dir, overwrite=FLAGS.overwrite)
+    prefix = export(FLAGS.checkpoint, FLAGS.export_dir, overwrite=FLAGS.overwrite,
+                    encoder_dtype=FLAGS.encoder_dtype)
     print(f"exported {prefix} to {FLAGS.export_dir} in {time.time() - started:.1f} s")
     return 0
 

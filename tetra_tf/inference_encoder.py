@@ -19,10 +19,18 @@ class InferenceEncoder(tf.Module):
     (query, key and value kernels fused) at construction, so the SavedModel holds these
     copies, not the Keras encoder's variables. Outputs equal the Keras encoder's to float
     rounding (post-norm blocks, masked softmax, no dropout).
+
+    With ``compute_dtype=tf.bfloat16`` the dense layers' kernels are stored in bfloat16 and
+    their matmuls run in bfloat16 (oneDNN's AVX-512 BF16 path on CPUs that have it);
+    embeddings, attention scores, softmax, residuals and layer norms stay float32.
     """
 
-    def __init__(self, encoder, config: encoders.EncoderConfig):
+    def __init__(self, encoder, config: encoders.EncoderConfig,
+                 compute_dtype: tf.DType = tf.float32):
         super().__init__(name="inference_encoder")
+        if compute_dtype not in (tf.float32, tf.bfloat16):
+            raise ValueError(f"compute_dtype must be float32 or bfloat16, got {compute_dtype}")
+        self.compute_dtype = compute_dtype
         hidden = config.hidden_size
         self._num_heads = config.num_attention_heads
         self._head_size = config.head_size
@@ -31,6 +39,10 @@ class InferenceEncoder(tf.Module):
         # pylint: disable=protected-access
         def copy(value, name):
             return tf.Variable(np.asarray(value, dtype=np.float32), trainable=False, name=name)
+
+        def copy_kernel(value, name):
+            return tf.Variable(tf.cast(np.asarray(value, dtype=np.float32), compute_dtype),
+                               trainable=False, name=name)
 
         self.word_embeddings = copy(encoder._embedding_layer.embeddings, "word_embeddings")
         self.position_embeddings = copy(
@@ -43,19 +55,21 @@ class InferenceEncoder(tf.Module):
             attention = block._attention_layer
             projections = (attention._query_dense, attention._key_dense, attention._value_dense)
             self.blocks.append({
-                "qkv_kernel": copy(np.concatenate(
+                "qkv_kernel": copy_kernel(np.concatenate(
                     [p.kernel.numpy().reshape(hidden, hidden) for p in projections], axis=1),
                     f"layer_{i}/qkv_kernel"),
                 "qkv_bias": copy(np.concatenate(
                     [p.bias.numpy().reshape(hidden) for p in projections]), f"layer_{i}/qkv_bias"),
-                "attention_kernel": copy(attention._output_dense.kernel.numpy().reshape(
+                "attention_kernel": copy_kernel(attention._output_dense.kernel.numpy().reshape(
                     hidden, hidden), f"layer_{i}/attention_kernel"),
                 "attention_bias": copy(attention._output_dense.bias, f"layer_{i}/attention_bias"),
                 "attention_gamma": copy(block._attention_layer_norm.gamma, f"layer_{i}/gamma_1"),
                 "attention_beta": copy(block._attention_layer_norm.beta, f"layer_{i}/beta_1"),
-                "inner_kernel": copy(block._intermediate_dense.kernel, f"layer_{i}/inner_kernel"),
+                "inner_kernel": copy_kernel(block._intermediate_dense.kernel,
+                                            f"layer_{i}/inner_kernel"),
                 "inner_bias": copy(block._intermediate_dense.bias, f"layer_{i}/inner_bias"),
-                "output_kernel": copy(block._output_dense.kernel, f"layer_{i}/output_kernel"),
+                "output_kernel": copy_kernel(block._output_dense.kernel,
+                                             f"layer_{i}/output_kernel"),
                 "output_bias": copy(block._output_dense.bias, f"layer_{i}/output_bias"),
                 "output_gamma": copy(block._output_layer_norm.gamma, f"layer_{i}/gamma_2"),
                 "output_beta": copy(block._output_layer_norm.beta, f"layer_{i}/beta_2"),
@@ -65,6 +79,11 @@ class InferenceEncoder(tf.Module):
     def _layer_norm(self, x, gamma, beta):
         mean, variance = tf.nn.moments(x, axes=[-1], keepdims=True)
         return (x - mean) * tf.math.rsqrt(variance + self._epsilon) * gamma + beta
+
+    def _dense(self, x, kernel, bias):
+        """x [T, in] float32 → x·kernel + bias [T, out] float32, the matmul in compute_dtype."""
+        return tf.nn.bias_add(
+            tf.cast(tf.matmul(tf.cast(x, self.compute_dtype), kernel), tf.float32), bias)
 
     def _activate(self, x):
         if self._activation == "gelu":
@@ -86,20 +105,17 @@ class InferenceEncoder(tf.Module):
         mask_bias = (1.0 - tf.cast(input_mask, tf.float32))[:, None, None, :] * -1e9
         scale = 1.0 / float(np.sqrt(self._head_size))
         for block in self.blocks:
-            qkv = tf.nn.bias_add(tf.matmul(x, block["qkv_kernel"]), block["qkv_bias"])
+            qkv = self._dense(x, block["qkv_kernel"], block["qkv_bias"])
             qkv = tf.transpose(
                 tf.reshape(qkv, [count, length, 3, self._num_heads, self._head_size]),
                 [2, 0, 3, 1, 4])  # [3, N, heads, L, head size]
             scores = tf.matmul(qkv[0], qkv[1], transpose_b=True) * scale + mask_bias
             context = tf.matmul(tf.nn.softmax(scores), qkv[2])
             context = tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [-1, hidden])
-            attention = tf.nn.bias_add(tf.matmul(context, block["attention_kernel"]),
-                                       block["attention_bias"])
+            attention = self._dense(context, block["attention_kernel"], block["attention_bias"])
             x = self._layer_norm(x + attention, block["attention_gamma"],
                                  block["attention_beta"])
-            inner = self._activate(tf.nn.bias_add(tf.matmul(x, block["inner_kernel"]),
-                                                  block["inner_bias"]))
-            output = tf.nn.bias_add(tf.matmul(inner, block["output_kernel"]),
-                                    block["output_bias"])
+            inner = self._activate(self._dense(x, block["inner_kernel"], block["inner_bias"]))
+            output = self._dense(inner, block["output_kernel"], block["output_bias"])
             x = self._layer_norm(x + output, block["output_gamma"], block["output_beta"])
         return tf.reshape(x, [count, length, hidden])
