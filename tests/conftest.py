@@ -88,10 +88,35 @@ def write_tiny_bert(directory: str, hidden: int = 32, layers: int = 2, heads: in
     return directory
 
 
+def built_once(tmp_path_factory, name: str, build) -> str:
+    """The directory `name`, filled by build(path) once per test run.
+
+    Under pytest-xdist every worker process has its own session fixtures; the directory
+    then lives beside the workers' temporary roots and is built by the first worker to
+    ask, under a file lock (pytest-xdist's recipe for session fixtures run once).
+    """
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        path = str(tmp_path_factory.mktemp(name))
+        build(path)
+        return path
+    import shutil
+
+    from filelock import FileLock
+
+    path = tmp_path_factory.getbasetemp().parent / name
+    with FileLock(str(path) + ".lock"):
+        if not (path / ".built").exists():
+            shutil.rmtree(path, ignore_errors=True)
+            path.mkdir()
+            build(str(path))
+            (path / ".built").touch()
+    return str(path)
+
+
 @pytest.fixture(scope="session")
 def tiny_encoder_dir(tmp_path_factory) -> str:
     """A random 2-layer BERT (hidden 32, no dropout) in HuggingFace's format."""
-    return write_tiny_bert(str(tmp_path_factory.mktemp("tiny_encoder")))
+    return built_once(tmp_path_factory, "tiny_encoder", write_tiny_bert)
 
 
 def convert(args: list[str]) -> None:
@@ -101,15 +126,9 @@ def convert(args: list[str]) -> None:
     assert result.returncode == 0, result.stderr
 
 
-@pytest.fixture(scope="session")
-def small_data_dirs(tmp_path_factory) -> dict[str, str]:
-    """Converted train (96 trees) and dev (24 trees) directories cut from the NLTK sample."""
+def _write_small_data(root: str) -> None:
     from tetra_tf import treebank
 
-    if not nltk_sample_available():
-        pytest.skip("NLTK treebank sample not found (set NLTK_DATA)")
-    root = tmp_path_factory.mktemp("small_data")
-    dirs = {}
     for split, count in (("train", 96), ("dev", 24)):
         lines = []
         for entry in treebank.read_nltk_sample(split):
@@ -117,13 +136,21 @@ def small_data_dirs(tmp_path_factory) -> dict[str, str]:
                 lines.append(treebank.tree_to_line(treebank.clean_tree(entry.tree)))
             if len(lines) == count:
                 break
-        source = root / f"{split}.txt"
-        source.write_text("\n".join(lines) + "\n")
-        dirs[split] = str(root / split)
-    convert([f"--input={root / 'train.txt'}", f"--output_dir={dirs['train']}"])
-    convert([f"--input={root / 'dev.txt'}", f"--output_dir={dirs['dev']}",
-             f"--vocab_from={dirs['train']}"])
-    return dirs
+        with open(os.path.join(root, f"{split}.txt"), "w", encoding="utf-8") as f:
+            f.write("\n".join(lines) + "\n")
+    train, dev = os.path.join(root, "train"), os.path.join(root, "dev")
+    convert([f"--input={os.path.join(root, 'train.txt')}", f"--output_dir={train}"])
+    convert([f"--input={os.path.join(root, 'dev.txt')}", f"--output_dir={dev}",
+             f"--vocab_from={train}"])
+
+
+@pytest.fixture(scope="session")
+def small_data_dirs(tmp_path_factory) -> dict[str, str]:
+    """Converted train (96 trees) and dev (24 trees) directories cut from the NLTK sample."""
+    if not nltk_sample_available():
+        pytest.skip("NLTK treebank sample not found (set NLTK_DATA)")
+    root = built_once(tmp_path_factory, "small_data", _write_small_data)
+    return {split: os.path.join(root, split) for split in ("train", "dev")}
 
 
 @pytest.fixture(scope="session")
@@ -132,7 +159,60 @@ def tiny_export_dir(tmp_path_factory) -> str:
     import tiny_model
     from tetra_tf import export
 
-    root = tmp_path_factory.mktemp("tiny_export")
-    tiny_model.make_model_dir(str(root / "model"))
-    export.export(str(root / "model"), str(root / "tetra" / "1"))
-    return str(root / "tetra" / "1")
+    def build(root):
+        tiny_model.make_model_dir(os.path.join(root, "model"))
+        export.export(os.path.join(root, "model"), os.path.join(root, "tetra", "1"))
+
+    return os.path.join(built_once(tmp_path_factory, "tiny_export", build), "tetra", "1")
+
+
+def run_module(module: str, *args: str, stdin: str | None = None,
+               timeout: float = 600) -> subprocess.CompletedProcess:
+    """Runs `python -m module args` with the project importable and TF quiet."""
+    env = dict(os.environ, PYTHONPATH=REPO_ROOT, TF_USE_LEGACY_KERAS="1",
+               TF_CPP_MIN_LOG_LEVEL="3")
+    env.pop("TF_CONFIG", None)
+    return subprocess.run([sys.executable, "-m", module, *args], env=env, input=stdin,
+                          capture_output=True, text=True, timeout=timeout, check=False)
+
+
+TRAINED_RUN_EPOCHS = 3
+
+
+@pytest.fixture(scope="session")
+def trained_run(tiny_encoder_dir, small_data_dirs, tmp_path_factory) -> dict:
+    """A tiny model trained once by the command line, scored and exported (read-only).
+
+    `python -m tetra_tf.train` for TRAINED_RUN_EPOCHS epochs (learning rate 1e-3, dev
+    scored after each), then `train --evaluate` on a "test" split (the dev records again
+    under a test split's name), then the export. Returns model_dir, test_dir, export_dir
+    and evaluation (the --evaluate JSON).
+    """
+    import json
+    import shutil
+
+    from tetra_tf import export
+
+    def build(root):
+        model_dir = os.path.join(root, "run")
+        result = run_module(
+            "tetra_tf.train", f"--train_data={small_data_dirs['train']}",
+            f"--dev_data={small_data_dirs['dev']}", f"--model_dir={model_dir}",
+            f"--encoder={tiny_encoder_dir}", "--batch_size=8",
+            f"--epochs={TRAINED_RUN_EPOCHS}", "--warmup_steps=2", "--learning_rate=1e-3",
+            "--progress=false")
+        assert result.returncode == 0, result.stderr[-3000:]
+        test_dir = os.path.join(root, "test")
+        shutil.copytree(small_data_dirs["dev"], test_dir)
+        result = run_module("tetra_tf.train", f"--model_dir={model_dir}",
+                            f"--evaluate={test_dir}")
+        assert result.returncode == 0, result.stderr[-3000:]
+        with open(os.path.join(root, "evaluation.json"), "w", encoding="utf-8") as f:
+            f.write(result.stdout)
+        export.export(model_dir, os.path.join(root, "tetra", "1"))
+
+    root = built_once(tmp_path_factory, "trained_run", build)
+    with open(os.path.join(root, "evaluation.json"), encoding="utf-8") as f:
+        evaluation = json.load(f)
+    return {"model_dir": os.path.join(root, "run"), "test_dir": os.path.join(root, "test"),
+            "export_dir": os.path.join(root, "tetra", "1"), "evaluation": evaluation}

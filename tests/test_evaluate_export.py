@@ -5,11 +5,7 @@ import os
 
 import pytest
 
-import tetra_tf  # noqa: F401
-import tensorflow as tf
-
 from conftest import REPO_ROOT
-from tetra_tf import export, train
 
 
 def load_tool():
@@ -20,17 +16,12 @@ def load_tool():
     return module
 
 
-def test_export_scores_like_training(tiny_encoder_dir, small_data_dirs, tmp_path):
-    model_dir = str(tmp_path / "run")
-    config = train.TrainingConfig(batch_size=8, epochs=3, warmup_steps=2,
-                                  learning_rate=1e-3)
-    train.train(small_data_dirs["train"], small_data_dirs["dev"], model_dir, config,
-                tf.distribute.get_strategy(), encoder_path=tiny_encoder_dir, progress=False)
-    in_training = train.evaluate_model(model_dir, small_data_dirs["dev"])
-    export_dir = str(tmp_path / "export" / "1")
-    export.export(model_dir, export_dir)
+def test_export_scores_like_training(trained_run):
+    """`train --evaluate` (the checkpoint) and eval_export (its export) on the same split."""
+    in_training = trained_run["evaluation"]
+    export_dir = trained_run["export_dir"]
     tool = load_tool()
-    lines, trees = tool.read_gold(os.path.join(small_data_dirs["dev"], "trees.txt"))
+    lines, trees = tool.read_gold(os.path.join(trained_run["test_dir"], "trees.txt"))
     assert len(trees) == in_training["sentences"] == 24
     assert in_training["f1"] > 0  # A few epochs of a tiny model get some brackets right.
     gold_pos, pos_accuracy, _ = tool.score_export(export_dir, lines, trees, batch_size=5)

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 import tetra_tf
-from conftest import REPO_ROOT
+from conftest import REPO_ROOT, TRAINED_RUN_EPOCHS
 from tetra_tf import export, model_card
 from tetra_tf.parser import Parser
 
@@ -25,24 +25,9 @@ def _run(module, *args, stdin=None):
 
 
 @pytest.fixture(scope="module")
-def trained(tiny_encoder_dir, small_data_dirs, tmp_path_factory):
-    """A model trained by the command line for one epoch, scored on a 'test' split, exported."""
-    root = tmp_path_factory.mktemp("card")
-    model_dir = str(root / "run")
-    result = _run("tetra_tf.train", f"--train_data={small_data_dirs['train']}",
-                  f"--dev_data={small_data_dirs['dev']}", f"--model_dir={model_dir}",
-                  f"--encoder={tiny_encoder_dir}", "--batch_size=8", "--epochs=1",
-                  "--warmup_steps=1", "--progress=false")
-    assert result.returncode == 0, result.stderr[-3000:]
-    test_dir = str(root / "test")  # the dev records again, under a test split's name
-    shutil.copytree(small_data_dirs["dev"], test_dir)
-    result = _run("tetra_tf.train", f"--model_dir={model_dir}", f"--evaluate={test_dir}")
-    assert result.returncode == 0, result.stderr[-3000:]
-    evaluation = json.loads(result.stdout)
-    export_dir = str(root / "tetra" / "1")
-    export.export(model_dir, export_dir)
-    return {"model_dir": model_dir, "export_dir": export_dir, "evaluation": evaluation,
-            "test_dir": test_dir}
+def trained(trained_run):
+    """conftest's model trained by the command line, scored on a 'test' split, exported."""
+    return trained_run
 
 
 def test_training_records_its_command_data_and_evaluations(trained, small_data_dirs):
@@ -51,7 +36,8 @@ def test_training_records_its_command_data_and_evaluations(trained, small_data_d
     assert runs[0]["command"].startswith("python -m tetra_tf.train --train_data=")
     assert runs[0]["train_data"] == os.path.abspath(small_data_dirs["train"])
     assert runs[0]["dev_data"] == os.path.abspath(small_data_dirs["dev"])
-    assert runs[0]["recipe"]["epochs"] == 1 and runs[0]["train_sentences"] == 96
+    assert runs[0]["recipe"]["epochs"] == TRAINED_RUN_EPOCHS
+    assert runs[0]["train_sentences"] == 96
     evaluations = json.load(open(os.path.join(trained["model_dir"],
                                               model_card.EVALUATIONS_FILE)))
     saved = evaluations[os.path.abspath(trained["test_dir"])]

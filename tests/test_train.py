@@ -18,7 +18,7 @@ import tetra_tf  # noqa: F401
 import tensorflow as tf
 import tf_keras
 
-from conftest import REPO_ROOT, convert
+from conftest import REPO_ROOT, TRAINED_RUN_EPOCHS, convert
 from tetra_tf import encoders, input_pipeline, train
 from tetra_tf.model import HeadsConfig
 from tetra_tf.tags import TagVocabularies
@@ -274,20 +274,18 @@ def test_bfloat16_keeps_float32_variables_and_trains_like_float32(
     assert abs(bf16_drop - float32_drop) < 0.1 * float32_drop, (bf16_drop, float32_drop)
 
 
-def test_training_scores_dev_and_keeps_the_best(tiny_encoder_dir, small_data_dirs, tmp_path):
-    config = train.TrainingConfig(batch_size=8, epochs=2, warmup_steps=2)
-    model_dir = tmp_path / "run"
-    summary = train.train(small_data_dirs["train"], small_data_dirs["dev"], str(model_dir),
-                          config, tf.distribute.get_strategy(), encoder_path=tiny_encoder_dir,
-                          progress=False)
-    history = json.loads((model_dir / "history.json").read_text())
-    assert [h["epoch"] for h in history] == [1, 2]
-    assert all(0.0 <= h["dev_f1"] <= 100.0 for h in history)
-    best = json.loads((model_dir / "best" / "best.json").read_text())
+def test_training_scores_dev_and_keeps_the_best(trained_run, tiny_encoder_dir,
+                                                small_data_dirs):
+    model_dir = trained_run["model_dir"]  # conftest's run of the command line, with dev data
+    history = json.loads(open(os.path.join(model_dir, "history.json")).read())
+    assert [h["epoch"] for h in history] == list(range(1, TRAINED_RUN_EPOCHS + 1))
+    best = json.loads(open(os.path.join(model_dir, "best", "best.json")).read())
     assert best["dev_f1"] == max(h["dev_f1"] for h in history)
-    assert tf.train.latest_checkpoint(str(model_dir / "ckpt"))
-    assert os.path.exists(str(model_dir / "best" / "model.index"))
-    assert summary["steps"] == 2 * steps_per_epoch(tiny_encoder_dir, small_data_dirs["train"])
+    assert best["step"] == next(h["step"] for h in history if h["dev_f1"] == best["dev_f1"])
+    last = tf.train.latest_checkpoint(os.path.join(model_dir, "ckpt"))
+    assert tf.train.load_checkpoint(last).get_tensor("step/.ATTRIBUTES/VARIABLE_VALUE") == (
+        TRAINED_RUN_EPOCHS * steps_per_epoch(tiny_encoder_dir, small_data_dirs["train"]))
+    assert os.path.exists(os.path.join(model_dir, "best", "model.index"))
 
 
 def test_killed_run_resumes_with_step_and_optimizer_state(tiny_encoder_dir, small_data_dirs,
