@@ -48,6 +48,8 @@ DEFAULT_MAX_STACK_DEPTH = 8
 _MOVE_DEPTH_CHANGE = np.array([1, 0, 0, -1], dtype=np.int32)
 # The move that only keeps the depth (L r), used for steps past the end of a row.
 _KEEP_MOVE = 1
+# DP steps per tf.while_loop iteration (unrolled inside it).
+_STEPS_PER_ITERATION = 8
 
 
 class DecodeResult(NamedTuple):
@@ -399,37 +401,54 @@ def _viterbi_tf(leaf_best, internal_best, lengths, d: int):
         [leaf_best[:, 0, :1], tf.fill([batch_size, d - 1], neg_inf)], axis=1)
     if static_width == 1:  # No step; XLA would reject the loops' empty slices.
         return initial_state[:, 0], tf.zeros([batch_size, 0], tf.int32)
+    # Each loop iteration runs _STEPS_PER_ITERATION steps (a per-iteration cost dominates
+    # short sentences). Keep-only steps in front round the steps up to a multiple: they
+    # leave the initial state as it is, and their moves are dropped.
+    k = _STEPS_PER_ITERATION
+    num_chunks = (num_steps + k - 1) // k
+    lead = num_chunks * k - num_steps
+    step_scores = tf.concat(
+        [tf.broadcast_to(keep_only, tf.stack([lead, batch_size, 4])), step_scores], axis=0)
+    step_scores = tf.reshape(step_scores, tf.stack([num_chunks, k, batch_size, 4]))
     predecessor = tf.constant(_predecessor_index(d))
     fallback = tf.constant(_fallback_moves(d))
     static_batch_size = leaf_best.shape[0]  # None in a graph with a dynamic batch
-    moves = tf.TensorArray(tf.int32, size=num_steps, element_shape=[static_batch_size, d])
+    moves = tf.TensorArray(tf.int32, size=num_chunks, element_shape=[k, static_batch_size, d])
 
-    def forward(t, state, moves):
-        padded = tf.pad(state, [[0, 0], [1, 1]], constant_values=-np.inf)
-        candidates = tf.gather(padded, predecessor, axis=1) + step_scores[t][:, None, :]
-        candidates = _nan_to_neg_inf_tf(candidates)
-        state = tf.reduce_max(candidates, axis=2)
-        best_move = tf.argmax(candidates, axis=2, output_type=tf.int32)
-        best_move = tf.where(state == neg_inf, fallback, best_move)
-        return t + 1, state, moves.write(t, best_move)
+    def forward(c, state, moves):
+        chunk_scores = step_scores[c]
+        chunk_moves = []
+        for i in range(k):
+            padded = tf.pad(state, [[0, 0], [1, 1]], constant_values=-np.inf)
+            candidates = tf.gather(padded, predecessor, axis=1) + chunk_scores[i][:, None, :]
+            candidates = _nan_to_neg_inf_tf(candidates)
+            state = tf.reduce_max(candidates, axis=2)
+            best_move = tf.argmax(candidates, axis=2, output_type=tf.int32)
+            chunk_moves.append(tf.where(state == neg_inf, fallback, best_move))
+        return c + 1, state, moves.write(c, tf.stack(chunk_moves))
 
     _, state, moves = tf.while_loop(
-        lambda t, *_: t < num_steps, forward, (tf.constant(0), initial_state, moves),
-        maximum_iterations=num_steps)
-    moves = moves.stack()
-    chosen = tf.TensorArray(tf.int32, size=num_steps, element_shape=[static_batch_size])
+        lambda c, *_: c < num_chunks, forward, (tf.constant(0), initial_state, moves),
+        maximum_iterations=num_chunks)
+    moves = moves.stack()  # [chunks, k, B, d]
+    chosen = tf.TensorArray(tf.int32, size=num_chunks, element_shape=[k, static_batch_size])
 
-    def backward(t, depth_index, chosen):
-        move = tf.gather(moves[t], depth_index, batch_dims=1)
-        # depth change of move 2i + l is 1 − i − l.
-        return t - 1, depth_index - 1 + move // 2 + move % 2, chosen.write(t, move)
+    def backward(c, depth_index, chosen):
+        chunk_moves = moves[c]
+        chunk_chosen = [None] * k
+        for i in reversed(range(k)):
+            move = tf.gather(chunk_moves[i], depth_index, batch_dims=1)
+            # depth change of move 2i + l is 1 − i − l.
+            depth_index = depth_index - 1 + move // 2 + move % 2
+            chunk_chosen[i] = move
+        return c - 1, depth_index, chosen.write(c, tf.stack(chunk_chosen))
 
     _, _, chosen = tf.while_loop(
-        lambda t, *_: t >= 0, backward,
-        (num_steps - 1, tf.zeros([batch_size], tf.int32), chosen),
-        maximum_iterations=num_steps)
-    chosen = tf.transpose(tf.reshape(chosen.stack(), [num_steps, batch_size]))
-    return state[:, 0], chosen
+        lambda c, *_: c >= 0, backward,
+        (num_chunks - 1, tf.zeros([batch_size], tf.int32), chosen),
+        maximum_iterations=num_chunks)
+    chosen = tf.reshape(chosen.stack(), tf.stack([num_chunks * k, batch_size]))[lead:]
+    return state[:, 0], tf.transpose(chosen)
 
 
 def make_decoder(
