@@ -18,7 +18,7 @@ that to the ordinary request's seconds per word (the figure to watch; goal ≤ 1
 peak resident memory above the level before the request (sampled every 2 ms from /proc).
 A request the server refuses shows its HTTP status.
 
-The model: --export_dir (e.g. /work/models/tetra/1, a trained export), or by default the
+The model: --export_dir (e.g. models/tetra/1, a trained export), or by default the
 bundled all-MiniLM-L6-v2 with random tag heads, exported to a temporary directory (the
 cost is a trained model's).
 

@@ -25,7 +25,7 @@ goals: with batching, 32 clients reach >= 0.8x the ceiling; at 1 client, batchin
 (mismatches are counted; merged batches can differ from offline ones only in float
 round-off, i.e. a near-tie tag).
 
-The export: --export_dir, else /work/models/tetra/1 when it exists, else the bundled
+The export: --export_dir, else models/tetra/1 (`make export`) when it exists, else the bundled
 all-MiniLM-L6-v2 encoder with random tag heads (exported to a temporary directory; same
 speed as a trained model).
 
@@ -60,7 +60,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 
-DEFAULT_EXPORT = "/work/models/tetra/1"
+DEFAULT_EXPORT = os.path.join(REPO_ROOT, "models", "tetra", "1")
 SERVER_SCRIPT = os.path.join(REPO_ROOT, "serving", "server.py")
 BATCHING_FILE = os.path.join(REPO_ROOT, "serving", "batching_parameters.txt")
 MODEL_NAME = "tetra"
