@@ -245,33 +245,41 @@ def test_graph_decoding_equals_numpy_decoder(loaded, vocabs):
                                      logits["pos_logits"].numpy().argmax(-1), -1))
 
 
+_ENCODE_INPUTS = ("input_word_ids", "input_mask", "input_type_ids", "word_end_positions")
+_LOGITS = ("leaf_logits", "internal_logits", "pos_logits")
+
+
+def _encode_inputs(loaded, words):
+    """The export's own encoder inputs for `words`, and the [B, W] mask of real words."""
+    dense = tf.constant(_pad(words, "", object))
+    lengths = tf.constant([len(w) for w in words], tf.int32)
+    packed = loaded.tokenize(dense, lengths)
+    is_word = np.arange(dense.shape[1])[None, :] < lengths.numpy()[:, None]
+    return [packed[key] for key in _ENCODE_INPUTS], is_word
+
+
+def _assert_same_word_logits(got, expected, is_word):
+    for key in _LOGITS:
+        np.testing.assert_allclose(got[key].numpy()[is_word], expected[key].numpy()[is_word],
+                                   rtol=1e-4, atol=1e-4)
+
+
 def test_encode_with_regrouped_windows_equals_the_keras_tagger(loaded, model_dir):
     # A sentence longer than one window next to short and empty ones: the export drops
     # padding windows and trims short ones, which must not change any word's logits.
     rng = random.Random(5)
     long_sentence = [rng.choice(["cat", "Smith", "1\\/2", "quoted"]) for _ in range(700)]
     words = [long_sentence, ["a"], [], ["The", "cat", "sat", "."], long_sentence[:150]]
-    dense = tf.constant(_pad(words, "", object))
-    lengths = tf.constant([len(w) for w in words], tf.int32)
-    packed = loaded.tokenize(dense, lengths)
-    assert packed["input_word_ids"].shape[1] >= 3  # windows
-    inputs = [packed[key] for key in ("input_word_ids", "input_mask", "input_type_ids",
-                                      "word_end_positions")]
-    got = loaded.encode(*inputs)
+    inputs, is_word = _encode_inputs(loaded, words)
+    assert inputs[0].shape[1] >= 3  # windows
     tagger, _ = export.load_tagger(model_dir, os.path.join(model_dir, "best", "model"))
-    expected = tagger(dict(zip(("input_word_ids", "input_mask", "input_type_ids",
-                                "word_end_positions"), inputs)), training=False)
-    is_word = np.arange(dense.shape[1])[None, :] < lengths.numpy()[:, None]
-    for key in ("leaf_logits", "internal_logits", "pos_logits"):
-        np.testing.assert_allclose(got[key].numpy()[is_word], expected[key].numpy()[is_word],
-                                   rtol=1e-4, atol=1e-4)
+    expected = tagger(dict(zip(_ENCODE_INPUTS, inputs)), training=False)
+    _assert_same_word_logits(loaded.encode(*inputs), expected, is_word)
     # Encoder calls of at most one 512-window (or 16 windows of 32): the same logits.
     chunked = export.WindowTagger(tagger, 512, positions_per_call=512)
     assert chunked._windows_per_call.tolist()[0] == 16
-    got = tf.function(chunked, autograph=False)(*inputs)
-    for key in ("leaf_logits", "internal_logits", "pos_logits"):
-        np.testing.assert_allclose(got[key].numpy()[is_word], expected[key].numpy()[is_word],
-                                   rtol=1e-4, atol=1e-4)
+    _assert_same_word_logits(tf.function(chunked, autograph=False)(*inputs), expected,
+                             is_word)
 
 
 @pytest.mark.parametrize("words", [
@@ -280,20 +288,12 @@ def test_encode_with_regrouped_windows_equals_the_keras_tagger(loaded, model_dir
     [["a"], ["cat"] * 150, ["The", "cat"]],  # one window each, two buckets: the bucket loop
 ], ids=["one sentence", "one bucket", "two buckets"])
 def test_encode_of_one_window_sentences_equals_the_keras_tagger(loaded, model_dir, words):
-    dense = tf.constant(_pad(words, "", object))
-    lengths = tf.constant([len(w) for w in words], tf.int32)
-    packed = loaded.tokenize(dense, lengths)
-    assert packed["input_word_ids"].shape[1] == 1  # windows
-    inputs = [packed[key] for key in ("input_word_ids", "input_mask", "input_type_ids",
-                                      "word_end_positions")]
-    got = loaded.encode(*inputs)
+    inputs, is_word = _encode_inputs(loaded, words)
+    assert inputs[0].shape[1] == 1  # windows
     tagger, _ = export.load_tagger(model_dir, os.path.join(model_dir, "best", "model"))
-    expected = tagger(dict(zip(("input_word_ids", "input_mask", "input_type_ids",
-                                "word_end_positions"), inputs)), training=False)
-    is_word = np.arange(dense.shape[1])[None, :] < lengths.numpy()[:, None]
-    for key in ("leaf_logits", "internal_logits", "pos_logits"):
-        np.testing.assert_allclose(got[key].numpy()[is_word], expected[key].numpy()[is_word],
-                                   rtol=1e-4, atol=1e-4)
+    _assert_same_word_logits(loaded.encode(*inputs),
+                             tagger(dict(zip(_ENCODE_INPUTS, inputs)), training=False),
+                             is_word)
 
 
 def test_bfloat16_encoder_export_stays_close_to_float32(model_dir, loaded, tmp_path):
@@ -309,14 +309,8 @@ def test_bfloat16_encoder_export_stays_close_to_float32(model_dir, loaded, tmp_p
     assert dtypes["encoder/word_embeddings/.ATTRIBUTES/VARIABLE_VALUE"] == tf.float32
     assert json.load(open(os.path.join(export_dir, "assets.extra", "model_card.json")))[
         "encoder"]["compute_dtype"] == "bfloat16"
-    words = [s.split() for s in SENTENCES]
-    dense = tf.constant(_pad(words, "", object))
-    lengths = tf.constant([len(w) for w in words], tf.int32)
-    packed = loaded.tokenize(dense, lengths)
-    inputs = [packed[key] for key in ("input_word_ids", "input_mask", "input_type_ids",
-                                      "word_end_positions")]
-    is_word = np.arange(dense.shape[1])[None, :] < lengths.numpy()[:, None]
-    for key in ("leaf_logits", "internal_logits", "pos_logits"):
+    inputs, is_word = _encode_inputs(loaded, [s.split() for s in SENTENCES])
+    for key in _LOGITS:
         want = loaded.encode(*inputs)[key].numpy()[is_word]
         got = bf16.encode(*inputs)[key].numpy()[is_word]
         assert not np.array_equal(got, want)  # the matmuls did run in bfloat16...
