@@ -321,12 +321,12 @@ class ServedModel:
             if cap * sum(lengths) <= limits.max_pieces_per_request:
                 # Within the limit whatever the words are: skip tokenizing (the costly
                 # part), and let the upper bound stand for the pieces when merging.
-                counts = np.full(sum(lengths), cap, np.int32)
+                row_pieces = cap * np.array(lengths, np.int64)
             else:
                 counts = self.piece_counter.count([w for words in row_words for w in words])
-            row_pieces = np.array([int(part.sum()) for part in
-                                   np.split(counts, np.cumsum(lengths)[:-1])])
-            total = int(counts.sum())
+                row_pieces = np.array([int(part.sum()) for part in
+                                       np.split(counts, np.cumsum(lengths)[:-1])])
+            total = int(row_pieces.sum())
             if total > limits.max_pieces_per_request:
                 raise RequestError(
                     f"the request has {total} subword pieces (a word counts at most "

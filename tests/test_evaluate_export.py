@@ -21,11 +21,11 @@ def test_export_scores_like_training(trained_run):
     in_training = trained_run["evaluation"]
     export_dir = trained_run["export_dir"]
     tool = load_tool()
-    lines, trees = tool.read_gold(os.path.join(trained_run["test_dir"], "trees.txt"))
+    _, trees = tool.read_gold(os.path.join(trained_run["test_dir"], "trees.txt"))
     assert len(trees) == in_training["sentences"] == 24
     assert in_training["f1"] > 0  # A few epochs of a tiny model get some brackets right.
-    gold_pos, pos_accuracy, _ = tool.score_export(export_dir, lines, trees, batch_size=5)
-    predicted_pos, _, _ = tool.score_export(export_dir, lines, trees, gold_pos=False)
+    gold_pos, pos_accuracy, _ = tool.score_export(export_dir, trees, batch_size=5)
+    predicted_pos, _, _ = tool.score_export(export_dir, trees, gold_pos=False)
     # The two routes pad batches differently, so float rounding may flip a near-tie of
     # this barely trained model (the trained MiniLM gives identical figures): allow one
     # sentence's worth of difference.

@@ -333,7 +333,7 @@ def test_eval_export_scores_with_gold_or_predicted_pos(export_dir, parser, tmp_p
     gold_path.write_text("\n".join(tiny_model.TREES) + "\n\n", encoding="utf-8")
     gold_lines, gold_trees = eval_export.read_gold(str(gold_path))
     assert len(gold_lines) == len(tiny_model.TREES)
-    result, pos_accuracy, lines = eval_export.score_export(export_dir, gold_lines, gold_trees)
+    result, pos_accuracy, lines = eval_export.score_export(export_dir, gold_trees)
     assert result.tagging_accuracy == 100.0  # gold POS on the leaves
     # What is scored: the parser's trees with the gold POS on their leaves.
     expected = [evalb.tree_to_line(with_pos_tags(tree, [pos for _, pos in gold.pos()]))
@@ -342,7 +342,7 @@ def test_eval_export_scores_with_gold_or_predicted_pos(export_dir, parser, tmp_p
     assert lines == expected
     assert result.fscore == evalb.evaluate_lines(gold_lines, expected).fscore
     predicted, same_accuracy, _ = eval_export.score_export(
-        export_dir, gold_lines, gold_trees, gold_pos=False)
+        export_dir, gold_trees, gold_pos=False)
     assert same_accuracy == pos_accuracy
     # (EVALB drops words whose predicted tag is punctuation, so a random model's predicted
     # POS can make length-mismatch errors; gold POS never do.)

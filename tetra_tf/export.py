@@ -64,7 +64,7 @@ from tetra_tf.inference_encoder import InferenceEncoder
 from tetra_tf.model import ENCODER_INPUTS, TetraTagger
 from tetra_tf.tags import TagVocabularies
 from tetra_tf.tokenization import (MAX_PIECES_PER_CALL, MAX_WINDOW_POSITIONS_PER_CALL,
-                                   SubwordTokenizer, pack_windows)
+                                   SubwordTokenizer)
 from tetra_tf import model_dir as model_dir_lib
 from tetra_tf.model_dir import load_tagger, resolve_checkpoint
 
@@ -92,36 +92,6 @@ class ExportError(cli.UsageError):
 # The serving module
 
 LIMITS_FILE = os.path.join("assets.extra", "limits.json")
-
-
-def checked_pieces(pieces: tf.RaggedTensor, seq_length: int,
-                   max_pieces: int = MAX_PIECES_PER_CALL,
-                   max_positions: int = MAX_WINDOW_POSITIONS_PER_CALL) -> tf.RaggedTensor:
-    """`pieces` [B, (W), (P)], after checks that the call is within the work bounds.
-
-    At most `max_pieces` pieces in all, and at most `max_positions` padded window positions
-    (B × the longest sentence's windows × seq_length). Past either, InvalidArgumentError
-    (naming the figure and the limit) is raised before anything downstream (windows,
-    encoder) is built.
-    """
-    total = tf.size(pieces.flat_values, out_type=tf.int64)
-    pieces_message = tf.strings.format(
-        "the call holds {} subword pieces; at most " + str(max_pieces)
-        + " (max_pieces_per_call) are allowed: send fewer or shorter sentences", [total])
-    longest = tf.reduce_max(tf.concat(
-        [tf.cast(pieces.merge_dims(1, 2).row_lengths(), tf.int64), [0]], axis=0))
-    content, stride = seq_length - 2, (seq_length - 2) // 2
-    windows = 1 + tf.maximum(tf.constant(0, tf.int64), (longest - content + stride - 1) // stride)
-    positions = tf.cast(pieces.nrows(), tf.int64) * windows * seq_length
-    positions_message = tf.strings.format(
-        "the call pads to {} encoder window positions ({} sentences x {} windows of "
-        + str(seq_length) + "); at most " + str(max_positions)
-        + " (max_window_positions_per_call) are allowed: send sentences of similar length "
-        "together", [positions, pieces.nrows(), windows])
-    checks = [tf.debugging.Assert(total <= max_pieces, [pieces_message]),
-              tf.debugging.Assert(positions <= max_positions, [positions_message])]
-    with tf.control_dependencies(checks):
-        return pieces.with_flat_values(tf.identity(pieces.flat_values))
 
 
 def _string_variable(values: list[str], name: str) -> tf.Variable:
@@ -177,10 +147,9 @@ class ParserModule(tf.Module):
         # The pieces are tf.functions of their own, so that the SavedModel's function
         # library holds the tagger and the decoder once, whichever entry point calls them.
         def pack(ragged_words: tf.RaggedTensor) -> dict:
-            pieces = tokenizer.tokenize_words(ragged_words)  # capped per word
-            return pack_windows(checked_pieces(pieces, seq_length), seq_length,
-                                cls_id=tokenizer.cls_id,
-                                sep_id=tokenizer.sep_id, pad_id=tokenizer.pad_id)
+            return tokenizer.tokenize_and_pack(
+                ragged_words, seq_length, max_pieces_per_call=MAX_PIECES_PER_CALL,
+                max_window_positions_per_call=MAX_WINDOW_POSITIONS_PER_CALL)
 
         window_tagger = WindowTagger(tagger, seq_length, encoder=self.encoder,
                                      length_multiple=length_multiple)

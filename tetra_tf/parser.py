@@ -55,6 +55,11 @@ class Parser:
                 self._model, "max_stack_depth"):
             raise ValueError(f"{export_dir}: not a tetra-tf parser SavedModel")
         self._serve = self._model.signatures[SERVING_SIGNATURE]
+        # Constants of the export, read once: every batch consults them.
+        names = ("max_pieces_per_word", "max_pieces_per_call", "max_window_positions_per_call")
+        self._limits = {name: int(getattr(self._model, name).numpy()) for name in names
+                        if hasattr(self._model, name)}
+        self._card = model_card.read(export_dir)
 
     @property
     def max_stack_depth(self) -> int:
@@ -136,14 +141,12 @@ class Parser:
     @property
     def card(self) -> dict[str, Any] | None:
         """The export's model card (tetra_tf/model_card.py), None if it was made without one."""
-        return model_card.read(self.export_dir)
+        return self._card
 
     @property
     def limits(self) -> dict[str, int]:
         """The work bounds the SavedModel's graph enforces (see export.py), {} if none."""
-        names = ("max_pieces_per_word", "max_pieces_per_call", "max_window_positions_per_call")
-        return {name: int(getattr(self._model, name).numpy()) for name in names
-                if hasattr(self._model, name)}
+        return dict(self._limits)
 
     def _run(self, sentences: Sequence[Sequence[str]], batch_size: int,
              progress: Callable[[int], None] | None) -> Iterator[tuple[list[int], dict]]:

@@ -14,7 +14,7 @@ from typing import Sequence
 
 import nltk
 
-from tetra_tf import evalb
+from tetra_tf import evalb, treebank
 from tetra_tf.parser import with_pos_tags
 
 
@@ -37,15 +37,17 @@ class ParseScores:
     pos_accuracy: float
     # The predicted trees with the gold POS tags, one line each, as scored for `f1`.
     with_gold_pos: list[str] = dataclasses.field(repr=False, default_factory=list)
+    # EVALB's full results behind `f1` and `f1_predicted_pos`.
+    evalb_gold_pos: evalb.EvalbResult | None = dataclasses.field(repr=False, default=None)
+    evalb_predicted_pos: evalb.EvalbResult | None = dataclasses.field(repr=False, default=None)
 
     def to_dict(self) -> dict:
-        values = dataclasses.asdict(self)
-        del values["with_gold_pos"]
-        return values
+        return {field.name: getattr(self, field.name) for field in dataclasses.fields(self)
+                if field.repr}
 
 
 def _tree(tree: nltk.Tree | str) -> nltk.Tree:
-    return nltk.Tree.fromstring(tree) if isinstance(tree, str) else tree
+    return treebank.parse_tree(tree) if isinstance(tree, str) else tree
 
 
 def score_parses(gold: Sequence[nltk.Tree | str],
@@ -79,4 +81,5 @@ def score_parses(gold: Sequence[nltk.Tree | str],
         precision=standard.precision, exact_match=standard.complete_match,
         f1_predicted_pos=own_pos.fscore,
         error_sentences_predicted_pos=own_pos.counts.error_sentences,
-        pos_accuracy=100.0 * correct / max(total, 1), with_gold_pos=with_gold_pos)
+        pos_accuracy=100.0 * correct / max(total, 1), with_gold_pos=with_gold_pos,
+        evalb_gold_pos=standard, evalb_predicted_pos=own_pos)

@@ -246,14 +246,14 @@ def _trimmed(span: Span) -> tuple[int, int] | None:
     return (start, end) if start < end else None
 
 
-def _position(span: Span) -> int | None:
-    """The span's constituent position; None for an all-whitespace span."""
-    data = _data(span.doc)
+def _position(span: Span, required: bool = True) -> int | None:
+    """The span's constituent position; None for an all-whitespace span, and for a span
+    that is not a constituent unless `required` (then NonConstituentError)."""
     bounds = _trimmed(span)
     if bounds is None:
         return None
-    position = data["index"].get(f"{bounds[0]}:{bounds[1]}")
-    if position is None:
+    position = _data(span.doc)["index"].get(f"{bounds[0]}:{bounds[1]}")
+    if position is None and required:
         raise NonConstituentError(f"span is not a constituent: {span.text!r}")
     return position
 
@@ -332,11 +332,8 @@ def get_parent(span: Span) -> Span | None:
 
 
 def get_parse_score(span: Span) -> float | None:
+    position = _position(span, required=False)
     data = _data(span.doc)
-    bounds = _trimmed(span)
-    if bounds is None:
-        return None
-    position = data["index"].get(f"{bounds[0]}:{bounds[1]}")
     if position is None or data["parents"][position] >= 0:
         return None
     return data["sentence_scores"].get(str(position))

@@ -164,10 +164,11 @@ class SubwordTokenizer(tf.Module):
         index = tf.range(tf.size(word)) - tf.gather(tf.cumsum(kept, exclusive=True), word)
         # The last kept index takes the word's last piece; a word without pieces, [UNK]
         # (the entry appended past the real pieces).
+        word_pieces = tf.gather(num_pieces, word)
         source = tf.gather(tf.cast(pieces.row_starts(), tf.int32), word) + tf.where(
-            tf.equal(index, tf.gather(kept, word) - 1), tf.gather(num_pieces, word) - 1, index)
+            tf.equal(index, tf.gather(kept, word) - 1), word_pieces - 1, index)
         values = tf.concat([pieces.flat_values, [self.unk_id]], axis=0)
-        source = tf.where(tf.gather(num_pieces, word) > 0, source, tf.size(values) - 1)
+        source = tf.where(word_pieces > 0, source, tf.size(values) - 1)
         return tf.RaggedTensor.from_row_lengths(tf.gather(values, source),
                                                 tf.cast(kept, tf.int64), validate=False)
 
@@ -191,12 +192,15 @@ class SubwordTokenizer(tf.Module):
         return self.tokenize_flat_words(words)
 
     def tokenize_and_pack(self, words: tf.RaggedTensor, seq_length: int,
-                          num_windows: int | None = None,
-                          max_words: int | None = None) -> dict[str, tf.Tensor]:
+                          num_windows: int | None = None, max_words: int | None = None,
+                          max_pieces_per_call: int | None = None,
+                          max_window_positions_per_call: int | None = None
+                          ) -> dict[str, tf.Tensor]:
         """`tokenize_words` then `pack_windows` with this vocabulary's special ids."""
         return pack_windows(self.tokenize_words(words), seq_length, num_windows=num_windows,
                             max_words=max_words, cls_id=self.cls_id, sep_id=self.sep_id,
-                            pad_id=self.pad_id)
+                            pad_id=self.pad_id, max_pieces_per_call=max_pieces_per_call,
+                            max_window_positions_per_call=max_window_positions_per_call)
 
 
 def _word_edges(words: tf.Tensor, edge: int) -> tf.Tensor:
@@ -222,9 +226,34 @@ def _window_sizes(seq_length: int) -> tuple[int, int]:
     return content, content // 2
 
 
+def _work_bound_checks(sentence_pieces: tf.RaggedTensor, batch_size: tf.Tensor,
+                       windows: tf.Tensor, seq_length: int, max_pieces: int | None,
+                       max_positions: int | None) -> list[tf.Operation]:
+    """Asserts that a call is within its work bounds, naming the figure and the limit."""
+    checks = []
+    if max_pieces is not None:
+        total = tf.size(sentence_pieces.values, out_type=tf.int64)
+        message = tf.strings.format(
+            "the call holds {} subword pieces; at most " + str(max_pieces)
+            + " (max_pieces_per_call) are allowed: send fewer or shorter sentences", [total])
+        checks.append(tf.debugging.Assert(total <= max_pieces, [message]))
+    if max_positions is not None:
+        positions = (tf.cast(batch_size, tf.int64) * tf.cast(windows, tf.int64)
+                     * seq_length)
+        message = tf.strings.format(
+            "the call pads to {} encoder window positions ({} sentences x {} windows of "
+            + str(seq_length) + "); at most " + str(max_positions)
+            + " (max_window_positions_per_call) are allowed: send sentences of similar "
+            "length together", [positions, batch_size, windows])
+        checks.append(tf.debugging.Assert(positions <= max_positions, [message]))
+    return checks
+
+
 def pack_windows(word_pieces: tf.RaggedTensor, seq_length: int,
                  num_windows: int | None = None, max_words: int | None = None,
-                 cls_id: int = 101, sep_id: int = 102, pad_id: int = 0
+                 cls_id: int = 101, sep_id: int = 102, pad_id: int = 0,
+                 max_pieces_per_call: int | None = None,
+                 max_window_positions_per_call: int | None = None
                  ) -> dict[str, tf.Tensor]:
     """Packs per-word pieces into overlapping [CLS] … [SEP] encoder windows.
 
@@ -241,6 +270,10 @@ def pack_windows(word_pieces: tf.RaggedTensor, seq_length: int,
       max_words: static W to pad the word dimension to (asserted to fit); None: the batch's
         longest sentence.
       cls_id, sep_id, pad_id: special piece ids (defaults: BERT uncased vocab).
+      max_pieces_per_call: if set, more pieces than this in the batch raise
+        InvalidArgumentError (naming both figures) before anything is padded.
+      max_window_positions_per_call: if set, so do more padded window positions
+        (B × F × seq_length) than this.
 
     Returns:
       input_word_ids, input_mask, input_type_ids: int32 [B, F, L]; empty windows are all
@@ -275,12 +308,13 @@ def pack_windows(word_pieces: tf.RaggedTensor, seq_length: int,
         checks.append(tf.debugging.assert_less_equal(
             tf.reduce_max(tf.concat([num_words, [0]], axis=0)), max_words,
             message=f"a sentence has more than max_words={max_words} words"))
+    checks += _work_bound_checks(sentence_pieces, batch_size, windows, seq_length,
+                                 max_pieces_per_call, max_window_positions_per_call)
     with tf.control_dependencies(checks):
         padded_length = tf.identity(content + (windows - 1) * stride)
         num_words = tf.identity(num_words)
-
-    # Dense pieces [B, content + (F − 1)·stride], then each window's slice [B, F, C].
-    dense_pieces = sentence_pieces.to_tensor(default_value=pad_id)
+        # Dense pieces [B, content + (F − 1)·stride], then each window's slice [B, F, C].
+        dense_pieces = sentence_pieces.to_tensor(default_value=pad_id)
     dense_pieces = tf.pad(dense_pieces,
                           [[0, 0], [0, padded_length - tf.shape(dense_pieces)[1]]],
                           constant_values=pad_id)

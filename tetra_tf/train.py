@@ -30,12 +30,13 @@ import time
 import tetra_tf  # noqa: F401  (selects Keras 2 before TensorFlow loads)
 
 from absl import flags, logging
+import nltk
 import numpy as np
 import tensorflow as tf
 import tf_keras
 from tqdm import tqdm
 
-from tetra_tf import (cli, decoding, encoders, evalb, input_pipeline, model_card, records,
+from tetra_tf import (cli, decoding, encoders, input_pipeline, model_card, records,
                       scoring)
 from tetra_tf import model_dir as model_dir_lib
 from tetra_tf.model import ENCODER_INPUTS, HeadsConfig, TetraTagger, tagging_loss_terms
@@ -273,7 +274,7 @@ def log_softmax(logits: np.ndarray) -> np.ndarray:
 
 
 def predict_trees(predict_fn, batches, vocabs: TagVocabularies,
-                  max_stack_depth: int) -> tuple[list[str], list[str]]:
+                  max_stack_depth: int) -> tuple[list[str], list[nltk.Tree]]:
     """Parses evaluation batches with the decoder.
 
     Args:
@@ -283,7 +284,7 @@ def predict_trees(predict_fn, batches, vocabs: TagVocabularies,
       max_stack_depth: the decoder's depth cap.
 
     Returns:
-      (gold trees, predicted trees with the predicted POS tags), one line each.
+      (gold trees, one line each; predicted trees, with the predicted POS tags).
     """
     leaf_directions = vocabs.leaf.directions()
     internal_directions = vocabs.internal.directions()
@@ -303,8 +304,7 @@ def predict_trees(predict_fn, batches, vocabs: TagVocabularies,
             internal_tags = [vocabs.internal.tag(i) for i in result.internal_tag_ids[row, :n - 1]]
             pos_tags = [vocabs.pos.tag(i) for i in pos_ids[row, :n]]
             gold.append(batch[records.TREE][row].decode("utf-8"))
-            predicted.append(evalb.tree_to_line(
-                tags_to_tree(words, pos_tags, leaf_tags, internal_tags)))
+            predicted.append(tags_to_tree(words, pos_tags, leaf_tags, internal_tags))
     return gold, predicted
 
 

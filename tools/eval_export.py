@@ -46,8 +46,8 @@ def read_gold(path: str) -> tuple[list[str], list[nltk.Tree]]:
     return lines, trees
 
 
-def score_export(export_dir: str, gold_lines: list[str], gold_trees: list[nltk.Tree],
-                 gold_pos: bool = True, batch_size: int = 64, progress: bool = False):
+def score_export(export_dir: str, gold_trees: list[nltk.Tree], gold_pos: bool = True,
+                 batch_size: int = 64, progress: bool = False):
     """Parses the gold trees' words; returns (EvalbResult, POS accuracy %, predicted lines)."""
     from tetra_tf import scoring  # pylint: disable=import-outside-toplevel
     from tetra_tf.parser import Parser  # pylint: disable=import-outside-toplevel
@@ -58,11 +58,10 @@ def score_export(export_dir: str, gold_lines: list[str], gold_trees: list[nltk.T
                                    progress=bar.update)
     bar.close()
     scores = scoring.score_parses(gold_trees, predicted)
-    lines = (scores.with_gold_pos if gold_pos
-             else [evalb.tree_to_line(tree) for tree in predicted])
-    result = evalb.evaluate_lines(gold_lines, lines,
-                                     scoring.scoring_params(len(gold_lines)))
-    return result, scores.pos_accuracy, lines
+    if gold_pos:
+        return scores.evalb_gold_pos, scores.pos_accuracy, scores.with_gold_pos
+    return (scores.evalb_predicted_pos, scores.pos_accuracy,
+            [evalb.tree_to_line(tree) for tree in predicted])
 
 
 def define_flags() -> None:
@@ -80,7 +79,7 @@ def main(argv) -> int:
     cli.require("export_dir", "gold")
     gold_lines, gold_trees = read_gold(FLAGS.gold)
     result, pos_accuracy, lines = score_export(
-        FLAGS.export_dir, gold_lines, gold_trees, FLAGS.pos == "gold", FLAGS.batch_size,
+        FLAGS.export_dir, gold_trees, FLAGS.pos == "gold", FLAGS.batch_size,
         progress=True)
     if FLAGS.output:
         with open(FLAGS.output, "w", encoding="utf-8") as f:
