@@ -70,12 +70,9 @@ def model_export(requested: str | None, scratch: str) -> tuple[str, str]:
     if os.path.isfile(os.path.join(DEFAULT_EXPORT, "saved_model.pb")):
         return DEFAULT_EXPORT, DEFAULT_EXPORT
     from bench import minilm_model  # pylint: disable=import-outside-toplevel
-    from tetra_tf import export  # pylint: disable=import-outside-toplevel
 
-    model_dir = minilm_model.default_model_dir(os.path.join(scratch, "model"))
-    path = os.path.join(scratch, "export", "1")
-    export.export(model_dir, path)
-    return path, "all-MiniLM-L6-v2 with random tag heads (no trained export found)"
+    return (minilm_model.default_export(scratch),
+            "all-MiniLM-L6-v2 with random tag heads (no trained export found)")
 
 
 def time_parser(export_dir: str, sentences: list[list[str]], batch_size: int

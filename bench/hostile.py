@@ -51,8 +51,8 @@ from absl import app, flags, logging  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import tensorflow_text  # noqa: E402,F401
 
-from tetra_tf import export, tokenization, treebank  # noqa: E402
-from bench.minilm_model import default_model_dir  # noqa: E402
+from tetra_tf import tokenization  # noqa: E402
+from bench.minilm_model import default_export, test_split_sentences  # noqa: E402
 
 _EXPORT_DIR = flags.DEFINE_string("export_dir", None, "An exported SavedModel (BASE/VERSION).")
 _REPEATS = flags.DEFINE_integer("repeats", 2, "Timed runs per request; the best is reported.")
@@ -61,17 +61,6 @@ _SERVER = flags.DEFINE_bool("server", True, "Also send the requests through serv
 MODEL_NAME = "tetra"
 SERVER_START_TIMEOUT_S = 300
 REQUEST_TIMEOUT_S = 600
-
-
-def test_split_sentences() -> list[list[str]]:
-    """The words of the NLTK sample's test split (cleaned trees, file order)."""
-    sentences = []
-    for entry in treebank.read_nltk_sample("test"):
-        if entry.tree is not None:
-            words = treebank.leaves(treebank.clean_tree(entry.tree))
-            if words:
-                sentences.append(words)
-    return sentences
 
 
 def requests() -> list[tuple[str, list[str]]]:
@@ -238,9 +227,7 @@ def main(argv) -> int:
     try:
         if export_dir is None:
             temporary = tempfile.mkdtemp(prefix="hostile-")
-            model_dir = default_model_dir(os.path.join(temporary, "model"))
-            export_dir = os.path.join(temporary, "export", "1")
-            export.export(model_dir, export_dir)
+            export_dir = default_export(temporary)
             print("model: all-MiniLM-L6-v2 with random heads (exported to a temporary dir)")
         elif not os.path.isfile(os.path.join(export_dir, "saved_model.pb")):
             print(f"error: {export_dir} holds no SavedModel", file=sys.stderr)

@@ -1,7 +1,8 @@
-"""The benchmarks' default model: the bundled all-MiniLM-L6-v2 with random tag heads.
+"""The benchmarks' shared inputs: the test split's sentences, and the default model (the
+bundled all-MiniLM-L6-v2 with random tag heads).
 
-It runs at the speed of a trained model (the heads are a sliver of the work), so speed
-figures need no training run; trees from it are meaningless.
+The model runs at the speed of a trained model (the heads are a sliver of the work), so
+speed figures need no training run; trees from it are meaningless.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import shutil
 import tetra_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 import tensorflow as tf
 
-from tetra_tf import encoders, tags as tags_lib, treebank
+from tetra_tf import encoders, export, tags as tags_lib, treebank
 from tetra_tf.model import HeadsConfig
 from tetra_tf.model_dir import (BEST_CHECKPOINT, ENCODER_VOCAB_FILE, VOCAB_DIR, TaggerSpec,
                                 build_tagger)
@@ -38,3 +39,22 @@ def default_model_dir(directory: str) -> str:
     tagger = build_tagger(spec, pretrained.encoder)
     tf.train.Checkpoint(model=tagger).write(os.path.join(directory, BEST_CHECKPOINT))
     return directory
+
+
+def default_export(scratch: str) -> str:
+    """The default model written under `scratch` and exported to scratch/export/1."""
+    model_dir = default_model_dir(os.path.join(scratch, "model"))
+    export_dir = os.path.join(scratch, "export", "1")
+    export.export(model_dir, export_dir)
+    return export_dir
+
+
+def test_split_sentences() -> list[list[str]]:
+    """The words of the NLTK sample's test split (cleaned trees, file order)."""
+    sentences = []
+    for entry in treebank.read_nltk_sample("test"):
+        if entry.tree is not None:
+            words = treebank.leaves(treebank.clean_tree(entry.tree))
+            if words:
+                sentences.append(words)
+    return sentences

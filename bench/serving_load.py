@@ -109,29 +109,6 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _test_sentences() -> list[list[str]]:
-    from tetra_tf import treebank
-
-    sentences = []
-    for entry in treebank.read_nltk_sample("test"):
-        if entry.tree is not None:
-            words = treebank.clean_tree(entry.tree).leaves()
-            if words:
-                sentences.append(words)
-    return sentences
-
-
-def _default_export(scratch: str) -> str:
-    """MiniLM with random heads, exported (the speed of a trained model)."""
-    from bench.minilm_model import default_model_dir
-    from tetra_tf import export
-
-    model_dir = default_model_dir(os.path.join(scratch, "model"))
-    export_dir = os.path.join(scratch, "export", "1")
-    export.export(model_dir, export_dir)
-    return export_dir
-
-
 class Server:
     """serving/server.py on free ports, as a subprocess (base path: a link to the export)."""
 
@@ -252,8 +229,10 @@ def run_load(make_client, sentences: list[str], expected: dict[str, str], client
 
 def main(argv: list[str]) -> int:
     args = _parse_args(argv)
+    from bench import minilm_model  # pylint: disable=import-outside-toplevel  (loads TF)
+
     try:
-        word_lists = _test_sentences()
+        word_lists = minilm_model.test_split_sentences()
     except Exception as e:  # noqa: BLE001 - one line
         print(f"serving_load.py: error: cannot read the NLTK sample's test split: {e}",
               file=sys.stderr)
@@ -270,7 +249,7 @@ def main(argv: list[str]) -> int:
         if export_dir is None:
             print("exporting MiniLM with random heads (no trained export found) ...",
                   flush=True)
-            export_dir = _default_export(scratch)
+            export_dir = minilm_model.default_export(scratch)
         return _run(args, export_dir, word_lists, scratch)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

@@ -52,7 +52,7 @@ from absl import app, flags, logging  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from bench import reference_pipeline  # noqa: E402  (imports neither torch nor TF)
-from bench.minilm_model import default_model_dir  # noqa: E402
+from bench.minilm_model import default_model_dir, test_split_sentences  # noqa: E402
 from tetra_tf import encoders, export, model_dir as model_dir_lib, treebank  # noqa: E402
 from tetra_tf.model import ENCODER_INPUTS  # noqa: E402
 from tetra_tf.parser import Parser  # noqa: E402
@@ -73,18 +73,6 @@ _REFERENCE = flags.DEFINE_bool(
     "PyTorch, in a subprocess) on the same sentences and batches.")
 _FILE_ORDER = flags.DEFINE_bool("file_order", True,
                                 "Also time the test split in file order at batch 64.")
-
-
-def test_split_sentences() -> list[list[str]]:
-    """The words of the NLTK sample's test split (cleaned trees, file order)."""
-    sentences = []
-    for entry in treebank.read_nltk_sample("test"):
-        if entry.tree is None:
-            continue
-        words = treebank.clean_tree(entry.tree).leaves()
-        if words:
-            sentences.append(words)
-    return sentences
 
 
 def long_sentences(sentences: list[list[str]], count: int, seed: int = 0) -> list[list[str]]:

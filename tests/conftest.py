@@ -166,14 +166,21 @@ def tiny_export_dir(tmp_path_factory) -> str:
     return os.path.join(built_once(tmp_path_factory, "tiny_export", build), "tetra", "1")
 
 
-def run_module(module: str, *args: str, stdin: str | None = None,
-               timeout: float = 600) -> subprocess.CompletedProcess:
-    """Runs `python -m module args` with the project importable and TF quiet."""
+def subprocess_env() -> dict[str, str]:
+    """The environment for the project's programs run by tests: importable, TF quiet,
+    and no TF_CONFIG (which would make training join a cluster)."""
     env = dict(os.environ, PYTHONPATH=REPO_ROOT, TF_USE_LEGACY_KERAS="1",
                TF_CPP_MIN_LOG_LEVEL="3")
     env.pop("TF_CONFIG", None)
-    return subprocess.run([sys.executable, "-m", module, *args], env=env, input=stdin,
-                          capture_output=True, text=True, timeout=timeout, check=False)
+    return env
+
+
+def run_module(module: str, *args: str, stdin: str | None = None,
+               timeout: float = 600) -> subprocess.CompletedProcess:
+    """Runs `python -m module args` in `subprocess_env()`."""
+    return subprocess.run([sys.executable, "-m", module, *args], env=subprocess_env(),
+                          input=stdin, capture_output=True, text=True, timeout=timeout,
+                          check=False)
 
 
 TRAINED_RUN_EPOCHS = 3

@@ -3,25 +3,13 @@
 import json
 import os
 import shutil
-import subprocess
-import sys
 
 import pytest
 
 import tetra_tf
-from conftest import REPO_ROOT, TRAINED_RUN_EPOCHS
-from tetra_tf import export, model_card
+from conftest import TRAINED_RUN_EPOCHS, run_module
+from tetra_tf import model_card
 from tetra_tf.parser import Parser
-
-
-def _env():
-    return dict(os.environ, PYTHONPATH=REPO_ROOT, TF_USE_LEGACY_KERAS="1",
-                TF_CPP_MIN_LOG_LEVEL="3")
-
-
-def _run(module, *args, stdin=None):
-    return subprocess.run([sys.executable, "-m", module, *args], env=_env(), input=stdin,
-                          capture_output=True, text=True, timeout=600, check=False)
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +61,7 @@ def test_export_carries_the_card_with_real_scores(trained, tiny_encoder_dir):
 
 
 def test_describe_prints_the_card(trained):
-    result = _run("tetra_tf.parse", f"--model_dir={trained['export_dir']}", "--describe")
+    result = run_module("tetra_tf.parse", f"--model_dir={trained['export_dir']}", "--describe")
     assert result.returncode == 0, result.stderr
     card = Parser(trained["export_dir"]).card
     assert f"dev F1 {card['scores']['dev']['f1']:.2f}" in result.stdout
@@ -90,9 +78,9 @@ def test_export_without_a_card_still_loads_and_says_so(tiny_export_dir, tmp_path
     assert parser.card is None
     assert parser.parse_to_strings([["The", "cat", "."]]) == Parser(
         tiny_export_dir).parse_to_strings([["The", "cat", "."]])
-    result = _run("tetra_tf.parse", f"--model_dir={old}", "--describe")
+    result = run_module("tetra_tf.parse", f"--model_dir={old}", "--describe")
     assert result.returncode == 0 and "no model card" in result.stdout
-    result = _run("tetra_tf.parse", f"--model_dir={tmp_path}", "--describe")
+    result = run_module("tetra_tf.parse", f"--model_dir={tmp_path}", "--describe")
     assert result.returncode == 2 and "no SavedModel" in result.stderr
 
 

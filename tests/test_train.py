@@ -18,7 +18,7 @@ import tetra_tf  # noqa: F401
 import tensorflow as tf
 import tf_keras
 
-from conftest import REPO_ROOT, TRAINED_RUN_EPOCHS, convert
+from conftest import REPO_ROOT, TRAINED_RUN_EPOCHS, convert, subprocess_env
 from tetra_tf import encoders, input_pipeline, train
 from tetra_tf.model import HeadsConfig
 from tetra_tf.tags import TagVocabularies
@@ -40,20 +40,13 @@ def steps_per_epoch(encoder_dir, data_dir, batch_size=8):
     return input_pipeline.summarize(data, config).steps_per_epoch(config)
 
 
-def run_env():
-    env = dict(os.environ, PYTHONPATH=REPO_ROOT, TF_USE_LEGACY_KERAS="1",
-               TF_CPP_MIN_LOG_LEVEL="3")
-    env.pop("TF_CONFIG", None)
-    return env
-
-
 def test_mirrored_two_cpus_matches_default_strategy(tiny_encoder_dir, small_data_dirs,
                                                     tmp_path):
     out = tmp_path / "compare.json"
     result = subprocess.run(
         [sys.executable, os.path.join(REPO_ROOT, "tests", "train_worker.py"), "compare",
          tiny_encoder_dir, small_data_dirs["train"], str(out)],
-        capture_output=True, text=True, env=run_env(), timeout=300, check=False)
+        capture_output=True, text=True, env=subprocess_env(), timeout=300, check=False)
     assert result.returncode == 0, result.stderr[-3000:]
     found = json.loads(out.read_text())
     assert found["replicas"] == 2
@@ -293,7 +286,7 @@ def test_killed_run_resumes_with_step_and_optimizer_state(tiny_encoder_dir, smal
     model_dir = tmp_path / "resume"
     command = train_command(tiny_encoder_dir, small_data_dirs, model_dir, "--epochs=30",
                             "--checkpoint_every_steps=3")
-    process = subprocess.Popen(command, env=run_env(), stdout=subprocess.DEVNULL,
+    process = subprocess.Popen(command, env=subprocess_env(), stdout=subprocess.DEVNULL,
                                stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 240
     try:
@@ -313,7 +306,7 @@ def test_killed_run_resumes_with_step_and_optimizer_state(tiny_encoder_dir, smal
     assert saved.get_tensor("step/.ATTRIBUTES/VARIABLE_VALUE") == step
 
     result = subprocess.run(command[:-2] + ["--epochs=30", f"--max_steps={step + 2}"],
-                            env=run_env(), capture_output=True, text=True, timeout=300,
+                            env=subprocess_env(), capture_output=True, text=True, timeout=300,
                             check=False)
     assert result.returncode == 0, result.stderr[-3000:]
     assert f"resumed from step {step}" in result.stderr
@@ -337,7 +330,7 @@ def test_two_multi_worker_processes_train_together(tiny_encoder_dir, small_data_
     cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
     processes = []
     for index in range(2):
-        env = run_env()
+        env = subprocess_env()
         env["TF_CONFIG"] = json.dumps({"cluster": cluster,
                                        "task": {"type": "worker", "index": index}})
         processes.append(subprocess.Popen(
@@ -415,7 +408,7 @@ class TestBadInput:
         result = subprocess.run(
             train_command(tiny_encoder_dir, {"train": str(tmp_path / "nowhere")},
                           tmp_path / "m"),
-            env=run_env(), capture_output=True, text=True, timeout=120, check=False)
+            env=subprocess_env(), capture_output=True, text=True, timeout=120, check=False)
         assert result.returncode == 2
         assert result.stderr.strip().startswith("error:")
         assert len(result.stderr.strip().splitlines()) == 1
