@@ -34,7 +34,9 @@ import contextlib
 import dataclasses
 import json
 import logging
+import logging.handlers
 import os
+import queue
 import re
 import signal
 import socket
@@ -811,6 +813,46 @@ STATUS_CODES = {200: "OK", 400: "INVALID_ARGUMENT", 404: "NOT_FOUND", 405: "INVA
                 503: "UNAVAILABLE"}
 
 
+class _UnlockedQueueHandler(logging.handlers.QueueHandler):
+    """A QueueHandler without the handler lock: its queue's put is already thread-safe."""
+
+    def createLock(self) -> None:  # noqa: N802 - logging's name
+        self.lock = None
+
+
+class AccessLog:
+    """The one-line-per-request log, written by a background thread.
+
+    A request thread only builds its record and puts it on a queue; one listener thread
+    hands the records, in order, to absl's handler. Logging in the request threads
+    themselves made them queue for the handler's lock: at 32 concurrent clients that cost
+    about 2.7 ms of CPU per request, taken from the model calls.
+    """
+
+    def __init__(self, handler: logging.Handler | None = None,
+                 level: int | None = None) -> None:
+        """Args:
+          handler: where the lines go (default: absl's handler, i.e. stderr).
+          level: lines are INFO, so below this they are dropped (default: absl's level,
+            which --verbosity sets).
+        """
+        records: queue.SimpleQueue = queue.SimpleQueue()
+        self._logger = logging.Logger("tetra_serving.access")
+        self._logger.setLevel(level if level is not None
+                              else absl_logging.get_absl_logger().getEffectiveLevel())
+        self._logger.addHandler(_UnlockedQueueHandler(records))
+        self._listener = logging.handlers.QueueListener(
+            records, handler or absl_logging.get_absl_handler())
+        self._listener.start()
+
+    def info(self, message: str, *args: Any) -> None:
+        self._logger.info(message, *args, stacklevel=2)
+
+    def stop(self) -> None:
+        """Writes the lines still queued, then ends the listener thread."""
+        self._listener.stop()
+
+
 class Metrics:
     """Prometheus metrics, served at /monitoring/prometheus/metrics (TF Serving's path)."""
 
@@ -830,6 +872,11 @@ class Metrics:
             "tetra_serving_batch_size", "Rows per model call (merged requests with "
             "batching).", registry=self.registry,
             buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024))
+        self.model_call_seconds = prometheus_client.Histogram(
+            "tetra_serving_model_call_seconds", "Time of each model call (one merged batch "
+            "with batching); its sum over wall time is the share of time the model runs.",
+            registry=self.registry,
+            buckets=(.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30))
         self.queue_depth = prometheus_client.Gauge(
             "tetra_serving_queue_depth", "Rows waiting in the batch queues.",
             registry=self.registry)
@@ -855,9 +902,11 @@ class DirectRunner:
         self._metrics = metrics
 
     def __call__(self, model: ServedModel, prepared: Prepared) -> dict[str, np.ndarray]:
-        if self._metrics:
-            self._metrics.batch_size.observe(prepared.batch_size)
-        return model.call(prepared.signature_name, prepared.inputs)
+        if not self._metrics:
+            return model.call(prepared.signature_name, prepared.inputs)
+        self._metrics.batch_size.observe(prepared.batch_size)
+        with self._metrics.model_call_seconds.time():
+            return model.call(prepared.signature_name, prepared.inputs)
 
     def unload(self, model: ServedModel) -> None:
         pass
@@ -963,7 +1012,10 @@ class BatchingRunner:
             self._metrics.batch_size.observe(padded_rows)
         signature_name = tasks[0].key[0]
         try:
+            started = time.perf_counter()
             outputs = model.call(signature_name, inputs)
+            if self._metrics:
+                self._metrics.model_call_seconds.observe(time.perf_counter() - started)
             if len(tasks) == 1 and padded_rows == rows:
                 parts = [outputs]  # A batch of one request: its outputs as they are.
             else:
@@ -999,8 +1051,13 @@ METRICS_PATH = "/monitoring/prometheus/metrics"
 
 
 def create_app(manager: ModelManager, limits: Limits, max_request_bytes: int = 1 << 20,
-               run: Runner | None = None, metrics: Metrics | None = None) -> flask.Flask:
-    """A Flask app serving the manager's model with TF Serving's REST paths and JSON."""
+               run: Runner | None = None, metrics: Metrics | None = None,
+               log_request: Callable[..., None] = absl_logging.info) -> flask.Flask:
+    """A Flask app serving the manager's model with TF Serving's REST paths and JSON.
+
+    Args:
+      log_request: logs a request's line (format, *args), e.g. `AccessLog.info`.
+    """
     run = run or DirectRunner(metrics)
     flask_app = flask.Flask("tetra_serving")
     flask_app.config["MAX_CONTENT_LENGTH"] = max_request_bytes
@@ -1016,7 +1073,7 @@ def create_app(manager: ModelManager, limits: Limits, max_request_bytes: int = 1
         elapsed_ms = (time.perf_counter() - flask.g.get("start_time", time.perf_counter())) * 1e3
         batch = flask.g.get("batch_size")
         # The path is request data: escaped, so that it cannot forge log lines.
-        absl_logging.info("%s %s %s %d %.1fms%s", flask.request.remote_addr,
+        log_request("%s %s %s %d %.1fms%s", flask.request.remote_addr,
                           _log_safe(flask.request.method, 20), _log_safe(flask.request.path),
                           response.status_code, elapsed_ms,
                           f" batch={batch}" if batch is not None else "")
@@ -1096,9 +1153,12 @@ def _grpc_code(http_status: int) -> Any:
 
 def create_grpc_server(manager: ModelManager, limits: Limits, run: Runner,
                        metrics: Metrics | None, host: str, port: int, threads: int,
-                       max_request_bytes: int) -> tuple[Any, int]:
+                       max_request_bytes: int,
+                       log_request: Callable[..., None] = absl_logging.info
+                       ) -> tuple[Any, int]:
     """TF Serving's PredictionService (Predict, GetModelMetadata) and ModelService
     (GetModelStatus) on host:port; returns (grpc server, bound port), not yet started.
+    `log_request` logs each request's line, as in `create_app`.
 
     Errors carry TF Serving's status codes: INVALID_ARGUMENT for bad requests, NOT_FOUND
     for an unknown model or version, UNAVAILABLE for a full batch queue, INTERNAL for a
@@ -1125,8 +1185,8 @@ def create_grpc_server(manager: ModelManager, limits: Limits, run: Runner,
         finally:
             elapsed = time.perf_counter() - started
             code = STATUS_CODES.get(status, "INTERNAL")
-            absl_logging.info("%s grpc %s %s %.1fms", _log_safe(context.peer(), 60), method,
-                              code, elapsed * 1e3)
+            log_request("%s grpc %s %s %.1fms", _log_safe(context.peer(), 60), method,
+                        code, elapsed * 1e3)
             if metrics is not None:
                 metrics.observe("grpc", method, code, elapsed)
         context.abort(_grpc_code(status), message)
@@ -1547,11 +1607,22 @@ def main(argv: list[str]) -> int:
                            on_switch=lambda m: metrics.model_version.set(m.version))
     if flag_values.file_system_poll_wait_seconds > 0:
         manager.watch(flag_values.model_base_path, flag_values.file_system_poll_wait_seconds)
-    flask_app = create_app(manager, limits, flag_values.max_request_bytes, runner, metrics)
+    access_log = AccessLog()
+    try:
+        return _serve_model(flag_values, model, manager, limits, runner, metrics, access_log)
+    finally:
+        access_log.stop()
+
+
+def _serve_model(flag_values: Any, model: ServedModel, manager: ModelManager, limits: Limits,
+                 runner: Runner, metrics: Metrics, access_log: AccessLog) -> int:
+    """Serves REST and gRPC until a signal; returns the exit code."""
+    flask_app = create_app(manager, limits, flag_values.max_request_bytes, runner, metrics,
+                           access_log.info)
     try:
         grpc_server, grpc_port = create_grpc_server(
             manager, limits, runner, metrics, flag_values.rest_api_host, flag_values.port,
-            flag_values.rest_api_num_threads, flag_values.max_request_bytes)
+            flag_values.rest_api_num_threads, flag_values.max_request_bytes, access_log.info)
     except (OSError, RuntimeError) as e:
         _error(f"cannot serve gRPC on {flag_values.rest_api_host}:{flag_values.port}: {e}")
         return EXIT_FAILURE

@@ -15,6 +15,7 @@ import contextlib
 import http.client
 import importlib.util
 import json
+import logging
 import os
 import shutil
 import signal
@@ -454,6 +455,51 @@ def test_stalled_body_is_cut_off(server):
     assert status == 200
 
 
+def _load_server_module():
+    """serving/server.py as a module (it imports serving/batching.py as `batching`)."""
+    sys.path.insert(0, os.path.join(REPO_ROOT, "serving"))
+    try:
+        spec = importlib.util.spec_from_file_location(
+            "tetra_serving_server", os.path.join(REPO_ROOT, "serving", "server.py"))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module  # dataclasses look their module up.
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        sys.path.remove(os.path.join(REPO_ROOT, "serving"))
+
+
+def test_access_log_writes_every_line_in_order_off_the_request_threads():
+    server_module = _load_server_module()
+    written = []
+
+    class Collect(logging.Handler):
+        def emit(self, record):
+            written.append((record.getMessage(), record.funcName, threading.get_ident()))
+
+    access_log = server_module.AccessLog(Collect(), level=logging.INFO)
+    lines_per_thread = 300
+
+    def request_thread(k):
+        for i in range(lines_per_thread):
+            access_log.info("client %d line %d", k, i)
+
+    threads = [threading.Thread(target=request_thread, args=(k,)) for k in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    access_log.stop()  # Writes what is still queued.
+    assert len(written) == 8 * lines_per_thread
+    for k in range(8):
+        assert [message for message, _, _ in written if message.startswith(f"client {k} ")] \
+            == [f"client {k} line {i}" for i in range(lines_per_thread)]
+    # Records name the caller, and one listener thread (none of the callers) wrote them.
+    assert {function for _, function, _ in written} == {"request_thread"}
+    writers = {ident for _, _, ident in written}
+    assert len(writers) == 1 and writers.isdisjoint(t.ident for t in threads)
+
+
 def test_request_data_cannot_forge_log_lines(server_process):
     port, log_path = server_process
     forged = "FORGED 127.0.0.1 GET /v1/models/toy 200"
@@ -788,6 +834,10 @@ def test_metrics_count_what_was_served(batching_server):
                  'method="predict"}') == 5
     assert delta("tetra_serving_batch_size_count") == 3  # Bad requests never reach it.
     assert delta("tetra_serving_batch_size_sum") == 3
+    # Each model call is timed, and its time is part of its request's latency.
+    assert delta("tetra_serving_model_call_seconds_count") == 3
+    assert 0 < delta("tetra_serving_model_call_seconds_sum") <= delta(
+        'tetra_serving_request_latency_seconds_sum{api="rest",method="predict"}')
     assert after["tetra_serving_queue_depth"] == 0
     assert after["tetra_serving_model_version"] == SERVED_VERSION
 
