@@ -162,6 +162,7 @@ def _add_sentence(data: dict[str, Any], words: list[Token], tree: nltk.Tree,
                   score: float) -> None:
     """Appends a sentence's constituents (TOP dropped; unary chains merged) to `data`."""
     token_indices = [token.i for token in words]
+    word_counts = _word_counts(tree)
     first = len(data["starts"])
     # Explicit stack (no recursion: long sentences make deep trees). Entries: node, labels
     # gathered so far, parent position, first word index. TOP's label is kept only when the
@@ -189,7 +190,7 @@ def _add_sentence(data: dict[str, Any], words: list[Token], tree: nltk.Tree,
         for child in node:
             children.append((child, [child.label()] if _is_phrase(child) else [], position,
                              offset))
-            offset += _num_words(child)
+            offset += word_counts[id(child)] if isinstance(child, nltk.Tree) else 1
         data["ends"][position] = token_indices[offset - 1] + 1
         stack.extend(reversed(children))
     # Subtree ends (preorder: a subtree is its position up to the next non-descendant).
@@ -210,17 +211,19 @@ def _is_phrase(node) -> bool:
     return isinstance(node, nltk.Tree) and not (len(node) == 1 and isinstance(node[0], str))
 
 
-def _num_words(node) -> int:
-    if not isinstance(node, nltk.Tree):
-        return 1
-    count, stack = 0, [node]
+def _word_counts(tree: nltk.Tree) -> dict[int, int]:
+    """Words under each subtree, keyed by id(subtree): one pass, no recursion."""
+    counts: dict[int, int] = {}
+    stack: list[tuple[nltk.Tree, bool]] = [(tree, False)]
     while stack:
-        item = stack.pop()
-        if isinstance(item, nltk.Tree):
-            stack.extend(item)
+        node, children_counted = stack.pop()
+        if children_counted:
+            counts[id(node)] = sum(counts[id(child)] if isinstance(child, nltk.Tree) else 1
+                                   for child in node)
         else:
-            count += 1
-    return count
+            stack.append((node, True))
+            stack.extend((child, False) for child in node if isinstance(child, nltk.Tree))
+    return counts
 
 
 # --------------------------------------------------------------------------------------

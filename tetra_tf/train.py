@@ -178,11 +178,13 @@ class WarmupLinearDecay(tf_keras.optimizers.schedules.LearningRateSchedule):
                 "total_steps": self.total_steps}
 
 
-def make_optimizer(peak: float, config: TrainingConfig, total_steps: int, name: str):
+def make_optimizer(peak: float, weight_decay: float, warmup_steps: int, total_steps: int,
+                   name: str) -> tf_keras.optimizers.Optimizer:
+    """AdamW (BERT's settings; no decay of LayerNorm weights or biases) on a warmup-then-
+    linear-decay schedule peaking at `peak` after `warmup_steps`, 0 at `total_steps`."""
     optimizer = tf_keras.optimizers.AdamW(
-        learning_rate=WarmupLinearDecay(
-            peak, effective_warmup_steps(config.warmup_steps, total_steps), total_steps),
-        weight_decay=config.weight_decay, beta_1=0.9, beta_2=0.999, epsilon=1e-6, name=name)
+        learning_rate=WarmupLinearDecay(peak, warmup_steps, total_steps),
+        weight_decay=weight_decay, beta_1=0.9, beta_2=0.999, epsilon=1e-6, name=name)
     optimizer.exclude_from_weight_decay(var_names=["LayerNorm", "layer_norm", "bias"])
     return optimizer
 
@@ -191,14 +193,22 @@ class Trainer:
     """Owns the model, optimizers and checkpoints of one training run, under a strategy."""
 
     def __init__(self, model: TetraTagger, config: TrainingConfig, total_steps: int,
-                 strategy: tf.distribute.Strategy):
+                 strategy: tf.distribute.Strategy, warmup_steps: int | None = None):
+        """Args:
+          warmup_steps: as `plan_warmup` returned it (default: config.warmup_steps, capped
+            as `plan_warmup` caps it).
+        """
         self.model = model
         self.config = config
         self.strategy = strategy
+        if warmup_steps is None:
+            warmup_steps = effective_warmup_steps(config.warmup_steps, total_steps)
         self.encoder_optimizer = make_optimizer(
-            config.learning_rate, config, total_steps, "encoder_adamw")
+            config.learning_rate, config.weight_decay, warmup_steps, total_steps,
+            "encoder_adamw")
         self.head_optimizer = make_optimizer(
-            config.head_learning_rate, config, total_steps, "head_adamw")
+            config.head_learning_rate, config.weight_decay, warmup_steps, total_steps,
+            "head_adamw")
         self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
         head_ids = {id(v) for v in model.head_variables}
         # The pooler serves sentence classification; tagging never uses it.
@@ -456,10 +466,10 @@ def _prepare_run(train_data, dev_data, model_dir, config, strategy, encoder_path
     if steps_per_epoch == 0:
         raise UsageError(f"--train_data: fewer sentences than one batch of {config.batch_size}")
     total_steps = steps_per_epoch * config.epochs
-    plan_warmup(config, total_steps)
+    warmup_steps = plan_warmup(config, total_steps)
     with strategy.scope():
         model = build_tagger(spec, pretrained.encoder if pretrained else None)
-        trainer = Trainer(model, config, total_steps, strategy)
+        trainer = Trainer(model, config, total_steps, strategy, warmup_steps)
     return _Run(vocabs, spec, tokenizer, input_config, train_set, train_summary, dev_set,
                 steps_per_epoch, total_steps, trainer)
 
