@@ -58,21 +58,20 @@ def _input_lines(corpus: str) -> dict[tuple[str, int], bytes]:
     return lines
 
 
-class _FailingModel:
-    def __init__(self, model):
-        self._model = model
+class FailingParser(Parser):
+    """A Parser whose model calls raise on any batch holding TRIGGER."""
 
-    def parse(self, texts):
-        if any(TRIGGER in text for text in texts):
+    def parse_to_scored_strings(self, sentences, batch_size=64, progress=None):
+        if any(TRIGGER in words for words in sentences):
             raise RuntimeError(f"{TRIGGER} in the batch")
-        return self._model.parse(texts)
+        return super().parse_to_scored_strings(sentences, batch_size, progress)
 
 
 class FailingHandler(beam.ParseModelHandler):
     """A handler whose model raises on any batch holding TRIGGER."""
 
     def load_model(self):
-        return _FailingModel(super().load_model())
+        return FailingParser(self._model_dir)
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ import nltk
 import pytest
 
 from tetra_tf import evalb, parse
-from tetra_tf.parser import Parser, with_pos_tags
+from tetra_tf.parser import Parser, ScoredTree, with_pos_tags
 
 sys.path.insert(0, os.path.dirname(__file__))
 import tiny_model  # noqa: E402
@@ -56,21 +56,24 @@ def _run_bytes(parser, data: bytes, **kwargs) -> tuple[list[str], list[str], par
             summary)
 
 
-class FakeParser:
-    """Stands in for Parser: a flat tree per sentence; rejects sentences holding 'POISON'."""
+class FakeParser(Parser):
+    """Parser with a fake model: a flat tree per sentence; rejects sentences holding 'POISON'.
 
-    def __init__(self, on_call=None):
+    Parser's own batching and retry (`parse_each`) run over the fake model calls.
+    """
+
+    def __init__(self, on_call=None):  # pylint: disable=super-init-not-called (no SavedModel)
         self.calls: list[list[int]] = []  # per call, each sentence's number of words
         self._on_call = on_call
 
-    def parse_to_strings(self, sentences, batch_size=64):
+    def parse_to_scored_strings(self, sentences, batch_size=64, progress=None):
         assert len(sentences) <= batch_size
         self.calls.append([len(words) for words in sentences])
         if self._on_call is not None:
             self._on_call()
         if any("POISON" in words for words in sentences):
             raise ValueError("sentence 0: POISON is not a word\nsecond line")
-        return ["(TOP " + " ".join(f"(X {word})" for word in words) + ")"
+        return [ScoredTree("(TOP " + " ".join(f"(X {word})" for word in words) + ")", 0.0)
                 for words in sentences]
 
 

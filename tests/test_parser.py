@@ -155,9 +155,36 @@ def test_batches_stay_within_the_graphs_piece_bound(parser):
         parser.parse_sents([["ok"], ["!" * 8] * 4097])
 
 
+def test_parse_each_gives_trees_with_scores_in_input_order(parser):
+    counts = []
+    results = parser.parse_each(SENTENCES, batch_size=2, progress=counts.append)
+    assert [r.bracketed for r in results] == parser.parse_to_strings(SENTENCES)
+    assert [r.score for r in results] == pytest.approx(
+        [r.score for r in parser.parse_results(SENTENCES)], abs=1e-5)
+    assert sum(counts) == len(SENTENCES) and max(counts) == 2
+
+
+def test_parse_each_fails_only_the_sentence_that_fails_alone(parser):
+    sentences = [["The", "cat", "sat"], ["a", ""], ["Hi"], ["She", "left", "."]]
+    with pytest.raises(ValueError, match="sentence 1: word 1 is empty"):
+        parser.parse_to_scored_strings(sentences)  # the batch fails as a whole
+    failed_batches = []
+    results = parser.parse_each(sentences, on_failed_batch=failed_batches.append)
+    assert failed_batches == [len(sentences)]
+    assert isinstance(results[1], ValueError)
+    assert str(results[1]) == "sentence 0: word 1 is empty"  # as parsed alone
+    for index in (0, 2, 3):
+        assert results[index] == parser.parse_to_scored_strings([sentences[index]])[0]
+    # Errors outside `errors` are not caught.
+    with pytest.raises(ValueError, match="word 1 is empty"):
+        parser.parse_each(sentences, errors=(TypeError,))
+
+
 def test_bad_batch_size(parser):
     with pytest.raises(ValueError, match="batch_size"):
         parser.parse_sents([["a"]], batch_size=0)
+    with pytest.raises(ValueError, match="batch_size"):
+        parser.parse_each([["a"]], batch_size=0)
 
 
 def test_missing_or_foreign_export_dir(tmp_path):

@@ -28,7 +28,7 @@ import json
 import logging
 import os
 import posixpath
-from typing import Any, Iterable, Iterator, NamedTuple, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, NamedTuple, Optional, Sequence
 
 import apache_beam as beam
 from apache_beam.io import fileio
@@ -40,8 +40,10 @@ from apache_beam.ml.inference.base import ModelHandler, PredictionResult, RunInf
 
 from tetra_tf.parse import escape_brackets, ptb_tokenize
 
+if TYPE_CHECKING:  # tetra_tf.parser loads TensorFlow: only the workers that parse import it
+    from tetra_tf.parser import Parser
+
 METRICS_NAMESPACE = "tetra_tf"
-SERVING_SIGNATURE = "serving_default"
 # Dead-letter reasons, in the order they are checked.
 NOT_UTF8, EMPTY, TOO_MANY_WORDS, MODEL_ERROR = "not_utf8", "empty", "too_many_words", "model_error"
 REJECT_REASONS = (NOT_UTF8, EMPTY, TOO_MANY_WORDS, MODEL_ERROR)
@@ -85,34 +87,14 @@ def _first_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {text[0] if text else ''}"[:_MAX_ERROR_CHARS]
 
 
-class _LoadedParser:
-    """The SavedModel and its serving signature (the object keeps the signature's variables)."""
-
-    def __init__(self, model_dir: str):
-        import tetra_tf  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
-        import tensorflow as tf  # pylint: disable=import-outside-toplevel
-        import tensorflow_text  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
-
-        self._tf = tf
-        self.model = tf.saved_model.load(model_dir)
-        self._serve = self.model.signatures[SERVING_SIGNATURE]
-
-    def parse(self, texts: Sequence[str]) -> list[tuple[str, float]]:
-        """(one-line tree, score) for each sentence."""
-        outputs = self._serve(sentences=self._tf.constant(list(texts)))
-        trees = outputs["tree"].numpy()
-        scores = outputs["score"].numpy()
-        return [(tree.decode("utf-8"), float(score)) for tree, score in zip(trees, scores)]
-
-
-class ParseModelHandler(ModelHandler[Sentence, PredictionResult, _LoadedParser]):
+class ParseModelHandler(ModelHandler[Sentence, PredictionResult, "Parser"]):
     """RunInference's handler for the tetra-tf SavedModel.
 
-    Loads the model once per worker process (RunInference shares it between the process's
-    threads) and calls ``serving_default`` on a batch, shortest sentence first. A batch
-    that makes the model fail is retried one sentence at a time; a sentence that still
-    fails gets an inference of ``{"error": message}`` instead of ``{"tree", "score"}``, so
-    that one bad sentence never fails the pipeline.
+    Loads a `tetra_tf.parser.Parser` once per worker process (RunInference shares it between
+    the process's threads) and parses each batch with its `parse_each`: a batch that makes
+    the model fail is retried one sentence at a time; a sentence that still fails gets an
+    inference of ``{"error": message}`` instead of ``{"tree", "score"}``, so that one bad
+    sentence never fails the pipeline.
 
     Batches are bounded by sentences and by words (`batch_elements_kwargs`). Beam 2.77's
     BatchElements rejects ``max_batch_weight``, so the pipeline batches with
@@ -126,28 +108,23 @@ class ParseModelHandler(ModelHandler[Sentence, PredictionResult, _LoadedParser])
                          max_batch_weight=max_batch_words, element_size_fn=sentence_words)
         self._model_dir = model_dir
 
-    def load_model(self) -> _LoadedParser:
-        return _LoadedParser(self._model_dir)
+    def load_model(self) -> Parser:
+        from tetra_tf.parser import Parser  # pylint: disable=import-outside-toplevel
 
-    def run_inference(self, batch: Sequence[Sentence], model: _LoadedParser,
+        return Parser(self._model_dir)
+
+    def run_inference(self, batch: Sequence[Sentence], model: Parser,
                       inference_args: Optional[dict[str, Any]] = None
                       ) -> Iterable[PredictionResult]:
-        batch = sorted(batch, key=sentence_words)
-        try:
-            results = model.parse([sentence.text for sentence in batch])
-        except Exception:  # pylint: disable=broad-except
-            _counter("batches_retried").inc()
-            return [self._parse_alone(sentence, model) for sentence in batch]
-        return [PredictionResult(sentence, {"tree": tree, "score": score})
-                for sentence, (tree, score) in zip(batch, results)]
-
-    @staticmethod
-    def _parse_alone(sentence: Sentence, model: _LoadedParser) -> PredictionResult:
-        try:
-            ((tree, score),) = model.parse([sentence.text])
-        except Exception as e:  # pylint: disable=broad-except
-            return PredictionResult(sentence, {"error": _first_line(e)})
-        return PredictionResult(sentence, {"tree": tree, "score": score})
+        if not batch:
+            return []
+        results = model.parse_each(
+            [sentence.text.split() for sentence in batch], batch_size=len(batch),
+            on_failed_batch=lambda _: _counter("batches_retried").inc(), errors=(Exception,))
+        return [PredictionResult(sentence, {"error": _first_line(result)}
+                                 if isinstance(result, Exception)
+                                 else {"tree": result.bracketed, "score": result.score})
+                for sentence, result in zip(batch, results)]
 
     def get_num_bytes(self, batch: Sequence[Sentence]) -> int:
         return sum(len(sentence.text) for sentence in batch)

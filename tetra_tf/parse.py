@@ -256,15 +256,6 @@ def _length(words: Sequence[str]) -> int:
     return sum(map(len, words)) + len(words)
 
 
-def _rejection_errors() -> tuple[type[Exception], ...]:
-    """The errors that mean "the model will not parse this input", not a broken model."""
-    tf = sys.modules.get("tensorflow")
-    errors: tuple[type[Exception], ...] = (ValueError,)
-    if tf is not None:
-        errors += (tf.errors.InvalidArgumentError,)
-    return errors
-
-
 def _reason(error: Exception) -> str:
     message = getattr(error, "message", None) or str(error) or type(error).__name__
     return "the model rejected it: " + message.strip().splitlines()[0][:_MAX_REASON_CHARS]
@@ -275,34 +266,20 @@ def parse_sentences(parser, sentences: Sequence[Sequence[str]], batch_size: int,
                     scores: bool = False) -> list[str | Rejection]:
     """Parses sentences, shortest together, into output lines (in input order).
 
-    A batch the model rejects is retried one sentence at a time, so that only the
-    sentences that fail alone become Rejections. With scores, each line is
-    `format_scored`'s (score, tab, tree).
+    Uses `Parser.parse_each`: only the sentences that the model rejects alone become
+    Rejections. With scores, each line is `format_scored`'s (score, tab, tree).
     """
-    errors = _rejection_errors()
-    order = sorted(range(len(sentences)), key=lambda i: _length(sentences[i]))
-    results: list[str | Rejection] = [Rejection("")] * len(sentences)
-    for start in range(0, len(order), batch_size):
-        indices = order[start:start + batch_size]
-        batch = [sentences[i] for i in indices]
-        try:
-            outputs: list = ([format_scored(r) for r in parser.parse_results(batch, batch_size)]
-                             if scores else parser.parse_to_strings(batch, batch_size))
-        except errors as e:
-            if len(batch) == 1:
-                outputs = [Rejection(_reason(e))]
-            else:
-                outputs = [parse_sentences(parser, [sentence], 1, scores=scores)[0]
-                           for sentence in batch]
-        for index, output in zip(indices, outputs):
-            results[index] = output
-        if progress is not None:
-            progress(len(indices))
-    return results
+    return [Rejection(_reason(result)) if isinstance(result, Exception)
+            else format_scored(result) if scores else result.bracketed
+            for result in parser.parse_each(sentences, batch_size, progress)]
 
 
 def format_scored(result) -> str:
-    """One --scores output line (without newline): score, a tab, the one-line tree."""
+    """One --scores output line (without newline): score, a tab, the one-line tree.
+
+    Args:
+      result: a `ScoredTree` or `ParseResult` (its score and bracketed tree).
+    """
     return f"{result.score:.4f}\t{result.bracketed}"
 
 
@@ -354,7 +331,7 @@ def run(model_dir: str, input_file: IO, output_file: IO, tokenize: bool = False,
       output_file: a binary or text stream; gets one line per input line (with
         on_error="skip", an empty one for each bad line).
       parser: an already loaded `Parser` of model_dir (or an object with its
-        `parse_to_strings`), to reuse; otherwise loaded when the first line needs it.
+        `parse_each`), to reuse; otherwise loaded when the first line needs it.
       on_error: "fail" stops at the first bad line; "skip" writes an empty line for it
         and reports "line N: REASON" to errors_file (default: stderr).
       scores: write `format_scored` lines (score, tab, tree) instead of trees.

@@ -4,6 +4,7 @@
   tree = parser.parse(["The", "cat", "sat", "."])        # nltk.Tree (TOP (S ...))
   trees = parser.parse_sents(list_of_word_lists)        # batched, in input order
   results = parser.parse_results(list_of_word_lists)    # trees with scores and tags
+  each = parser.parse_each(list_of_word_lists)          # ScoredTree or error, per sentence
   parser.card                                           # the export's model card (or None)
 
 The SavedModel does all the work (tokenization, tagging, decoding, the bracketed tree);
@@ -16,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, NamedTuple, Sequence
 
 import tetra_tf  # noqa: F401  (selects Keras 2 before TensorFlow loads)
 
@@ -31,6 +32,9 @@ from tetra_tf.treebank import iter_subtrees
 
 SERVING_SIGNATURE = "serving_default"
 DEFAULT_BATCH_SIZE = 64
+# The errors that mean "this input cannot be parsed" (not a broken model): a bad sentence,
+# or one over the graph's work bounds.
+REJECTION_ERRORS: tuple[type[Exception], ...] = (ValueError, tf.errors.InvalidArgumentError)
 
 
 class Parser:
@@ -43,11 +47,14 @@ class Parser:
     def __init__(self, export_dir: str):
         """Loads the SavedModel.
 
+        Args:
+          export_dir: a local path, or one that TensorFlow's file systems read (gs://...).
+
         Raises:
           FileNotFoundError: if export_dir holds no SavedModel.
           ValueError: if the SavedModel is not a tetra-tf export.
         """
-        if not os.path.isfile(os.path.join(export_dir, "saved_model.pb")):
+        if not tf.io.gfile.exists(os.path.join(export_dir, "saved_model.pb")):
             raise FileNotFoundError(f"{export_dir}: no SavedModel (saved_model.pb) there")
         self.export_dir = export_dir
         self._model = tf.saved_model.load(export_dir)
@@ -119,6 +126,73 @@ class Parser:
                 lines[index] = outputs["tree"][row].decode("utf-8")
         return lines
 
+    def parse_to_scored_strings(self, sentences: Sequence[Sequence[str]],
+                                batch_size: int = DEFAULT_BATCH_SIZE,
+                                progress: Callable[[int], None] | None = None
+                                ) -> list[ScoredTree]:
+        """Like `parse_to_strings`, but each one-line tree comes with its score (`ScoredTree`)."""
+        results: list[ScoredTree | None] = [None] * len(sentences)
+        for indices, outputs in self._run(sentences, batch_size, progress):
+            for row, index in enumerate(indices):
+                results[index] = ScoredTree(bracketed=outputs["tree"][row].decode("utf-8"),
+                                            score=float(outputs["score"][row]))
+        return results  # type: ignore[return-value]
+
+    def parse_each(self, sentences: Sequence[Sequence[str]],
+                   batch_size: int = DEFAULT_BATCH_SIZE,
+                   progress: Callable[[int], None] | None = None,
+                   on_failed_batch: Callable[[int], None] | None = None,
+                   errors: tuple[type[Exception], ...] = REJECTION_ERRORS
+                   ) -> list[ScoredTree | Exception]:
+        """Parses sentences like `parse_to_scored_strings`, keeping each failure to its sentence.
+
+        Sentences go in batches of similar length; when a batch's call raises one of
+        `errors`, its sentences are parsed again one at a time, so that only the sentences
+        that fail alone fail.
+
+        Args:
+          sentences: lists of pre-tokenized words.
+          batch_size: sentences per batch.
+          progress: called with the number of sentences after each batch.
+          on_failed_batch: called with the number of sentences of each batch whose call
+            failed.
+          errors: the exceptions that fail a sentence; any other propagates.
+
+        Returns:
+          Per sentence, in input order: its `ScoredTree`, or the exception (one of `errors`)
+          that parsing it alone raised.
+
+        Raises:
+          ValueError: for a batch_size below 1.
+        """
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be positive, got {batch_size}")
+        order = sorted(range(len(sentences)), key=lambda i: _sort_length(sentences[i]))
+        results: list[ScoredTree | Exception | None] = [None] * len(sentences)
+        for start in range(0, len(order), batch_size):
+            indices = order[start:start + batch_size]
+            batch = [sentences[i] for i in indices]
+            try:
+                outputs: list[ScoredTree | Exception] = self.parse_to_scored_strings(
+                    batch, batch_size)
+            except errors as e:
+                if on_failed_batch is not None:
+                    on_failed_batch(len(batch))
+                outputs = [e] if len(batch) == 1 else [self._parse_alone(s, errors)
+                                                        for s in batch]
+            for index, output in zip(indices, outputs):
+                results[index] = output
+            if progress is not None:
+                progress(len(indices))
+        return results  # type: ignore[return-value]
+
+    def _parse_alone(self, words: Sequence[str], errors: tuple[type[Exception], ...]
+                     ) -> ScoredTree | Exception:
+        try:
+            return self.parse_to_scored_strings([words], 1)[0]
+        except errors as e:
+            return e
+
     def parse_results(self, sentences: Sequence[Sequence[str]],
                       batch_size: int = DEFAULT_BATCH_SIZE,
                       progress: Callable[[int], None] | None = None) -> list[ParseResult]:
@@ -188,6 +262,18 @@ class Parser:
                 progress(len(indices))
 
 
+class ScoredTree(NamedTuple):
+    """One sentence's one-line bracketed tree (the SavedModel's) and its score.
+
+    Attributes:
+      bracketed: the tree, as `ParseResult.bracketed`.
+      score: its log-probability, as `ParseResult.score`.
+    """
+
+    bracketed: str
+    score: float
+
+
 @dataclasses.dataclass(frozen=True)
 class ParseResult:
     """One sentence's parse: the tree, its score and the tags it was built from.
@@ -207,6 +293,16 @@ class ParseResult:
     leaf_tags: list[str]
     internal_tags: list[str]
     bracketed: str
+
+
+def _sort_length(words: Sequence[str]) -> int:
+    """A sentence's length in characters (with a space per word), to batch similar lengths.
+
+    0 for something that is not a list of words (parsing it fails anyway).
+    """
+    if isinstance(words, (str, bytes)) or not isinstance(words, Sequence):
+        return 0
+    return sum(len(word) + 1 for word in words if isinstance(word, str))
 
 
 def _join_words(words: Sequence[str], index: int) -> str:
