@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import tracemalloc
 
 import pytest
 
@@ -19,15 +20,19 @@ pytest.importorskip("apache_beam")
 import tetra_tf  # noqa: F401,E402  (selects Keras 2 before TensorFlow loads)
 
 import nltk  # noqa: E402
+from apache_beam.io import fileio  # noqa: E402
+from apache_beam.io.filesystem import FileMetadata  # noqa: E402
 from apache_beam.options.pipeline_options import PipelineOptions  # noqa: E402
 
-from tetra_tf import beam, beam_parse  # noqa: E402
+from tetra_tf import beam, beam_parse, parse  # noqa: E402
 from tetra_tf.parse import escape_brackets  # noqa: E402
 from tetra_tf.parser import Parser  # noqa: E402
 
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MAX_WORDS = 12
+MAX_LINE_BYTES = 100
+LONG_LINE = b"long " * 20_000  # over MAX_LINE_BYTES
 TRIGGER = "KABOOM"  # the failing handler's model raises on any batch holding this word
 # (file name, raw bytes, {line number: expected reason} for the lines to reject).
 GOOD_LINES = ["The cat sat on the mat .", "Hi", "-LRB- 1\\/2 -RRB-  ``quoted''", "a :-) b",
@@ -36,13 +41,16 @@ INPUTS = {
     "good.txt": ("\n".join(GOOD_LINES) + "\n").encode(),
     "mixed.txt": "\ufeffThe cat sat .\r\n\r\n  \t \nword " .encode()
                  + b"\xff\xfe bytes\n" + " ".join(["w"] * (MAX_WORDS + 1)).encode()
-                 + f"\nthe {TRIGGER} word\nshe left\n".encode() + b"no final newline",
-    "sub/zipped.txt.gz": gzip.compress(b"Running is fun !\n\nMr. Smith ?\n"),
+                 + f"\nthe {TRIGGER} word\nshe left\n".encode() + LONG_LINE
+                 + b"\nno final newline",
+    "sub/zipped.txt.gz": gzip.compress(b"Running is fun !\n" + LONG_LINE
+                                       + b"\n\nMr. Smith ?\n"),
 }
 EXPECTED_REJECTED = {
     ("mixed.txt", 2): beam.EMPTY, ("mixed.txt", 3): beam.EMPTY,
     ("mixed.txt", 4): beam.NOT_UTF8, ("mixed.txt", 5): beam.TOO_MANY_WORDS,
-    ("mixed.txt", 6): beam.MODEL_ERROR, ("sub/zipped.txt.gz", 2): beam.EMPTY,
+    ("mixed.txt", 6): beam.MODEL_ERROR, ("mixed.txt", 8): beam.TOO_LONG,
+    ("sub/zipped.txt.gz", 2): beam.TOO_LONG, ("sub/zipped.txt.gz", 3): beam.EMPTY,
 }
 
 
@@ -100,7 +108,8 @@ def pipeline_run(export_dir, corpus, tmp_path_factory):
     options = beam.ParseOptions(
         model_dir=export_dir, inputs=[os.path.join(corpus, "*.txt"),
                                       os.path.join(corpus, "sub", "*.gz")],
-        output=output, max_words=MAX_WORDS, batch_size=4, ordered=True)
+        output=output, max_words=MAX_WORDS, max_line_bytes=MAX_LINE_BYTES, batch_size=4,
+        ordered=True)
     totals = beam.run(options, PipelineOptions(runner="FnApiRunner"),
                       handler=FailingHandler(export_dir, batch_size=4))
     records = _read_jsonl(f"{output}-[0-9]*.jsonl")
@@ -133,9 +142,19 @@ def test_dead_letters_hold_exactly_the_bad_lines_with_reasons(pipeline_run, corp
     _, _, errors, _ = pipeline_run
     assert {_key(corpus, e): e["reason"] for e in errors} == EXPECTED_REJECTED
     by_key = {_key(corpus, e): e["error"] for e in errors}
-    assert by_key[("mixed.txt", 4)] == "byte 0xff at offset 5 is not UTF-8"
+    assert by_key[("mixed.txt", 2)] == "empty (give one sentence per line)"
+    assert by_key[("mixed.txt", 4)] == "not UTF-8 (byte 0xFF at byte 6 of the line)"
     assert by_key[("mixed.txt", 5)] == f"{MAX_WORDS + 1} words, more than --max_words={MAX_WORDS}"
-    assert TRIGGER in by_key[("mixed.txt", 6)]
+    assert by_key[("mixed.txt", 6)] == f"RuntimeError: {TRIGGER} in the batch"
+
+
+def test_an_over_long_line_is_a_dead_letter_between_parsed_neighbours(pipeline_run, corpus):
+    _, records, errors, _ = pipeline_run
+    parsed = {_key(corpus, r) for r in records}
+    too_long = {_key(corpus, e): e["error"] for e in errors if e["reason"] == beam.TOO_LONG}
+    assert too_long == {key: f"longer than --max_line_bytes={MAX_LINE_BYTES}"
+                        for key in (("mixed.txt", 8), ("sub/zipped.txt.gz", 2))}
+    assert {("mixed.txt", 7), ("mixed.txt", 9), ("sub/zipped.txt.gz", 1)} <= parsed
 
 
 def test_each_tree_is_the_parsers_tree_for_its_line(pipeline_run, corpus, parser):
@@ -211,6 +230,8 @@ def test_cli_ordered_output_equals_parse_byte_for_byte(export_dir, corpus, tmp_p
     (["--model_dir=EXPORT", "--input=NOWHERE/*.txt", "--output=Y"], "matches no file"),
     (["--model_dir=EXPORT", "--input=NOWHERE", "--output=Y", "--runer=x"], "--runer=x"),
     (["--model_dir=EXPORT", "--input=NOWHERE", "--output=Y", "--batch_size=0"], "positive"),
+    (["--model_dir=EXPORT", "--input=NOWHERE", "--output=Y", "--max_line_bytes=0"],
+     "--max_line_bytes must be positive"),
 ])
 def test_cli_usage_errors_are_one_line(export_dir, args, message, capsys):
     args = [a.replace("EXPORT", export_dir) for a in args]
@@ -219,19 +240,41 @@ def test_cli_usage_errors_are_one_line(export_dir, args, message, capsys):
     assert err.startswith("error: ") and message in err and err.count("\n") == 1
 
 
-def test_validate_tokenizes_escapes_and_rejects():
-    validate = beam.Validate(tokenize=True, max_words=7)
-    validate.setup()
-    (sentence,) = validate.process(("f", 7, 'Hi (there) "you"'.encode()))
-    assert sentence == beam.Sentence("f", 7, "Hi -LRB- there -RRB- `` you ''", 7)
-    (rejected,) = validate.process(("f", 8, b"a b c d e f g h"))
-    assert rejected.tag == beam.Validate.REJECTED
-    assert rejected.value == beam.dead_letter("f", 8, beam.TOO_MANY_WORDS,
+def _read_sentences(path, tokenize=False, max_words=0,
+                    max_line_bytes=parse.DEFAULT_MAX_LINE_BYTES) -> list:
+    """ReadSentences' outputs for one file, without a pipeline."""
+    read = beam.ReadSentences(tokenize, max_words, max_line_bytes)
+    read.setup()
+    readable = fileio.ReadableFile(FileMetadata(str(path), os.path.getsize(path)))
+    return list(read.process(readable))
+
+
+def test_read_sentences_tokenizes_escapes_and_rejects(tmp_path):
+    path = tmp_path / "in.txt"
+    path.write_bytes(b'Hi (there) "you"\r\na b c d e f g h\n')
+    sentence, rejected = _read_sentences(path, tokenize=True, max_words=7)
+    assert sentence == beam.Sentence(str(path), 1, "Hi -LRB- there -RRB- `` you ''", 7)
+    assert rejected.tag == beam.ReadSentences.REJECTED
+    assert rejected.value == beam.dead_letter(str(path), 2, beam.TOO_MANY_WORDS,
                                               "8 words, more than --max_words=7")
-    validate = beam.Validate(tokenize=False, max_words=0)
-    validate.setup()
-    (sentence,) = validate.process(("f", 1, b"a:-) b " + b"w " * 1000))
+    path.write_bytes(b"a:-) b " + b"w " * 1000)
+    (sentence,) = _read_sentences(path)
     assert sentence.text.startswith("a:--RRB- b w") and sentence.num_words == 1002
+
+
+def test_an_over_long_line_is_skipped_without_being_held(tmp_path):
+    size = 32 * 1024 * 1024
+    path = tmp_path / "in.txt"
+    path.write_bytes(b"before\n" + b"x " * (size // 2) + b"\nafter\n")
+    tracemalloc.start()
+    try:
+        outputs = _read_sentences(path, max_line_bytes=1000)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert [o.text if isinstance(o, beam.Sentence) else o.value["reason"]
+            for o in outputs] == ["before", beam.TOO_LONG, "after"]
+    assert peak < 1024 * 1024, peak
 
 
 def test_ordered_root_and_paths(tmp_path):

@@ -1,10 +1,9 @@
 """Corpus-scale parsing as an Apache Beam pipeline over the exported SavedModel.
 
-  files ─► (file, line number, bytes) ─► validation ─┬─► Reshuffle ─► sort and batch
-                                                     │   ─► RunInference(handler)
-                                                     │   ─┬─► OUTPUT-SSSSS-of-NNNNN.jsonl
-                                                     ▼    ▼
-                                     OUTPUT-errors-SSSSS-of-NNNNN.jsonl (dead letters)
+  files ─► lines read and checked ─┬─► Reshuffle ─► sort and batch ─► RunInference(handler)
+                                   │   ─┬─► OUTPUT-SSSSS-of-NNNNN.jsonl
+                                   ▼    ▼
+                   OUTPUT-errors-SSSSS-of-NNNNN.jsonl (dead letters)
 
 Every input line ends in exactly one of the two outputs: a parsed record
 ``{"file", "line", "tree", "score"}`` or a dead letter ``{"file", "line", "reason", "error"}``
@@ -15,8 +14,11 @@ in input order, an empty line where the input line was rejected (EVALB-ready whe
 Lines: each file is read whole by one DoFn that streams its lines (``fileio.MatchAll`` and
 ``ReadMatches``; ``.gz`` and the other compressions Beam knows are opened by extension), so
 line numbers are exact; ReadFromText would split large files across workers and lose them.
-A Reshuffle after validation spreads the lines of one large file over all workers. Line
-endings are "\\n" (a "\\r" before it is dropped); a UTF-8 BOM opening a file is dropped.
+A Reshuffle after reading spreads the lines of one large file over all workers. Lines are
+read and checked by `tetra_tf.parse.read_lines`, as ``python -m tetra_tf.parse`` reads them:
+UTF-8; line ends "\\n" (a "\\r" before it is dropped); a UTF-8 BOM opening a file is
+dropped; a line over `max_line_bytes` is skipped over without being held; the dead letters'
+errors are that CLI's reasons. Failing model calls are retried by `Parser.parse_each`.
 
 Runs on any Beam runner; locally use FnApiRunner (the default of `tetra_tf.beam_parse`): in
 Beam 2.77 the DirectRunner first tries the Prism runner, which downloads a binary.
@@ -24,6 +26,7 @@ Beam 2.77 the DirectRunner first tries the Prism runner, which downloads a binar
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import os
@@ -38,15 +41,19 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 from apache_beam.ml.inference.base import ModelHandler, PredictionResult, RunInference
 
-from tetra_tf.parse import escape_brackets, ptb_tokenize
+from tetra_tf import parse
 
 if TYPE_CHECKING:  # tetra_tf.parser loads TensorFlow: only the workers that parse import it
     from tetra_tf.parser import Parser
 
 METRICS_NAMESPACE = "tetra_tf"
 # Dead-letter reasons, in the order they are checked.
-NOT_UTF8, EMPTY, TOO_MANY_WORDS, MODEL_ERROR = "not_utf8", "empty", "too_many_words", "model_error"
-REJECT_REASONS = (NOT_UTF8, EMPTY, TOO_MANY_WORDS, MODEL_ERROR)
+TOO_LONG, NOT_UTF8, EMPTY, TOO_MANY_WORDS, MODEL_ERROR = (
+    "too_long", "not_utf8", "empty", "too_many_words", "model_error")
+REJECT_REASONS = (TOO_LONG, NOT_UTF8, EMPTY, TOO_MANY_WORDS, MODEL_ERROR)
+# The dead-letter reason of each kind of bad line that `parse.read_lines` finds.
+_REASON_OF_BAD_LINE = {parse.TOO_LONG: TOO_LONG, parse.NOT_UTF8: NOT_UTF8, parse.EMPTY: EMPTY,
+                       parse.TOO_MANY_WORDS: TOO_MANY_WORDS}
 DEFAULT_BATCH_SIZE = 64
 DEFAULT_MAX_BATCH_WORDS = 4096
 DEFAULT_MAX_WORDS = 400
@@ -54,7 +61,6 @@ RECORDS_SUFFIX = ".jsonl"
 ERRORS_INFIX = "-errors"
 ORDERED_INFIX = "-ordered"
 ORDERED_SUFFIX = ".trees"
-_UTF8_BOM = b"\xef\xbb\xbf"
 _MAX_ERROR_CHARS = 300
 
 
@@ -73,6 +79,7 @@ class ParseOptions(NamedTuple):
     output: str  # prefix of every output file
     tokenize: bool = False
     max_words: int = DEFAULT_MAX_WORDS  # longer lines are dead letters; 0: no limit
+    max_line_bytes: int = parse.DEFAULT_MAX_LINE_BYTES  # longer lines are dead letters
     batch_size: int = DEFAULT_BATCH_SIZE  # sentences per model call
     max_batch_words: int = DEFAULT_MAX_BATCH_WORDS  # words per model call
     ordered: bool = False
@@ -138,64 +145,54 @@ def sentence_words(sentence: Sentence) -> int:
     return sentence.num_words
 
 
-class ReadLines(beam.DoFn):
-    """One matched file → ((file, line number), raw bytes) for each of its lines."""
+class _RawStream(io.RawIOBase):
+    """A binary stream with only read(size), such as Beam's CompressedFile, as a raw stream:
+    io.BufferedReader over it has the readline(size) that `parse.read_lines` needs."""
 
-    def setup(self):
-        self._lines_read = _counter("lines_read")
-        self._files_read = _counter("files_read")
+    def __init__(self, stream):
+        super().__init__()
+        self._stream = stream
 
-    def process(self, readable: fileio.ReadableFile) -> Iterator[tuple[str, int, bytes]]:
-        path = readable.metadata.path
-        self._files_read.inc()
-        with readable.open(compression_type=CompressionTypes.AUTO) as f:
-            number = 0
-            while True:
-                raw = f.readline()
-                if not raw:
-                    break
-                number += 1
-                if raw.endswith(b"\n"):
-                    raw = raw[:-1]
-                raw = raw.rstrip(b"\r")
-                if number == 1 and raw.startswith(_UTF8_BOM):
-                    raw = raw[len(_UTF8_BOM):]
-                self._lines_read.inc()
-                yield path, number, raw
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        data = self._stream.read(len(buffer))
+        buffer[:len(data)] = data
+        return len(data)
 
 
-class Validate(beam.DoFn):
-    """Raw lines → `Sentence`s, or dead letters (tagged REJECTED) for lines not to parse."""
+class ReadSentences(beam.DoFn):
+    """One matched file → a `Sentence` per line to parse, a dead letter (tagged REJECTED) per
+    other line; the lines are read and checked by `parse.read_lines`."""
     REJECTED = "rejected"
 
-    def __init__(self, tokenize: bool, max_words: int):
+    def __init__(self, tokenize: bool, max_words: int, max_line_bytes: int):
         self._tokenize = tokenize
         self._max_words = max_words
+        self._max_line_bytes = max_line_bytes
 
     def setup(self):
-        self._rejected = {reason: _counter(f"rejected_{reason}") for reason in REJECT_REASONS}
+        self._files_read = _counter("files_read")
+        self._lines_read = _counter("lines_read")
+        self._rejected = {reason: _counter(f"rejected_{reason}")
+                          for reason in _REASON_OF_BAD_LINE.values()}
 
-    def process(self, element: tuple[str, int, bytes]):
-        path, number, raw = element
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as e:
-            yield self._reject(path, number, NOT_UTF8,
-                               f"byte 0x{raw[e.start]:02x} at offset {e.start} is not UTF-8")
-            return
-        words = ptb_tokenize(text) if self._tokenize else text.split()
-        if not words:
-            yield self._reject(path, number, EMPTY, "no words")
-            return
-        if self._max_words and len(words) > self._max_words:
-            yield self._reject(path, number, TOO_MANY_WORDS,
-                               f"{len(words)} words, more than --max_words={self._max_words}")
-            return
-        yield Sentence(path, number, " ".join(escape_brackets(w) for w in words), len(words))
-
-    def _reject(self, path: str, number: int, reason: str, error: str):
-        self._rejected[reason].inc()
-        return beam.pvalue.TaggedOutput(self.REJECTED, dead_letter(path, number, reason, error))
+    def process(self, readable: fileio.ReadableFile):
+        path = readable.metadata.path
+        self._files_read.inc()
+        with readable.open(compression_type=CompressionTypes.AUTO) as stream:
+            lines = parse.read_lines(io.BufferedReader(_RawStream(stream)), self._tokenize,
+                                     self._max_words, self._max_line_bytes)
+            for line in lines:
+                self._lines_read.inc()
+                if line.words is None:
+                    reason = _REASON_OF_BAD_LINE[line.kind]
+                    self._rejected[reason].inc()
+                    yield beam.pvalue.TaggedOutput(
+                        self.REJECTED, dead_letter(path, line.number, reason, line.reason))
+                else:
+                    yield Sentence(path, line.number, " ".join(line.words), len(line.words))
 
 
 def dead_letter(path: str, number: int, reason: str, error: str) -> dict:
@@ -301,16 +298,16 @@ def build(pipeline: beam.Pipeline, options: ParseOptions,
              | "SpreadFiles" >> beam.Reshuffle()
              | "Open" >> fileio.ReadMatches())
     checked = (files
-               | "ReadLines" >> beam.ParDo(ReadLines())
-               | "Validate" >> beam.ParDo(Validate(options.tokenize, options.max_words))
-               .with_outputs(Validate.REJECTED, main="sentences"))
+               | "ReadSentences" >> beam.ParDo(ReadSentences(
+                   options.tokenize, options.max_words, options.max_line_bytes))
+               .with_outputs(ReadSentences.REJECTED, main="sentences"))
     results = (checked.sentences
                | "SpreadLines" >> beam.Reshuffle()
                | "SortAndBatch" >> beam.SortAndBatchElements(**handler.batch_elements_kwargs())
                | "Parse" >> RunInference(handler.with_no_batching())
                | "Split" >> beam.ParDo(SplitResults()).with_outputs(SplitResults.REJECTED,
                                                                        main="parsed"))
-    rejected = ((checked[Validate.REJECTED], results[SplitResults.REJECTED])
+    rejected = ((checked[ReadSentences.REJECTED], results[SplitResults.REJECTED])
                 | "AllRejected" >> beam.Flatten())
     parsed = results.parsed
     (parsed | "RecordsToJson" >> beam.Map(_to_json)

@@ -1,15 +1,18 @@
 r"""Parses a corpus with an Apache Beam pipeline: a tree per line, dead letters for the rest.
 
   python -m tetra_tf.beam_parse --model_dir=models/tetra/1 --input='corpus/*.txt' \
-      --output=out/trees [--tokenize] [--max_words=400] [--ordered] [Beam pipeline options]
+      --output=out/trees [--tokenize] [--max_words=400] [--max_line_bytes=N] [--ordered]
+      [Beam pipeline options]
 
 Input: files or globs (--input may be repeated; .gz and other compressions by extension),
 one sentence per line, PTB tokens separated by whitespace (or raw text with --tokenize), as
-for `python -m tetra_tf.parse`. Output, sharded as Beam writes it:
+for `python -m tetra_tf.parse` (read and checked by its code: the same bad lines, the same
+reasons). Output, sharded as Beam writes it:
 
   OUTPUT-SSSSS-of-NNNNN.jsonl         {"file", "line", "tree", "score"} per parsed line
   OUTPUT-errors-SSSSS-of-NNNNN.jsonl  {"file", "line", "reason", "error"} per rejected line
-                                      (reason: not_utf8, empty, too_many_words, model_error)
+                                      (reason: too_long, not_utf8, empty, too_many_words,
+                                      model_error)
   OUTPUT-ordered/PATH.trees           with --ordered: per input file (PATH below the inputs'
                                       common folder), one tree per line in input order, an
                                       empty line for a rejected one
@@ -50,7 +53,7 @@ class _ArgumentParser(argparse.ArgumentParser):
 
 
 def _parser():
-    from tetra_tf import beam  # pylint: disable=import-outside-toplevel
+    from tetra_tf import beam, parse  # pylint: disable=import-outside-toplevel
 
     parser = _ArgumentParser(
         prog="python -m tetra_tf.beam_parse", description=__doc__,
@@ -64,6 +67,10 @@ def _parser():
                         help="Input is raw text: split it into PTB tokens first.")
     parser.add_argument("--max_words", type=int, default=beam.DEFAULT_MAX_WORDS,
                         help="Lines with more words are dead letters (0: no limit). "
+                             "Default %(default)s.")
+    parser.add_argument("--max_line_bytes", type=int, default=parse.DEFAULT_MAX_LINE_BYTES,
+                        help="An input line of more bytes than this (without its line end) "
+                             "is a dead letter; it is skipped over, never held in memory. "
                              "Default %(default)s.")
     parser.add_argument("--batch_size", type=int, default=beam.DEFAULT_BATCH_SIZE,
                         help="Most sentences per model call. Default %(default)s.")
@@ -109,7 +116,7 @@ def parse_args(argv: list[str]):
     for name in ("max_words",):
         if getattr(args, name) < 0:
             raise UsageError(f"--{name} must be 0 or more")
-    for name in ("batch_size", "max_batch_words"):
+    for name in ("max_line_bytes", "batch_size", "max_batch_words"):
         if getattr(args, name) < 1:
             raise UsageError(f"--{name} must be positive")
     if not FileSystems.exists(FileSystems.join(args.model_dir, "saved_model.pb")):
@@ -123,8 +130,8 @@ def parse_args(argv: list[str]):
         pipeline_options.view_as(StandardOptions).runner = LOCAL_RUNNER
     options = beam.ParseOptions(
         model_dir=args.model_dir, inputs=args.input, output=args.output,
-        tokenize=args.tokenize, max_words=args.max_words, batch_size=args.batch_size,
-        max_batch_words=args.max_batch_words, ordered=args.ordered)
+        tokenize=args.tokenize, max_words=args.max_words, max_line_bytes=args.max_line_bytes,
+        batch_size=args.batch_size, max_batch_words=args.max_batch_words, ordered=args.ordered)
     return options, pipeline_options
 
 
