@@ -62,7 +62,6 @@ from absl import flags
 from tetra_tf import cli
 from tqdm import tqdm
 
-EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 # A chunk is read, parsed and written before the next is read: this bounds memory.
 CHUNK_LINES = 4096
 CHUNK_BYTES = 8 * 1024 * 1024
@@ -515,56 +514,61 @@ def _open_errors(path: str | None) -> TextIO | None:
         raise InputError(f"--errors: cannot write {path} ({e.strerror})") from None
 
 
-def _usage_error() -> str | None:
-    """Checks the flags that absl cannot; returns the message of the first problem."""
-    if not FLAGS.model_dir:
-        return "--model_dir is required (see --help)"
+def _check_flags() -> None:
+    """Checks the flags that absl cannot.
+
+    Raises:
+      InputError: naming the first problem.
+    """
+    cli.require("model_dir")
     if FLAGS.batch_size < 1:
-        return "--batch_size must be positive"
+        raise InputError("--batch_size must be positive")
     if FLAGS.max_words < 0:
-        return "--max_words must be 0 (no limit) or positive"
+        raise InputError("--max_words must be 0 (no limit) or positive")
     if FLAGS.max_line_bytes < 1:
-        return "--max_line_bytes must be positive"
+        raise InputError("--max_line_bytes must be positive")
     if FLAGS.errors is not None and FLAGS.on_error != "skip":
-        return "--errors needs --on_error=skip (with 'fail' the first bad line goes to stderr)"
-    return None
+        raise InputError("--errors needs --on_error=skip (with 'fail' the first bad line goes "
+                         "to stderr)")
+
+
+def _parse_flagged_files() -> Summary:
+    """`run` on the input, output and errors files that the flags name."""
+    with contextlib.ExitStack() as stack:
+        if FLAGS.input:
+            try:
+                input_file = stack.enter_context(open(FLAGS.input, "rb"))
+            except OSError as e:
+                raise InputError(f"--input: cannot read {FLAGS.input} ({e.strerror})") from None
+        else:
+            input_file = sys.stdin.buffer
+        errors_file = _open_errors(FLAGS.errors)
+        if errors_file is not None:
+            stack.enter_context(_closing(errors_file, FLAGS.errors))
+        output_file = (stack.enter_context(replacing_output(FLAGS.output)) if FLAGS.output
+                       else sys.stdout.buffer)
+        return run(FLAGS.model_dir, input_file, output_file, FLAGS.tokenize,
+                   FLAGS.batch_size, progress=bool(FLAGS.input), on_error=FLAGS.on_error,
+                   errors_file=errors_file, max_words=FLAGS.max_words,
+                   max_line_bytes=FLAGS.max_line_bytes, output_name=FLAGS.output or "stdout",
+                   errors_name=FLAGS.errors or "stderr", scores=FLAGS.scores)
 
 
 def main(argv) -> int:
+    """Parses as the flags say; `cli.run` reports its InputErrors (exit 2) and failures (1).
+
+    Returns:
+      cli.EXIT_USAGE after a bad line (with --on_error=fail), cli.EXIT_FAILURE if the output
+      could not be written, else cli.EXIT_OK.
+    """
     del argv
-    message = _usage_error()
-    if message:
-        print(f"error: {message}", file=sys.stderr)
-        return EXIT_USAGE
+    _check_flags()
     if FLAGS.describe:
-        try:
-            sys.stdout.write(describe(FLAGS.model_dir))
-        except InputError as e:
-            print(f"error: {e}", file=sys.stderr)
-            return EXIT_USAGE
-        return EXIT_OK
-    output_name = FLAGS.output or "stdout"
+        sys.stdout.write(describe(FLAGS.model_dir))
+        return cli.EXIT_OK
     output_existed = bool(FLAGS.output) and os.path.exists(FLAGS.output)
     try:
-        with contextlib.ExitStack() as stack:
-            if FLAGS.input:
-                try:
-                    input_file = stack.enter_context(open(FLAGS.input, "rb"))
-                except OSError as e:
-                    raise InputError(f"--input: cannot read {FLAGS.input} ({e.strerror})") \
-                        from None
-            else:
-                input_file = sys.stdin.buffer
-            errors_file = _open_errors(FLAGS.errors)
-            if errors_file is not None:
-                stack.enter_context(_closing(errors_file, FLAGS.errors))
-            output_file = (stack.enter_context(replacing_output(FLAGS.output)) if FLAGS.output
-                           else sys.stdout.buffer)
-            summary = run(FLAGS.model_dir, input_file, output_file, FLAGS.tokenize,
-                          FLAGS.batch_size, progress=bool(FLAGS.input), on_error=FLAGS.on_error,
-                          errors_file=errors_file, max_words=FLAGS.max_words,
-                          max_line_bytes=FLAGS.max_line_bytes, output_name=output_name,
-                          errors_name=FLAGS.errors or "stderr", scores=FLAGS.scores)
+        summary = _parse_flagged_files()
     except BadLineError as e:
         if FLAGS.output:
             done = (f"{FLAGS.output} was left unchanged" if output_existed
@@ -576,24 +580,17 @@ def main(argv) -> int:
             done = "no tree went to stdout"
         print(f"error: {e}; stopped: {done} (--on_error=skip writes an empty line for a bad "
               "line and goes on)", file=sys.stderr)
-        return EXIT_USAGE
-    except InputError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return EXIT_USAGE
+        return cli.EXIT_USAGE
     except (OutputError, BrokenPipeError) as e:
         if not FLAGS.output or isinstance(e, BrokenPipeError):
             _silence_stdout()
         message = str(e) if isinstance(e, OutputError) else "cannot write stdout (broken pipe)"
         print(f"error: {message}", file=sys.stderr)
-        return EXIT_FAILURE
-    except Exception as e:  # pylint: disable=broad-except
-        print(f"error: parsing failed: {type(e).__name__}: {str(e).splitlines()[0][:300]}",
-              file=sys.stderr)
-        return EXIT_FAILURE
+        return cli.EXIT_FAILURE
     if FLAGS.on_error == "skip":
         where = f", listed in {FLAGS.errors}" if FLAGS.errors and sum(summary.bad.values()) else ""
         print(f"{summary}{where}", file=sys.stderr)
-    return EXIT_OK
+    return cli.EXIT_OK
 
 
 def _silence_stdout() -> None:
