@@ -223,6 +223,18 @@ def test_one_log_line_per_request(server_process):
         assert sum(e in line for line in lines) == 1, (e, lines[-5:])
 
 
+def test_model_calls_are_timed_without_batching(server):
+    before = _metric_values(server)
+    for sentence in ["a b", "c d e"]:
+        assert _http(server, "POST", _PREDICT, {"instances": [sentence]})[0] == 200
+    after = _metric_values(server)
+    calls = (after["tetra_serving_model_call_seconds_count"]
+             - before.get("tetra_serving_model_call_seconds_count", 0))
+    seconds = (after["tetra_serving_model_call_seconds_sum"]
+               - before.get("tetra_serving_model_call_seconds_sum", 0))
+    assert calls == 2 and seconds > 0
+
+
 def test_model_status(server):
     expected = {"model_version_status": [{
         "version": str(SERVED_VERSION), "state": "AVAILABLE",
