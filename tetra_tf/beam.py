@@ -17,8 +17,12 @@ line numbers are exact; ReadFromText would split large files across workers and 
 A Reshuffle after reading spreads the lines of one large file over all workers. Lines are
 read and checked by `tetra_tf.parse.read_lines`, as ``python -m tetra_tf.parse`` reads them:
 UTF-8; line ends "\\n" (a "\\r" before it is dropped); a UTF-8 BOM opening a file is
-dropped; a line over `max_line_bytes` is skipped over without being held; the dead letters'
-errors are that CLI's reasons. Failing model calls are retried by `Parser.parse_each`.
+dropped; a line over `max_line_bytes` is skipped over without being held (also inside .gz,
+.bz2 and .xz files, which Python's streaming decompressors read; deflate and zstd files go
+through Beam's reader, which inflates 16 MiB of compressed input at a time); the dead
+letters of bad lines carry that CLI's reasons. Failing model calls are retried by
+`Parser.parse_each`; a sentence the model still rejects alone is a `model_error` dead letter
+with the model's error.
 
 Runs on any Beam runner; locally use FnApiRunner (the default of `tetra_tf.beam_parse`): in
 Beam 2.77 the DirectRunner first tries the Prism runner, which downloads a binary.
@@ -26,12 +30,17 @@ Beam 2.77 the DirectRunner first tries the Prism runner, which downloads a binar
 
 from __future__ import annotations
 
+import bz2
+import contextlib
+import gzip
 import io
 import json
 import logging
+import lzma
 import os
 import posixpath
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, NamedTuple, Optional, Sequence
+from typing import (TYPE_CHECKING, Any, BinaryIO, Iterable, Iterator, NamedTuple, Optional,
+                    Sequence)
 
 import apache_beam as beam
 from apache_beam.io import fileio
@@ -162,6 +171,30 @@ class _RawStream(io.RawIOBase):
         return len(data)
 
 
+# Compressions read by Python's own streaming decompressors, whose reads return at most
+# what was asked for: a line over max_line_bytes is skipped in bounded pieces even when it
+# compresses well. (Beam's CompressedFile inflates each 16 MiB compressed chunk at once.)
+_STREAMING_DECOMPRESSORS = {
+    CompressionTypes.GZIP: lambda raw: gzip.GzipFile(fileobj=raw, mode="rb"),
+    CompressionTypes.BZIP2: lambda raw: bz2.BZ2File(raw, mode="rb"),
+    CompressionTypes.LZMA: lambda raw: lzma.LZMAFile(raw, mode="rb"),
+}
+
+
+@contextlib.contextmanager
+def _open_binary(readable: fileio.ReadableFile) -> Iterator[BinaryIO]:
+    """A matched file's decompressed bytes (compression by extension), with readline(size)."""
+    compression = CompressionTypes.detect_compression_type(readable.metadata.path)
+    decompress = _STREAMING_DECOMPRESSORS.get(compression)
+    if decompress is None:  # Uncompressed, or one only Beam reads (deflate, zstd).
+        with readable.open(compression_type=compression) as stream:
+            yield io.BufferedReader(_RawStream(stream))
+        return
+    with readable.open(compression_type=CompressionTypes.UNCOMPRESSED) as raw:
+        with decompress(raw) as stream:
+            yield stream
+
+
 class ReadSentences(beam.DoFn):
     """One matched file → a `Sentence` per line to parse, a dead letter (tagged REJECTED) per
     other line; the lines are read and checked by `parse.read_lines`."""
@@ -181,9 +214,9 @@ class ReadSentences(beam.DoFn):
     def process(self, readable: fileio.ReadableFile):
         path = readable.metadata.path
         self._files_read.inc()
-        with readable.open(compression_type=CompressionTypes.AUTO) as stream:
-            lines = parse.read_lines(io.BufferedReader(_RawStream(stream)), self._tokenize,
-                                     self._max_words, self._max_line_bytes)
+        with _open_binary(readable) as stream:
+            lines = parse.read_lines(stream, self._tokenize, self._max_words,
+                                     self._max_line_bytes)
             for line in lines:
                 self._lines_read.inc()
                 if line.words is None:
