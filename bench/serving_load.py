@@ -17,8 +17,8 @@ One run, against the local server on one export:
   (TensorFlow sets up its kernels per new shape on first use).
 
 Both servers run side by side (the one not under load idles), so batching's cost to a
-lone request is also measured free of drift: one client sends each sentence to the two
-servers in turn (REST and gRPC). Before the servers start, the same comparison runs in this
+lone request is also measured free of drift: one client sends each of the first 100
+sentences to the two servers in turn (REST and gRPC). Before the servers start, the same comparison runs in this
 process without HTTP: the server's predict path direct and through the batching runner,
 request by request.
 
@@ -100,7 +100,7 @@ def _parse_args(argv: list[str]) -> argparse.Namespace:
     args.apis = args.apis.split(",")
     if not set(args.apis) <= {"rest", "grpc"}:
         parser.error("--apis takes rest, grpc or rest,grpc")
-    args.batching = args.batching.split(",")
+    args.batching = list(dict.fromkeys(args.batching.split(",")))  # Each mode once.
     if not args.batching or not set(args.batching) <= {"off", "on"}:
         parser.error("--batching takes off, on or off,on")
     if args.requests is not None and args.requests < 1:
@@ -387,8 +387,8 @@ def _run(args: argparse.Namespace, export_dir: str, word_lists: list[list[str]],
                           f"{row['mismatches']:>8}", flush=True)
         alternating = {}
         if set(servers) == {"off", "on"}:
-            print("\n1 client, one request to each server in turn (same sentence, "
-                  f"{ALTERNATING_REQUESTS} each):", flush=True)
+            print(f"\n1 client, one request to each server in turn (the first "
+                  f"{ALTERNATING_REQUESTS} sentences, each to both):", flush=True)
             for api in args.apis:
                 alternating[api] = alternate_one_client(
                     {mode: client_factory(server, api)() for mode, server in servers.items()},

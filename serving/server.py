@@ -561,7 +561,7 @@ def _check_sentences(name: str, array: np.ndarray, limits: Limits) -> list[list[
     row_words = []
     for index, sentence in enumerate(array.reshape(-1)):
         try:
-            text = sentence.decode("utf-8")
+            sentence.decode("utf-8")  # Only checked: the words stay bytes.
         except UnicodeDecodeError as e:
             raise RequestError(f"input '{name}' sentence {index} is not valid UTF-8 "
                                f"(byte {e.start})") from e

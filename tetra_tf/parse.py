@@ -251,7 +251,7 @@ def chunks(lines: Iterator[Line], max_lines: int = CHUNK_LINES,
 
 
 def _length(words: Sequence[str]) -> int:
-    """The length of the words joined by spaces, plus one (what the Parser sorts by)."""
+    """The length of the words joined by spaces, plus one: a chunk's size in characters."""
     return sum(map(len, words)) + len(words)
 
 
@@ -289,8 +289,9 @@ def describe(model_dir: str) -> str:
       InputError: if model_dir holds no SavedModel.
     """
     from tetra_tf import model_card  # pylint: disable=import-outside-toplevel
+    from tetra_tf.parser import has_saved_model  # pylint: disable=import-outside-toplevel
 
-    if not os.path.isfile(os.path.join(model_dir, "saved_model.pb")):
+    if not has_saved_model(model_dir):
         raise InputError(f"--model_dir: {model_dir} holds no SavedModel (saved_model.pb)")
     card = model_card.read(model_dir)
     if card is None:
@@ -344,7 +345,9 @@ def run(model_dir: str, input_file: IO, output_file: IO, tokenize: bool = False,
     if on_error not in ON_ERROR_CHOICES:
         raise InputError(f"--on_error must be one of {', '.join(ON_ERROR_CHOICES)}, got "
                          f"{on_error!r}")
-    if parser is None and not os.path.isfile(os.path.join(model_dir, "saved_model.pb")):
+    from tetra_tf.parser import has_saved_model  # pylint: disable=import-outside-toplevel
+
+    if parser is None and not has_saved_model(model_dir):
         raise InputError(f"--model_dir: {model_dir} holds no SavedModel (saved_model.pb); "
                          "export one with python -m tetra_tf.export")
     output = _Writer(output_file, output_name)

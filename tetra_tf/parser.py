@@ -54,7 +54,7 @@ class Parser:
           FileNotFoundError: if export_dir holds no SavedModel.
           ValueError: if the SavedModel is not a tetra-tf export.
         """
-        if not tf.io.gfile.exists(os.path.join(export_dir, "saved_model.pb")):
+        if not has_saved_model(export_dir):
             raise FileNotFoundError(f"{export_dir}: no SavedModel (saved_model.pb) there")
         self.export_dir = export_dir
         self._model = tf.saved_model.load(export_dir)
@@ -120,11 +120,8 @@ class Parser:
                          batch_size: int = DEFAULT_BATCH_SIZE,
                          progress: Callable[[int], None] | None = None) -> list[str]:
         """Like `parse_sents`, but returns the SavedModel's one-line bracketed trees."""
-        lines: list[str] = [""] * len(sentences)
-        for indices, outputs in self._run(sentences, batch_size, progress):
-            for row, index in enumerate(indices):
-                lines[index] = outputs["tree"][row].decode("utf-8")
-        return lines
+        return [scored.bracketed for scored in
+                self.parse_to_scored_strings(sentences, batch_size, progress)]
 
     def parse_to_scored_strings(self, sentences: Sequence[Sequence[str]],
                                 batch_size: int = DEFAULT_BATCH_SIZE,
@@ -232,7 +229,7 @@ class Parser:
         if batch_size < 1:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
         joined = [_join_words(words, i) for i, words in enumerate(sentences)]
-        order = sorted(range(len(joined)), key=lambda i: len(joined[i]))
+        order = sorted(range(len(joined)), key=lambda i: _sort_length(sentences[i]))
         limits = self.limits
         max_words = (limits["max_pieces_per_call"] // limits["max_pieces_per_word"]
                      if "max_pieces_per_call" in limits and "max_pieces_per_word" in limits
@@ -295,8 +292,15 @@ class ParseResult:
     bracketed: str
 
 
+def has_saved_model(export_dir: str) -> bool:
+    """Whether export_dir holds a SavedModel (a local path, or gs://... and the other file
+    systems TensorFlow reads)."""
+    return tf.io.gfile.exists(os.path.join(export_dir, "saved_model.pb"))
+
+
 def _sort_length(words: Sequence[str]) -> int:
-    """A sentence's length in characters (with a space per word), to batch similar lengths.
+    """A sentence's length in characters (with a space per word): batches group sentences
+    of similar length, by this (`_run` and `parse_each` alike).
 
     0 for something that is not a list of words (parsing it fails anyway).
     """
