@@ -10,24 +10,26 @@ One run, against the local server on one export:
   minutes, so a ceiling taken minutes away from a run would compare unlike moments;
 * then serving/server.py without and with --enable_batching
   (serving/batching_parameters.txt), each answering 1, 8 and 32 concurrent closed-loop
-  clients over REST (keep-alive HTTP/1.1, `{"instances": [sentence]}`) and over TF
-  Serving's gRPC API (PredictionServiceStub.Predict); every client sends one sentence per
-  request, drawn in turn from the NLTK sample's test split (wsj_0180-0199), until the run
-  has sent --requests requests. Each server first answers every sentence once, untimed
-  (TensorFlow sets up its kernels per new shape on first use).
+  clients over REST (keep-alive HTTP/1.1, `{"instances": [sentence]}`; the answer holds
+  every output) and over TF Serving's gRPC API (PredictionServiceStub.Predict, asking only
+  for the `tree` output with `output_filter`, as a client that reads only trees would; TF
+  Serving's REST API has no such filter). Every client sends one sentence per request,
+  drawn in turn from the NLTK sample's test split (wsj_0180-0199), until the run has sent
+  --requests requests. Each server first answers every sentence once, untimed (TensorFlow
+  sets up its kernels per new shape on first use).
 
 Both servers run side by side (the one not under load idles), so batching's cost to a
 lone request is also measured free of drift: one client sends each of the first 100
-sentences to the two servers in turn (REST and gRPC). Before the servers start, the same comparison runs in this
-process without HTTP: the server's predict path direct and through the batching runner,
-request by request.
+sentences to the two servers in turn (REST and gRPC). Before the servers start, the same
+comparison runs in this process without HTTP: the server's predict path direct and
+through the batching runner, request by request.
 
 Prints sentences per second and p50/p95/p99 latency (milliseconds, as the clients see
-it) per configuration, each throughput next to its adjacent ceiling ("x ceiling"), and the two
-goals: with batching, 32 clients reach >= 0.8x the ceiling; at 1 client, batching costs
-<= 10% latency (p50 with / without, from the alternating comparison). Every answer is checked against the offline trees
-(mismatches are counted; merged batches can differ from offline ones only in float
-round-off, i.e. a near-tie tag).
+it) per configuration, each throughput next to its adjacent ceiling ("x ceiling"), and
+the two goals: with batching, 32 clients reach >= 0.8x the ceiling; at 1 client, batching
+costs <= 10% latency (p50 with / without, from the alternating comparison). Every answer
+is checked against the offline trees (mismatches are counted; merged batches can differ
+from offline ones only in float round-off, i.e. a near-tie tag).
 
 The export: --export_dir, else models/tetra/1 (`make export`) when it exists, else the bundled
 all-MiniLM-L6-v2 encoder with random tag heads (exported to a temporary directory; same
@@ -186,6 +188,7 @@ def _grpc_client(channel) -> "callable":
         request.model_spec.name = MODEL_NAME
         request.model_spec.signature_name = "serving_default"
         request.inputs["sentences"].CopyFrom(tf.make_tensor_proto([sentence]))
+        request.output_filter.append("tree")  # All this client reads.
         response = stub.Predict(request, 120.0)
         return tf.make_ndarray(response.outputs["tree"])[0].decode("utf-8")
 

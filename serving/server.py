@@ -630,6 +630,34 @@ def _check_batch(inputs: dict[str, np.ndarray], limits: Limits) -> int:
 # Response encoding.
 
 
+# Output dtypes whose TensorProto is built directly (tensor_content: the array's bytes):
+# tf.make_tensor_proto takes 5x as long, 0.19 ms per one-sentence answer of the parser.
+_TENSOR_CONTENT_DTYPES = {np.dtype(name) for name in (
+    "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+    "float16", "float32", "float64")}
+
+
+def tensor_proto(array: np.ndarray) -> Any:
+    """An output array as a TensorProto, as tf.make_tensor_proto makes it (which it falls
+    back to for other dtypes), for what tf.make_ndarray gives back."""
+    import tensorflow as tf
+    from tensorflow.core.framework import tensor_pb2
+
+    if array.dtype == object:
+        proto = tensor_pb2.TensorProto(dtype=tf.string.as_datatype_enum)
+        proto.string_val.extend(item if isinstance(item, bytes) else str(item).encode()
+                                for item in array.reshape(-1))
+    elif array.dtype in _TENSOR_CONTENT_DTYPES:
+        proto = tensor_pb2.TensorProto(dtype=tf.as_dtype(array.dtype).as_datatype_enum)
+        proto.tensor_content = np.ascontiguousarray(array, array.dtype.newbyteorder("<")
+                                                    ).tobytes()
+    else:
+        return tf.make_tensor_proto(array)
+    for size in array.shape:
+        proto.tensor_shape.dim.add(size=size)
+    return proto
+
+
 def _array_json(name: str, array: np.ndarray) -> Any:
     """An output array as nested JSON lists, strings as UTF-8 text (b64 for *_bytes)."""
     if array.dtype == object or array.dtype.kind == "S":
@@ -1244,7 +1272,7 @@ def create_grpc_server(manager: ModelManager, limits: Limits, run: Runner,
                 response.model_spec.version.value = model.version
                 response.model_spec.signature_name = signature_name
                 for name in wanted:
-                    response.outputs[name].CopyFrom(tf.make_tensor_proto(outputs[name]))
+                    response.outputs[name].CopyFrom(tensor_proto(outputs[name]))
                 return response
 
         def GetModelMetadata(self, request: Any, context: Any) -> Any:  # noqa: N802

@@ -512,6 +512,26 @@ def test_access_log_writes_every_line_in_order_off_the_request_threads():
     assert len(writers) == 1 and writers.isdisjoint(t.ident for t in threads)
 
 
+@pytest.mark.parametrize("array", [
+    np.array([b"(TOP (S (NP x)))", "é ü".encode()], dtype=object),
+    np.array([[b"a", b""], [b"c", b"d"]], dtype=object),
+    np.array([[1, -1, 7]], dtype=np.int32), np.array([2 ** 40, -3], dtype=np.int64),
+    np.array([-0.25, 3.5], dtype=np.float32), np.array([[True, False]]),
+    np.zeros((0, 3), dtype=np.int32), np.array(5, dtype=np.int32),
+    np.array([1.5, -2.0], dtype=np.float64),
+    np.array(["ab", "c"]),  # numpy unicode: tf.make_tensor_proto's way
+], ids=lambda array: f"{array.dtype}{list(array.shape)}")
+def test_output_tensor_protos_read_back_as_tf_makes_them(array):
+    server_module = _load_server_module()
+    proto = server_module.tensor_proto(array)
+    reference = tf.make_tensor_proto(array)
+    assert proto.dtype == reference.dtype
+    assert proto.tensor_shape == reference.tensor_shape
+    back, expected = tf.make_ndarray(proto), tf.make_ndarray(reference)
+    assert back.dtype == expected.dtype and back.shape == expected.shape
+    assert back.tolist() == expected.tolist()
+
+
 def test_request_data_cannot_forge_log_lines(server_process):
     port, log_path = server_process
     forged = "FORGED 127.0.0.1 GET /v1/models/toy 200"
