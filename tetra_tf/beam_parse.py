@@ -38,14 +38,9 @@ import sys
 # noise here; pipeline failures are reported from their exceptions.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import tetra_tf  # noqa: E402,F401  (selects Keras 2 before TensorFlow loads)
+from tetra_tf.cli import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, UsageError  # noqa: E402
 
-EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 LOCAL_RUNNER = "FnApiRunner"
-
-
-class UsageError(Exception):
-    """Bad flags: one line on stderr, exit code 2."""
-
 
 class _ArgumentParser(argparse.ArgumentParser):
     def error(self, message):
