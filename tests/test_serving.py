@@ -12,6 +12,7 @@ import tetra_tf  # noqa: F401  (legacy Keras before TensorFlow)
 import base64
 import concurrent.futures
 import contextlib
+import functools
 import http.client
 import importlib.util
 import json
@@ -45,14 +46,23 @@ HTTP_TIMEOUT_S = 60.0  # Generous: the test machine is shared and often loaded.
 READ_TIMEOUT_S = 2.0
 
 
-def _load_client_module():
-    spec = importlib.util.spec_from_file_location("tetra_serving_client", CLIENT_SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def _load_serving_script(module_name, file_name):
+    """A script of serving/ as a module; serving/ is on sys.path while it loads, as when it
+    runs (server.py imports batching.py by name)."""
+    serving_dir = os.path.join(REPO_ROOT, "serving")
+    sys.path.insert(0, serving_dir)
+    try:
+        spec = importlib.util.spec_from_file_location(
+            module_name, os.path.join(serving_dir, file_name))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module  # dataclasses look their module up.
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        sys.path.remove(serving_dir)
 
 
-serving_client = _load_client_module()
+serving_client = _load_serving_script("tetra_serving_client", os.path.basename(CLIENT_SCRIPT))
 
 
 class ToyParser(tf.Module):
@@ -467,18 +477,10 @@ def test_stalled_body_is_cut_off(server):
     assert status == 200
 
 
+@functools.lru_cache(maxsize=None)
 def _load_server_module():
-    """serving/server.py as a module (it imports serving/batching.py as `batching`)."""
-    sys.path.insert(0, os.path.join(REPO_ROOT, "serving"))
-    try:
-        spec = importlib.util.spec_from_file_location(
-            "tetra_serving_server", os.path.join(REPO_ROOT, "serving", "server.py"))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module  # dataclasses look their module up.
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path.remove(os.path.join(REPO_ROOT, "serving"))
+    """serving/server.py as a module, loaded once."""
+    return _load_serving_script("tetra_serving_server", "server.py")
 
 
 def test_access_log_writes_every_line_in_order_off_the_request_threads():
@@ -590,16 +592,7 @@ def test_server_usage_errors(tmp_path, base_path):
 # Cross-request batching (--enable_batching), metrics.
 
 
-def _load_batching_module():
-    spec = importlib.util.spec_from_file_location(
-        "tetra_serving_batching", os.path.join(REPO_ROOT, "serving", "batching.py"))
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up.
-    spec.loader.exec_module(module)
-    return module
-
-
-batching = _load_batching_module()
+batching = _load_serving_script("tetra_serving_batching", "batching.py")
 
 # TF Serving's documented examples (tensorflow_serving/batching/README.md): its CPU
 # starting point, and allowed_batch_sizes with pad_variable_length_inputs.
