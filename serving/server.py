@@ -1114,9 +1114,9 @@ def create_app(manager: ModelManager, limits: Limits, max_request_bytes: int = 1
         batch = flask.g.get("batch_size")
         # The path is request data: escaped, so that it cannot forge log lines.
         log_request("%s %s %s %d %.1fms%s", flask.request.remote_addr,
-                          _log_safe(flask.request.method, 20), _log_safe(flask.request.path),
-                          response.status_code, elapsed_ms,
-                          f" batch={batch}" if batch is not None else "")
+                    _log_safe(flask.request.method, 20), _log_safe(flask.request.path),
+                    response.status_code, elapsed_ms,
+                    f" batch={batch}" if batch is not None else "")
         if metrics is not None:
             metrics.observe("rest", _rest_method(flask.request.path),
                             STATUS_CODES.get(response.status_code,
