@@ -46,15 +46,9 @@ DEFAULT_EXPORT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__
 
 def sample_sentences(count: int, seed: int) -> list[list[str]]:
     """The NLTK sample's sentences, shuffled and repeated to `count`."""
-    from tetra_tf import treebank  # pylint: disable=import-outside-toplevel
+    from bench.minilm_model import split_sentences  # pylint: disable=import-outside-toplevel
 
-    pool = []
-    for split in ("train", "dev", "test"):
-        for entry in treebank.read_nltk_sample(split):
-            if entry.tree is not None:
-                words = treebank.clean_tree(entry.tree).leaves()
-                if words:
-                    pool.append(words)
+    pool = [words for split in ("train", "dev", "test") for words in split_sentences(split)]
     rng = random.Random(seed)
     out: list[list[str]] = []
     while len(out) < count:

@@ -51,8 +51,13 @@ def default_export(scratch: str) -> str:
 
 def test_split_sentences() -> list[list[str]]:
     """The words of the NLTK sample's test split (cleaned trees, file order)."""
+    return split_sentences("test")
+
+
+def split_sentences(split: str) -> list[list[str]]:
+    """The words of one of the NLTK sample's splits (cleaned trees, file order)."""
     sentences = []
-    for entry in treebank.read_nltk_sample("test"):
+    for entry in treebank.read_nltk_sample(split):
         if entry.tree is not None:
             words = treebank.leaves(treebank.clean_tree(entry.tree))
             if words:

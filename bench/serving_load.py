@@ -73,6 +73,7 @@ MODEL_NAME = "tetra"
 STARTUP_TIMEOUT_S = 300.0
 OFFLINE_BATCH_SIZE = 64
 ALTERNATING_REQUESTS = 100  # Per server, in the 1-client comparison.
+IN_PROCESS_REQUESTS = 120  # Per path, in the in-process comparison.
 
 
 def _parse_args(argv: list[str]) -> argparse.Namespace:
@@ -257,6 +258,34 @@ def alternate_one_client(parsers: dict[str, "callable"], sentences: list[str],
     return result
 
 
+def in_process_comparison(export_dir: str, batching_parameters_file: str,
+                          sentences: list[str], expected: dict[str, str]) -> dict[str, float]:
+    """The server's predict path in this process, direct and through the batching runner,
+    one request at a time, alternating: each one's p50 latency in ms, and the mismatches."""
+    sys.path.insert(0, os.path.join(REPO_ROOT, "serving"))
+    import batching as batching_lib  # pylint: disable=import-outside-toplevel
+    import server as server_lib  # pylint: disable=import-outside-toplevel
+
+    served = server_lib.ServedModel(MODEL_NAME, 1, export_dir)
+    limits = server_lib.Limits()
+    batched = server_lib.BatchingRunner(
+        batching_lib.read_batching_parameters(batching_parameters_file), limits)
+
+    def in_process(runner) -> "callable":
+        def parse(sentence: str) -> str:
+            body = json.dumps({"instances": [sentence]}).encode()
+            return served.predict_json(body, limits, runner)[0]["predictions"][0]["tree"]
+        return parse
+
+    parsers = {"direct": in_process(server_lib.DirectRunner()), "batching": in_process(batched)}
+    for sentence in sentences[:30]:  # Warm-up, untimed.
+        parsers["direct"](sentence)
+    try:
+        return alternate_one_client(parsers, sentences, expected, IN_PROCESS_REQUESTS)
+    finally:
+        batched.unload(served)
+
+
 def main(argv: list[str]) -> int:
     args = _parse_args(argv)
     from bench import minilm_model  # pylint: disable=import-outside-toplevel  (loads TF)
@@ -319,31 +348,12 @@ def _run(args: argparse.Namespace, export_dir: str, word_lists: list[list[str]],
     # Batching's own cost at 1 client, without HTTP and without load drift between the
     # two servers' runs: the server's predict path in this process, direct and through
     # the batching runner, alternating request by request on the same sentences.
-    sys.path.insert(0, os.path.join(REPO_ROOT, "serving"))
-    import batching as batching_lib
-    import server as server_lib
-
-    served = server_lib.ServedModel(MODEL_NAME, 1, export_dir)
-    limits = server_lib.Limits()
-    direct = server_lib.DirectRunner()
-    batched = server_lib.BatchingRunner(
-        batching_lib.read_batching_parameters(args.batching_parameters_file), limits)
-    bodies = [json.dumps({"instances": [s]}).encode() for s in sentences[:120]]
-    for body in bodies[:30]:
-        served.predict_json(body, limits, direct)
-    times: dict[str, list[float]] = {"direct": [], "batching": []}
-    for i, body in enumerate(bodies):
-        order = [("direct", direct), ("batching", batched)]
-        for name, runner in order if i % 2 else order[::-1]:
-            started = time.perf_counter()
-            served.predict_json(body, limits, runner)
-            times[name].append(time.perf_counter() - started)
-    batched.unload(served)
-    del served
-    p50 = {name: float(np.percentile(values, 50)) * 1e3 for name, values in times.items()}
-    print(f"in process, 1 request at a time, alternating ({len(bodies)} each): p50 direct "
-          f"{p50['direct']:.1f} ms, through the batching runner {p50['batching']:.1f} ms "
-          f"= {p50['batching'] / p50['direct']:.2f}\n", flush=True)
+    p50 = in_process_comparison(export_dir, args.batching_parameters_file, sentences,
+                                expected)
+    print(f"in process, 1 request at a time, alternating ({IN_PROCESS_REQUESTS} each): p50 "
+          f"direct {p50['direct']:.1f} ms, through the batching runner "
+          f"{p50['batching']:.1f} ms = {p50['batching'] / p50['direct']:.2f} (mismatches "
+          f"{p50['mismatches']})\n", flush=True)
 
     rows = []
     header = (f"{'batching':8} {'api':4} {'clients':>7} {'requests':>8} {'sents/s':>8} "

@@ -1614,10 +1614,18 @@ def main(argv: list[str]) -> int:
     absl_logging.info("loading model %r version %d from %s", flag_values.model_name, version,
                       export_dir)
     metrics = Metrics()
+
+    def load(new_version: int, new_export_dir: str) -> ServedModel:
+        loaded = ServedModel(flag_values.model_name, new_version, new_export_dir,
+                             flag_values.max_concurrent_predictions,
+                             metrics.model_call_seconds.observe)
+        if batching_params is not None:
+            # Batch threads each run a model call: let that many run at once.
+            loaded.set_max_concurrent_calls(batching_params.num_batch_threads)
+        return loaded
+
     try:
-        model = ServedModel(flag_values.model_name, version, export_dir,
-                            flag_values.max_concurrent_predictions,
-                            metrics.model_call_seconds.observe)
+        model = load(version, export_dir)
     except Exception as e:  # noqa: BLE001 - one line, not a traceback
         _error(f"cannot load {export_dir}: {type(e).__name__}: {_first_line(str(e))}")
         return EXIT_FAILURE
@@ -1630,20 +1638,10 @@ def main(argv: list[str]) -> int:
     metrics.model_version.set(model.version)
     runner: DirectRunner | BatchingRunner
     if batching_params is not None:
-        # Batch threads each run a model call: let that many run at once.
-        model.set_max_concurrent_calls(batching_params.num_batch_threads)
         runner = BatchingRunner(batching_params, limits, metrics)
         absl_logging.info("batching: %s", batching_params)
     else:
         runner = DirectRunner(metrics)
-
-    def load(new_version: int, new_export_dir: str) -> ServedModel:
-        loaded = ServedModel(flag_values.model_name, new_version, new_export_dir,
-                             flag_values.max_concurrent_predictions,
-                             metrics.model_call_seconds.observe)
-        if batching_params is not None:
-            loaded.set_max_concurrent_calls(batching_params.num_batch_threads)
-        return loaded
 
     manager = ModelManager(model, load, on_unload=runner.unload,
                            on_switch=lambda m: metrics.model_version.set(m.version))

@@ -23,15 +23,10 @@ from tetra_tf.model_dir import ModelDirError, TaggerSpec, build_tagger
 
 sys.path.insert(0, os.path.dirname(__file__))
 import tiny_model  # noqa: E402
+from conftest import run_module  # noqa: E402
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SENTENCES = ["The cat sat on the mat .", "Mr.  Smith   left", "", "-LRB- 1\\/2 -RRB- ``ok''",
              "Büro ünïcode 東京 ?"]
-
-
-def _env():
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=REPO)
-    return env
 
 
 @pytest.fixture(scope="module")
@@ -454,10 +449,8 @@ def test_mismatched_checkpoint_is_a_clear_error(model_dir, tmp_path):
 
 
 def test_cli_errors_are_one_line(model_dir, export_dir, tmp_path):
-    result = subprocess.run(
-        [sys.executable, "-m", "tetra_tf.export", f"--checkpoint={tmp_path / 'nope'}",
-         f"--export_dir={tmp_path / 'x' / '1'}"],
-        capture_output=True, text=True, env=_env(), timeout=300)
+    result = run_module("tetra_tf.export", f"--checkpoint={tmp_path / 'nope'}",
+                        f"--export_dir={tmp_path / 'x' / '1'}", timeout=300)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1].startswith("error: ")
     assert "Traceback" not in result.stderr

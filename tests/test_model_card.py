@@ -4,43 +4,37 @@ import json
 import os
 import shutil
 
-import pytest
-
 import tetra_tf
 from conftest import TRAINED_RUN_EPOCHS, run_module
 from tetra_tf import model_card
 from tetra_tf.parser import Parser
 
 
-@pytest.fixture(scope="module")
-def trained(trained_run):
-    """conftest's model trained by the command line, scored on a 'test' split, exported."""
-    return trained_run
 
 
-def test_training_records_its_command_data_and_evaluations(trained, small_data_dirs):
-    runs = json.load(open(os.path.join(trained["model_dir"], model_card.TRAINING_FILE)))["runs"]
+def test_training_records_its_command_data_and_evaluations(trained_run, small_data_dirs):
+    runs = json.load(open(os.path.join(trained_run["model_dir"], model_card.TRAINING_FILE)))["runs"]
     assert len(runs) == 1
     assert runs[0]["command"].startswith("python -m tetra_tf.train --train_data=")
     assert runs[0]["train_data"] == os.path.abspath(small_data_dirs["train"])
     assert runs[0]["dev_data"] == os.path.abspath(small_data_dirs["dev"])
     assert runs[0]["recipe"]["epochs"] == TRAINED_RUN_EPOCHS
     assert runs[0]["train_sentences"] == 96
-    evaluations = json.load(open(os.path.join(trained["model_dir"],
+    evaluations = json.load(open(os.path.join(trained_run["model_dir"],
                                               model_card.EVALUATIONS_FILE)))
-    saved = evaluations[os.path.abspath(trained["test_dir"])]
-    assert saved["f1"] == trained["evaluation"]["f1"]
-    best = json.load(open(os.path.join(trained["model_dir"], "best", "best.json")))
+    saved = evaluations[os.path.abspath(trained_run["test_dir"])]
+    assert saved["f1"] == trained_run["evaluation"]["f1"]
+    best = json.load(open(os.path.join(trained_run["model_dir"], "best", "best.json")))
     assert saved["step"] == best["step"]
 
 
-def test_export_carries_the_card_with_real_scores(trained, tiny_encoder_dir):
-    card = Parser(trained["export_dir"]).card
-    best = json.load(open(os.path.join(trained["model_dir"], "best", "best.json")))
+def test_export_carries_the_card_with_real_scores(trained_run, tiny_encoder_dir):
+    card = Parser(trained_run["export_dir"]).card
+    best = json.load(open(os.path.join(trained_run["model_dir"], "best", "best.json")))
     assert card["scores"]["dev"]["f1"] == best["dev_f1"]
     assert card["scores"]["dev"]["pos_accuracy"] == best["dev_pos_accuracy"]
-    assert card["scores"]["test"]["f1"] == trained["evaluation"]["f1"]
-    assert card["scores"]["test"]["pos_accuracy"] == trained["evaluation"]["pos_accuracy"]
+    assert card["scores"]["test"]["f1"] == trained_run["evaluation"]["f1"]
+    assert card["scores"]["test"]["pos_accuracy"] == trained_run["evaluation"]["pos_accuracy"]
     config = json.load(open(os.path.join(tiny_encoder_dir, "config.json")))
     assert card["encoder"]["name"] == tiny_encoder_dir
     assert card["encoder"]["layers"] == config["num_hidden_layers"]
@@ -49,23 +43,23 @@ def test_export_carries_the_card_with_real_scores(trained, tiny_encoder_dir):
     per_layer = 4 * hidden * hidden + 4 * hidden + 2 * hidden * inner + inner + hidden + 4 * hidden
     embeddings = (vocab + config["max_position_embeddings"] + 2) * hidden + 2 * hidden
     assert card["encoder"]["parameters"] == embeddings + config["num_hidden_layers"] * per_layer
-    vocab_dir = os.path.join(trained["model_dir"], "vocab")
+    vocab_dir = os.path.join(trained_run["model_dir"], "vocab")
     for name in ("leaf", "internal", "pos"):
         with open(os.path.join(vocab_dir, f"{name}_tags.txt"), encoding="utf-8") as f:
             assert card["tag_vocabularies"][name] == sum(1 for line in f if line.strip())
-    assert card["max_stack_depth"] == Parser(trained["export_dir"]).max_stack_depth
+    assert card["max_stack_depth"] == Parser(trained_run["export_dir"]).max_stack_depth
     assert card["training"]["command"].startswith("python -m tetra_tf.train")
     assert card["tetra_tf_version"] == tetra_tf.__version__
-    assert os.path.isfile(os.path.join(trained["export_dir"], "assets.extra",
+    assert os.path.isfile(os.path.join(trained_run["export_dir"], "assets.extra",
                                        model_card.CARD_MARKDOWN_FILE))
 
 
-def test_describe_prints_the_card(trained):
-    result = run_module("tetra_tf.parse", f"--model_dir={trained['export_dir']}", "--describe")
+def test_describe_prints_the_card(trained_run):
+    result = run_module("tetra_tf.parse", f"--model_dir={trained_run['export_dir']}", "--describe")
     assert result.returncode == 0, result.stderr
-    card = Parser(trained["export_dir"]).card
+    card = Parser(trained_run["export_dir"]).card
     assert f"dev F1 {card['scores']['dev']['f1']:.2f}" in result.stdout
-    assert f"test F1 {trained['evaluation']['f1']:.2f}" in result.stdout
+    assert f"test F1 {trained_run['evaluation']['f1']:.2f}" in result.stdout
     assert tetra_tf.__version__ in result.stdout and "hidden 32" in result.stdout
 
 

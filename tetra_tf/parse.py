@@ -345,9 +345,10 @@ def run(model_dir: str, input_file: IO, output_file: IO, tokenize: bool = False,
     if on_error not in ON_ERROR_CHOICES:
         raise InputError(f"--on_error must be one of {', '.join(ON_ERROR_CHOICES)}, got "
                          f"{on_error!r}")
-    from tetra_tf.parser import has_saved_model  # pylint: disable=import-outside-toplevel
-
-    if parser is None and not has_saved_model(model_dir):
+    # A local path is checked before TensorFlow loads (seconds); others (gs://...), by the
+    # Parser when it loads.
+    if parser is None and "://" not in model_dir and not os.path.isfile(
+            os.path.join(model_dir, "saved_model.pb")):
         raise InputError(f"--model_dir: {model_dir} holds no SavedModel (saved_model.pb); "
                          "export one with python -m tetra_tf.export")
     output = _Writer(output_file, output_name)

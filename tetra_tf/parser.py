@@ -229,7 +229,7 @@ class Parser:
         if batch_size < 1:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
         joined = [_join_words(words, i) for i, words in enumerate(sentences)]
-        order = sorted(range(len(joined)), key=lambda i: _sort_length(sentences[i]))
+        order = sorted(range(len(joined)), key=lambda i: len(joined[i]))
         limits = self.limits
         max_words = (limits["max_pieces_per_call"] // limits["max_pieces_per_word"]
                      if "max_pieces_per_call" in limits and "max_pieces_per_word" in limits
@@ -299,8 +299,8 @@ def has_saved_model(export_dir: str) -> bool:
 
 
 def _sort_length(words: Sequence[str]) -> int:
-    """A sentence's length in characters (with a space per word): batches group sentences
-    of similar length, by this (`_run` and `parse_each` alike).
+    """A sentence's length in characters (with a space per word), as `_run` sorts by the
+    joined words: `parse_each` sorts by it before the words are checked.
 
     0 for something that is not a list of words (parsing it fails anyway).
     """

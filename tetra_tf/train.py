@@ -193,16 +193,11 @@ class Trainer:
     """Owns the model, optimizers and checkpoints of one training run, under a strategy."""
 
     def __init__(self, model: TetraTagger, config: TrainingConfig, total_steps: int,
-                 strategy: tf.distribute.Strategy, warmup_steps: int | None = None):
-        """Args:
-          warmup_steps: as `plan_warmup` returned it (default: config.warmup_steps, capped
-            as `plan_warmup` caps it).
-        """
+                 strategy: tf.distribute.Strategy):
         self.model = model
         self.config = config
         self.strategy = strategy
-        if warmup_steps is None:
-            warmup_steps = effective_warmup_steps(config.warmup_steps, total_steps)
+        warmup_steps = effective_warmup_steps(config.warmup_steps, total_steps)
         self.encoder_optimizer = make_optimizer(
             config.learning_rate, config.weight_decay, warmup_steps, total_steps,
             "encoder_adamw")
@@ -466,10 +461,10 @@ def _prepare_run(train_data, dev_data, model_dir, config, strategy, encoder_path
     if steps_per_epoch == 0:
         raise UsageError(f"--train_data: fewer sentences than one batch of {config.batch_size}")
     total_steps = steps_per_epoch * config.epochs
-    warmup_steps = plan_warmup(config, total_steps)
+    plan_warmup(config, total_steps)
     with strategy.scope():
         model = build_tagger(spec, pretrained.encoder if pretrained else None)
-        trainer = Trainer(model, config, total_steps, strategy, warmup_steps)
+        trainer = Trainer(model, config, total_steps, strategy)
     return _Run(vocabs, spec, tokenizer, input_config, train_set, train_summary, dev_set,
                 steps_per_epoch, total_steps, trainer)
 
