@@ -2,14 +2,15 @@
 
 One run, against the local server on one export:
 
-* the offline ceiling: `tetra_tf.Parser` at batch 64 over the same sentences
-  (`parse_to_strings`: `parse_sents` without building nltk.Tree objects, so a slightly
-  higher ceiling), measured before the servers start, between every two load runs (the
+* the offline ceiling: `tetra_tf.Parser` at batch 64 over the same sentences, two
+  batches' model calls at once (its default; `parse_to_strings`: `parse_sents` without
+  building nltk.Tree objects, so a slightly higher ceiling), measured before the servers start, between every two load runs (the
   servers idle) and after they stop. Each run is compared with the higher of the two
   measurements on either side of it: the speed of a shared machine drifts by ±10% over
   minutes, so a ceiling taken minutes away from a run would compare unlike moments;
 * then serving/server.py without and with --enable_batching
-  (serving/batching_parameters.txt), each answering 1, 8 and 32 concurrent closed-loop
+  (serving/batching_parameters.txt), both with --tensorflow_intra_op_parallelism=1 (as that
+  file asks; --intra_op_parallelism changes it), each answering 1, 8 and 32 concurrent closed-loop
   clients over REST (keep-alive HTTP/1.1, `{"instances": [sentence]}`; the answer holds
   every output) and over TF Serving's gRPC API (PredictionServiceStub.Predict, asking only
   for the `tree` output with `output_filter`, as a client that reads only trees would; TF
@@ -37,6 +38,7 @@ speed as a trained model).
 
 Usage: python bench/serving_load.py [--export_dir=DIR] [--requests=N] [--clients=1,8,32]
     [--apis=rest,grpc] [--batching=off,on] [--batching_parameters_file=FILE]
+    [--intra_op_parallelism=N]
 Exit codes: 0 done, 1 failure (e.g. the server did not start), 2 usage error.
 """
 
@@ -93,7 +95,12 @@ def _parse_args(argv: list[str]) -> argparse.Namespace:
                         help="server runs: off (no batching), on, or off,on (default)")
     parser.add_argument("--batching_parameters_file", default=BATCHING_FILE,
                         help="for the batching-on server (default: the shipped one)")
+    parser.add_argument("--intra_op_parallelism", type=int, default=1,
+                        help="both servers' --tensorflow_intra_op_parallelism (default 1, as "
+                        "batching_parameters.txt asks; 0: TensorFlow's default)")
     args = parser.parse_args(argv)
+    if args.intra_op_parallelism < 0:
+        parser.error("--intra_op_parallelism must be 0 or more")
     try:
         args.clients = [int(c) for c in args.clients.split(",")]
         if not args.clients or min(args.clients) < 1:
@@ -120,14 +127,16 @@ def _free_port() -> int:
 class Server:
     """serving/server.py on free ports, as a subprocess (base path: a link to the export)."""
 
-    def __init__(self, export_dir: str, scratch: str, batching: str | None) -> None:
+    def __init__(self, export_dir: str, scratch: str, batching: str | None,
+                 intra_op_parallelism: int = 0) -> None:
         base = os.path.join(scratch, "base" + ("-batching" if batching else ""))
         os.makedirs(base, exist_ok=True)
         os.symlink(os.path.abspath(export_dir), os.path.join(base, "1"))
         self.rest_port, self.grpc_port = _free_port(), _free_port()
         flags = [f"--model_base_path={base}", f"--model_name={MODEL_NAME}",
                  f"--rest_api_port={self.rest_port}", f"--port={self.grpc_port}",
-                 "--file_system_poll_wait_seconds=0", "--max_batch_size=64"]
+                 "--file_system_poll_wait_seconds=0", "--max_batch_size=64",
+                 f"--tensorflow_intra_op_parallelism={intra_op_parallelism}"]
         if batching:
             flags += ["--enable_batching", f"--batching_parameters_file={batching}"]
         self.log_path = os.path.join(scratch, "server" + ("-batching" if batching else "")
@@ -341,7 +350,8 @@ def _run(args: argparse.Namespace, export_dir: str, word_lists: list[list[str]],
 
     ceiling_before, offline_trees = offline_ceiling()
     expected = dict(zip(sentences, offline_trees))
-    print(f"offline ceiling before: Parser.parse_to_strings, batch {OFFLINE_BATCH_SIZE}: "
+    print(f"offline ceiling before: Parser.parse_to_strings, batch {OFFLINE_BATCH_SIZE}, "
+          f"{parser.concurrent_calls} calls at once: "
           f"{ceiling_before:.1f} sents/s (load average {os.getloadavg()[0]:.1f} on "
           f"{os.cpu_count()} CPUs)\n", flush=True)
 
@@ -367,7 +377,8 @@ def _run(args: argparse.Namespace, export_dir: str, word_lists: list[list[str]],
     try:
         for mode in args.batching:
             server = Server(export_dir, scratch,
-                            args.batching_parameters_file if mode == "on" else None)
+                            args.batching_parameters_file if mode == "on" else None,
+                            args.intra_op_parallelism)
             servers[mode] = server
             # Warm-up, untimed: every sentence once (TensorFlow sets up kernels per new
             # shape, i.e. per sentence length, on first use), 8 clients over REST.

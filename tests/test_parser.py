@@ -3,6 +3,8 @@
 import os
 import random
 import sys
+import threading
+import time
 
 import tetra_tf  # noqa: F401  (selects Keras 2 before TensorFlow loads)
 
@@ -11,6 +13,7 @@ import pytest
 import tensorflow as tf
 
 from tetra_tf import export, parse, treebank
+from tetra_tf import parser as parser_lib
 from tetra_tf.parser import Parser, with_pos_tags
 from tetra_tf.tags import TagVocabularies
 
@@ -178,6 +181,79 @@ def test_parse_each_fails_only_the_sentence_that_fails_alone(parser):
     # Errors outside `errors` are not caught.
     with pytest.raises(ValueError, match="word 1 is empty"):
         parser.parse_each(sentences, errors=(TypeError,))
+
+
+class _CountingCalls:
+    """Wraps a Parser's signature: counts the calls in flight at once (each held briefly)."""
+
+    def __init__(self, serve):
+        self._serve = serve
+        self._lock = threading.Lock()
+        self.in_flight = self.most_in_flight = self.calls = 0
+
+    def __call__(self, **inputs):
+        with self._lock:
+            self.in_flight += 1
+            self.calls += 1
+            self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            time.sleep(0.02)  # Long enough for a second call to start if one may.
+            return self._serve(**inputs)
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+
+
+@pytest.mark.parametrize("concurrent_calls", [1, 2, 3])
+def test_concurrent_calls_overlap_batches_and_keep_results_in_order(parser, concurrent_calls,
+                                                                    monkeypatch):
+    rng = random.Random(1)
+    sentences = [rng.choice(SENTENCES)[:rng.randint(1, 7)] for _ in range(30)]
+    expected = parser.parse_to_strings(sentences, batch_size=64)
+    counting = _CountingCalls(parser._serve)
+    monkeypatch.setattr(parser, "_serve", counting)
+    monkeypatch.setattr(parser, "concurrent_calls", concurrent_calls)
+    counts = []
+    assert parser.parse_to_strings(sentences, batch_size=3, progress=counts.append) == expected
+    assert counting.calls == 10 and counts == [3] * 10
+    assert counting.most_in_flight == concurrent_calls
+    counting.most_in_flight = 0
+    assert [r.bracketed for r in parser.parse_each(sentences, batch_size=3)] == expected
+    assert counting.most_in_flight == concurrent_calls
+    assert [t.leaves() for t in parser.parse_sents(sentences, batch_size=4)] == sentences
+    # One sentence (or one batch) runs in the calling thread, with no pool.
+    counting.most_in_flight = 0
+    assert parser.parse_to_strings(sentences[:1]) == expected[:1]
+    assert counting.most_in_flight == 1
+
+
+def test_in_order_runs_ahead_by_at_most_in_flight_and_hands_over_errors():
+    started, consumed = [], []
+
+    def work(item):
+        started.append(item)
+        if item == 5:
+            raise KeyError(item)
+        return item * 10
+
+    results = []
+    for future in parser_lib._in_order(work, list(range(9)), 2):
+        time.sleep(0.01)  # A slow consumer: the pool must not run far ahead of it.
+        assert len(started) <= len(consumed) + 3
+        consumed.append(future)
+        try:
+            results.append(future.result())
+        except KeyError as e:
+            results.append(f"error {e}")
+    assert results == [0, 10, 20, 30, 40, "error 5", 60, 70, 80]
+    # The sequential path hands over errors the same way.
+    assert [f.exception() is not None for f in parser_lib._in_order(work, [4, 5], 1)] == [
+        False, True]
+
+
+def test_bad_concurrent_calls(parser):
+    with pytest.raises(ValueError, match="concurrent_calls must be positive, got 0"):
+        Parser(parser.export_dir, concurrent_calls=0)
 
 
 def test_bad_batch_size(parser):

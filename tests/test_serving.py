@@ -712,7 +712,8 @@ def batching_server(model_base_path, tmp_path_factory):
     with _running_server(model_base_path, MODEL_NAME, root / "server.log",
                          "--enable_batching",
                          f"--batching_parameters_file={root / 'batching.txt'}",
-                         "--max_batch_size=32", grpc_port=grpc_port) as port:
+                         "--max_batch_size=32", "--tensorflow_intra_op_parallelism=1",
+                         grpc_port=grpc_port) as port:
         yield port, root / "server.log", grpc_port
 
 
@@ -757,6 +758,14 @@ def _batched_request(client_id, request_id):
     # label with a count the graph refuses: fails alone, with 400.
     return ({"signature_name": "label", "instances": [{"text": "bad", "count": 5000}]},
             (400, None))
+
+
+def test_tensorflow_thread_flags_reach_tensorflow(server_process, batching_server):
+    """--tensorflow_intra_op_parallelism is set before the model loads (TF would refuse it
+    after); without it TensorFlow keeps its defaults."""
+    assert "TensorFlow threads: intra-op 1, inter-op default" in batching_server[1].read_text()
+    assert ("TensorFlow threads: intra-op default, inter-op default"
+            in server_process[1].read_text())
 
 
 def test_merged_batches_answer_each_client_its_own(batching_server):
