@@ -8,7 +8,8 @@ split in file order at batch 64), prints sentences per second of:
   word lists joined into the request tensor, the trees fetched as numpy);
 * encoder: the same batches, tokenized and packed beforehand, through the SavedModel's
   `encode` function (BERT + the three linear heads) alone;
-* Parser: `tetra_tf.Parser.parse_sents`, i.e. end to end plus nltk.Tree objects;
+* Parser: `tetra_tf.Parser.parse_sents`, i.e. end to end plus nltk.Tree objects, with
+  its default two model calls at once (batches overlapping) and with one at a time;
 * plain Keras encoder: a `BertEncoderV2` of the same architecture in a plain tf.function on
   the same batches, each padded to its longest sentence (the baseline that BASELINES.md
   measured at 280 sents/s on an idle machine), to calibrate against load from others;
@@ -151,7 +152,8 @@ def measure(model, parser, plain_encoder, sentences: list[list[str]], batch_size
             plain(flat)
     # Per batch, the best of the passes: robust to bursts of load from other processes.
     per_batch = {key: [float("inf")] * len(batches) for key in ("end_to_end", "encoder", "plain")}
-    best = {"parser": float("inf"), "end_to_end_pass": float("inf")}
+    best = {"parser": float("inf"), "parser_one_call": float("inf"),
+            "end_to_end_pass": float("inf")}
     for _ in range(repeats):
         pass_start = time.perf_counter()
         pass_other = 0.0
@@ -169,9 +171,16 @@ def measure(model, parser, plain_encoder, sentences: list[list[str]], batch_size
         best["end_to_end_pass"] = min(best["end_to_end_pass"],
                                       time.perf_counter() - pass_start - pass_other)
         if parser is not None and sort:
-            start = time.perf_counter()
-            parser.parse_sents(sentences, batch_size=batch_size)
-            best["parser"] = min(best["parser"], time.perf_counter() - start)
+            # Its default (batches overlapping, concurrent_calls model calls at once), then
+            # one call at a time.
+            for key, in_flight in (("parser", parser.concurrent_calls), ("parser_one_call", 1)):
+                default, parser.concurrent_calls = parser.concurrent_calls, in_flight
+                try:
+                    start = time.perf_counter()
+                    parser.parse_sents(sentences, batch_size=batch_size)
+                    best[key] = min(best[key], time.perf_counter() - start)
+                finally:
+                    parser.concurrent_calls = default
     best.update({key: sum(times) for key, times in per_batch.items()})
     return best
 
@@ -211,9 +220,10 @@ def main(argv):
         plain_encoder = plain_encoder_function(TaggerSpec.load(model_dir).encoder) \
             if model_dir else None
         print("| sentences | batch | e2e sents/s | encoder sents/s | outside encoder "
-              "| Parser (nltk) sents/s | plain Keras encoder sents/s | reference e2e sents/s "
-              "| e2e / reference |")
-        print("|---|---|---|---|---|---|---|---|---|")
+              f"| Parser (nltk), {parser.concurrent_calls} calls at once, sents/s "
+              "| Parser, 1 call at a time | plain Keras encoder sents/s "
+              "| reference e2e sents/s | e2e / reference |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
         for name, sentences, batch_size, sort in runs:
             words = sum(len(s) for s in sentences)
             label = f"{name}: {len(sentences)} sents, {words / len(sentences):.1f} words avg"
@@ -222,7 +232,9 @@ def main(argv):
             n = len(sentences)
             e2e_rate = n / best["end_to_end_pass"]
             share = 100.0 * (1.0 - best["encoder"] / best["end_to_end"])
-            parser_rate = "-" if best["parser"] == float("inf") else f"{n / best['parser']:.1f}"
+            parser_rate, parser_one_call_rate = (
+                "-" if best[key] == float("inf") else f"{n / best[key]:.1f}"
+                for key in ("parser", "parser_one_call"))
             plain_rate = f"{n / best['plain']:.1f}" if plain_encoder else "-"
             reference_rate = ratio = "-"
             if _REFERENCE.value:
@@ -234,7 +246,8 @@ def main(argv):
                 reference_rate = f"{report['sents_per_s']:.1f}"
                 ratio = f"{e2e_rate / report['sents_per_s']:.2f}x"
             print(f"| {label} | {batch_size} | {e2e_rate:.1f} | {n / best['encoder']:.1f} | "
-                  f"{share:.1f}% | {parser_rate} | {plain_rate} | {reference_rate} | {ratio} |",
+                  f"{share:.1f}% | {parser_rate} | {parser_one_call_rate} | {plain_rate} | "
+                  f"{reference_rate} | {ratio} |",
                   flush=True)
     return 0
 
