@@ -4,17 +4,19 @@ One run, against the local server on one export:
 
 * the offline ceiling: `tetra_tf.Parser` at batch 64 over the same sentences, two
   batches' model calls at once (its default; `parse_to_strings`: `parse_sents` without
-  building nltk.Tree objects, so a slightly higher ceiling), measured before the servers start, between every two load runs (the
-  servers idle) and after they stop. Each run is compared with the higher of the two
-  measurements on either side of it: the speed of a shared machine drifts by ±10% over
-  minutes, so a ceiling taken minutes away from a run would compare unlike moments;
-* then serving/server.py without and with --enable_batching
-  (serving/batching_parameters.txt), both with --tensorflow_intra_op_parallelism=1 (as that
-  file asks; --intra_op_parallelism changes it), each answering 1, 8 and 32 concurrent closed-loop
-  clients over REST (keep-alive HTTP/1.1, `{"instances": [sentence]}`; the answer holds
-  every output) and over TF Serving's gRPC API (PredictionServiceStub.Predict, asking only
-  for the `tree` output with `output_filter`, as a client that reads only trees would; TF
-  Serving's REST API has no such filter). Every client sends one sentence per request,
+  building nltk.Tree objects, so a slightly higher ceiling), measured before the servers
+  start, between every two load runs (the servers idle) and after they stop. Each run is
+  compared with the higher of the two measurements on either side of it: the speed of a
+  shared machine drifts by ±10% over minutes, so a ceiling taken minutes away from a run
+  would compare unlike moments;
+* then serving/server.py without batching (TensorFlow's default threads) and with
+  --enable_batching (serving/batching_parameters.txt and, as that file asks,
+  --tensorflow_intra_op_parallelism=1; --intra_op_parallelism changes it), each answering
+  1, 8 and 32 concurrent closed-loop clients over REST (keep-alive HTTP/1.1,
+  `{"instances": [sentence]}`; the answer holds every output) and over TF Serving's gRPC
+  API (PredictionServiceStub.Predict, asking only for the `tree` output with
+  `output_filter`, as a client that reads only trees would; TF Serving's REST API has no
+  such filter). Every client sends one sentence per request,
   drawn in turn from the NLTK sample's test split (wsj_0180-0199), until the run has sent
   --requests requests. Each server first answers every sentence once, untimed (TensorFlow
   sets up its kernels per new shape on first use).
@@ -96,8 +98,9 @@ def _parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--batching_parameters_file", default=BATCHING_FILE,
                         help="for the batching-on server (default: the shipped one)")
     parser.add_argument("--intra_op_parallelism", type=int, default=1,
-                        help="both servers' --tensorflow_intra_op_parallelism (default 1, as "
-                        "batching_parameters.txt asks; 0: TensorFlow's default)")
+                        help="the batching server's --tensorflow_intra_op_parallelism "
+                        "(default 1, as batching_parameters.txt asks; 0: TensorFlow's "
+                        "default, which the server without batching keeps)")
     args = parser.parse_args(argv)
     if args.intra_op_parallelism < 0:
         parser.error("--intra_op_parallelism must be 0 or more")
@@ -378,7 +381,7 @@ def _run(args: argparse.Namespace, export_dir: str, word_lists: list[list[str]],
         for mode in args.batching:
             server = Server(export_dir, scratch,
                             args.batching_parameters_file if mode == "on" else None,
-                            args.intra_op_parallelism)
+                            args.intra_op_parallelism if mode == "on" else 0)
             servers[mode] = server
             # Warm-up, untimed: every sentence once (TensorFlow sets up kernels per new
             # shape, i.e. per sentence length, on first use), 8 clients over REST.

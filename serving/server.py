@@ -1558,7 +1558,11 @@ def _define_flags() -> None:
 
 
 def configure_tensorflow_threads(intra_op: int, inter_op: int) -> str:
-    """Sets TensorFlow's thread pools (0 keeps its default) before any model loads.
+    """Sets TensorFlow's thread pools before any model loads (TensorFlow refuses after).
+
+    Args:
+      intra_op: threads one op may use; 0 keeps TensorFlow's default.
+      inter_op: threads running independent ops; 0 keeps TensorFlow's default.
 
     Returns:
       What TensorFlow now reports, for the log, e.g. "intra-op 1, inter-op default".

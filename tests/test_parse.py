@@ -65,6 +65,7 @@ class FakeParser(Parser):
     def __init__(self, on_call=None):  # pylint: disable=super-init-not-called (no SavedModel)
         self.calls: list[list[int]] = []  # per call, each sentence's number of words
         self._on_call = on_call
+        self.concurrent_calls = 1  # One call at a time: `calls` is in batch order.
 
     def parse_to_scored_strings(self, sentences, batch_size=64, progress=None):
         assert len(sentences) <= batch_size

@@ -184,24 +184,40 @@ def test_parse_each_fails_only_the_sentence_that_fails_alone(parser):
 
 
 class _CountingCalls:
-    """Wraps a Parser's signature: counts the calls in flight at once (each held briefly)."""
+    """Wraps a Parser's signature: counts the calls in flight at once and their threads.
 
-    def __init__(self, serve):
+    A call whose sentences hold the word `reject` fails as the graph's checks do. Until
+    `peak` calls have been in flight together, each call waits (up to 10 s) for the
+    others, so an overlap that may happen is seen whatever the machine's load.
+    """
+
+    def __init__(self, serve, peak, reject=None):
         self._serve = serve
-        self._lock = threading.Lock()
+        self._reject = reject
+        self._peak = peak
+        self._changed = threading.Condition()
         self.in_flight = self.most_in_flight = self.calls = 0
+        self.threads = set()
 
     def __call__(self, **inputs):
-        with self._lock:
+        with self._changed:
             self.in_flight += 1
             self.calls += 1
             self.most_in_flight = max(self.most_in_flight, self.in_flight)
+            self.threads.add(threading.current_thread().name)
+            self._changed.notify_all()
+            self._changed.wait_for(lambda: self.most_in_flight >= self._peak, timeout=10)
         try:
-            time.sleep(0.02)  # Long enough for a second call to start if one may.
+            if self._reject and any(self._reject in s.decode() for s in
+                                    inputs["sentences"].numpy()):
+                raise tf.errors.InvalidArgumentError(None, None, f"{self._reject} rejected")
             return self._serve(**inputs)
         finally:
-            with self._lock:
+            with self._changed:
                 self.in_flight -= 1
+
+    def reset(self, peak):
+        self.most_in_flight, self.threads, self._peak = 0, set(), peak
 
 
 @pytest.mark.parametrize("concurrent_calls", [1, 2, 3])
@@ -210,21 +226,37 @@ def test_concurrent_calls_overlap_batches_and_keep_results_in_order(parser, conc
     rng = random.Random(1)
     sentences = [rng.choice(SENTENCES)[:rng.randint(1, 7)] for _ in range(30)]
     expected = parser.parse_to_strings(sentences, batch_size=64)
-    counting = _CountingCalls(parser._serve)
+    counting = _CountingCalls(parser._serve, concurrent_calls)
     monkeypatch.setattr(parser, "_serve", counting)
     monkeypatch.setattr(parser, "concurrent_calls", concurrent_calls)
     counts = []
     assert parser.parse_to_strings(sentences, batch_size=3, progress=counts.append) == expected
     assert counting.calls == 10 and counts == [3] * 10
     assert counting.most_in_flight == concurrent_calls
-    counting.most_in_flight = 0
+    counting.reset(concurrent_calls)
     assert [r.bracketed for r in parser.parse_each(sentences, batch_size=3)] == expected
     assert counting.most_in_flight == concurrent_calls
     assert [t.leaves() for t in parser.parse_sents(sentences, batch_size=4)] == sentences
-    # One sentence (or one batch) runs in the calling thread, with no pool.
-    counting.most_in_flight = 0
-    assert parser.parse_to_strings(sentences[:1]) == expected[:1]
-    assert counting.most_in_flight == 1
+    # One batch runs in the calling thread, with no pool.
+    counting.reset(1)
+    assert parser.parse_to_strings(sentences[:3]) == expected[:3]
+    assert counting.threads == {threading.current_thread().name}
+
+
+def test_parse_each_retries_stay_within_the_concurrent_calls(parser, monkeypatch):
+    # Sorted by length, in batches of two: [g, h], [a X, bbbbbb c], [dddd X, eeeeeeeeee ff].
+    sentences = [["a", "REJECT"], ["bbbbbb", "c"], ["dddd", "REJECT"], ["eeeeeeeeee", "ff"],
+                 ["g"], ["h"]]
+    counting = _CountingCalls(parser._serve, 2, reject="REJECT")
+    monkeypatch.setattr(parser, "_serve", counting)
+    failed_batches = []
+    results = parser.parse_each(sentences, batch_size=2, on_failed_batch=failed_batches.append)
+    assert [isinstance(r, ValueError) for r in results] == [True, False, True, False, False,
+                                                            False]
+    assert failed_batches == [2, 2]  # two batches each hold a sentence with an empty word
+    assert str(results[0]) == "sentence 0: REJECT rejected"
+    # 3 batch calls, then each failed batch's two sentences alone, within two at a time.
+    assert counting.calls == 3 + 4 and counting.most_in_flight == 2
 
 
 def test_in_order_runs_ahead_by_at_most_in_flight_and_hands_over_errors():
@@ -251,9 +283,29 @@ def test_in_order_runs_ahead_by_at_most_in_flight_and_hands_over_errors():
         False, True]
 
 
+def test_in_order_nests_no_pools_and_leaves_no_threads_when_closed_early():
+    def inner_threads(item):
+        return {f.result() for f in parser_lib._in_order(
+            lambda _: threading.current_thread().name, [1, 2, 3], 3)}
+
+    names = [f.result() for f in parser_lib._in_order(inner_threads, [1, 2, 3, 4], 2)]
+    assert all(len(inner) == 1 for inner in names)  # each inner call: its worker's thread
+    assert {name for inner in names for name in inner} <= {
+        t.name for t in threading.enumerate()} | {n for inner in names for n in inner}
+    assert all(name.startswith("tetra-parse") for inner in names for name in inner)
+
+    results = parser_lib._in_order(lambda item: time.sleep(0.01) or item, list(range(20)), 2)
+    assert next(results).result() == 0
+    results.close()  # The consumer stops early: what has not started is cancelled.
+    assert not [t for t in threading.enumerate() if t.name.startswith("tetra-parse")]
+
+
 def test_bad_concurrent_calls(parser):
-    with pytest.raises(ValueError, match="concurrent_calls must be positive, got 0"):
+    with pytest.raises(ValueError, match="concurrent_calls must be a positive integer, got 0"):
         Parser(parser.export_dir, concurrent_calls=0)
+    with pytest.raises(ValueError, match="got 1.5"):
+        parser.concurrent_calls = 1.5
+    assert parser.concurrent_calls == 2  # unchanged
 
 
 def test_bad_batch_size(parser):

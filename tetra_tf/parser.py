@@ -18,8 +18,10 @@ import collections
 import concurrent.futures
 import dataclasses
 import itertools
+import numbers
 import os
 import re
+import threading
 from typing import Any, Callable, Iterator, NamedTuple, Sequence
 
 import tetra_tf  # noqa: F401  (selects Keras 2 before TensorFlow loads)
@@ -35,9 +37,9 @@ from tetra_tf.treebank import iter_subtrees
 
 SERVING_SIGNATURE = "serving_default"
 DEFAULT_BATCH_SIZE = 64
-# Model calls in flight at once: on a 2-core CPU two concurrent calls parse 5-10% more
-# sentences per second than one call using both cores (TensorFlow's per-op threading
-# scales poorly there; see README.md, "Speed").
+# Model calls in flight at once: on a 2-core CPU two concurrent calls parse 1.03-1.56x the
+# sentences per second of one call using both cores (TensorFlow's per-op threading gains
+# little on one call's small matmuls; see README.md, "Benchmarks").
 DEFAULT_CONCURRENT_CALLS = 2
 # The errors that mean "this input cannot be parsed" (not a broken model): a bad sentence,
 # or one over the graph's work bounds.
@@ -51,24 +53,26 @@ class Parser:
     the leaves carry the model's predicted part-of-speech tags; the root is TOP.
     """
 
+    _concurrent_calls = DEFAULT_CONCURRENT_CALLS
+
     def __init__(self, export_dir: str, concurrent_calls: int = DEFAULT_CONCURRENT_CALLS):
         """Loads the SavedModel.
 
         Args:
           export_dir: a local path, or one that TensorFlow's file systems read (gs://...).
-          concurrent_calls: batches parsed at once (model calls in flight, on threads),
-            when a call is given several batches.
+          concurrent_calls: batches parsed at once when a call is given several: their
+            model calls run on that many pool threads (so a `tf.device` scope around a
+            parse does not reach them), each holding its own activations in memory. Each
+            thread of the caller's that parses gets its own pool.
 
         Raises:
           FileNotFoundError: if export_dir holds no SavedModel.
           ValueError: if the SavedModel is not a tetra-tf export, or concurrent_calls < 1.
         """
-        if concurrent_calls < 1:
-            raise ValueError(f"concurrent_calls must be positive, got {concurrent_calls}")
+        self.concurrent_calls = concurrent_calls
         if not has_saved_model(export_dir):
             raise FileNotFoundError(f"{export_dir}: no SavedModel (saved_model.pb) there")
         self.export_dir = export_dir
-        self.concurrent_calls = concurrent_calls
         self._model = tf.saved_model.load(export_dir)
         if SERVING_SIGNATURE not in self._model.signatures or not hasattr(
                 self._model, "max_stack_depth"):
@@ -79,6 +83,17 @@ class Parser:
         self._limits = {name: int(getattr(self._model, name).numpy()) for name in names
                         if hasattr(self._model, name)}
         self._card = model_card.read(export_dir)
+
+    @property
+    def concurrent_calls(self) -> int:
+        """Model calls in flight at once over a call's batches (1: one at a time)."""
+        return self._concurrent_calls
+
+    @concurrent_calls.setter
+    def concurrent_calls(self, count: int) -> None:
+        if not isinstance(count, numbers.Integral) or count < 1:
+            raise ValueError(f"concurrent_calls must be a positive integer, got {count!r}")
+        self._concurrent_calls = int(count)
 
     @property
     def max_stack_depth(self) -> int:
@@ -140,13 +155,8 @@ class Parser:
                                 progress: Callable[[int], None] | None = None
                                 ) -> list[ScoredTree]:
         """Like `parse_to_strings`, but each one-line tree comes with its score (`ScoredTree`)."""
-        return self._scored_strings(sentences, batch_size, progress, self.concurrent_calls)
-
-    def _scored_strings(self, sentences: Sequence[Sequence[str]], batch_size: int,
-                        progress: Callable[[int], None] | None, in_flight: int
-                        ) -> list[ScoredTree]:
         results: list[ScoredTree | None] = [None] * len(sentences)
-        for indices, outputs in self._run(sentences, batch_size, progress, in_flight):
+        for indices, outputs in self._run(sentences, batch_size, progress):
             for row, index in enumerate(indices):
                 results[index] = ScoredTree(bracketed=outputs["tree"][row].decode("utf-8"),
                                             score=float(outputs["score"][row]))
@@ -160,9 +170,10 @@ class Parser:
                    ) -> list[ScoredTree | Exception]:
         """Parses sentences like `parse_to_scored_strings`, keeping each failure to its sentence.
 
-        Sentences go in batches of similar length; when a batch's call raises one of
-        `errors`, its sentences are parsed again one at a time, so that only the sentences
-        that fail alone fail.
+        Sentences go in batches of similar length, `concurrent_calls` batches at once; when
+        a batch's call raises one of `errors`, its sentences are parsed again one at a time
+        (on the same thread, so the model calls in flight stay within `concurrent_calls`),
+        so that only the sentences that fail alone fail.
 
         Args:
           sentences: lists of pre-tokenized words.
@@ -184,22 +195,21 @@ class Parser:
         order = sorted(range(len(sentences)), key=lambda i: _sort_length(sentences[i]))
         batches = [order[start:start + batch_size] for start in range(0, len(order), batch_size)]
 
-        def parse_batch(indices: list[int]) -> list[ScoredTree] | Exception:
-            try:  # One call at a time within a batch: the batches already overlap.
-                return self._scored_strings([sentences[i] for i in indices], batch_size,
-                                            None, in_flight=1)
+        def parse_batch(indices: list[int]) -> tuple[bool, list[ScoredTree | Exception]]:
+            """(whether the batch's call failed, its results)."""
+            batch = [sentences[i] for i in indices]
+            try:
+                return False, self.parse_to_scored_strings(batch, batch_size)
             except errors as e:
-                return e
+                return True, [e] if len(batch) == 1 else [self._parse_alone(words, errors)
+                                                          for words in batch]
 
         results: list[ScoredTree | Exception | None] = [None] * len(sentences)
         for indices, batch_results in zip(
                 batches, _in_order(parse_batch, batches, self.concurrent_calls)):
-            outputs = batch_results.result()
-            if isinstance(outputs, Exception):
-                if on_failed_batch is not None:
-                    on_failed_batch(len(indices))
-                outputs = [outputs] if len(indices) == 1 else [
-                    self._parse_alone(sentences[i], errors) for i in indices]
+            failed, outputs = batch_results.result()
+            if failed and on_failed_batch is not None:
+                on_failed_batch(len(indices))
             for index, output in zip(indices, outputs):
                 results[index] = output
             if progress is not None:
@@ -243,10 +253,9 @@ class Parser:
         return dict(self._limits)
 
     def _run(self, sentences: Sequence[Sequence[str]], batch_size: int,
-             progress: Callable[[int], None] | None, in_flight: int | None = None
-             ) -> Iterator[tuple[list[int], dict]]:
+             progress: Callable[[int], None] | None) -> Iterator[tuple[list[int], dict]]:
         """Yields (sentence indices, numpy outputs) per batch, shortest sentences first,
-        with up to in_flight (default: concurrent_calls) batches' model calls at once.
+        with up to concurrent_calls batches' model calls at once.
 
         A batch also holds at most max_pieces_per_call // max_pieces_per_word words, so that
         it never exceeds the graph's bounds (a sentence alone can: then ValueError).
@@ -281,8 +290,7 @@ class Parser:
                                  ) from None
             return {key: value.numpy() for key, value in outputs.items()}
 
-        for indices, outputs in zip(batches, _in_order(call, batches,
-                                                       in_flight or self.concurrent_calls)):
+        for indices, outputs in zip(batches, _in_order(call, batches, self.concurrent_calls)):
             yield indices, outputs.result()
             if progress is not None:
                 progress(len(indices))
@@ -321,15 +329,31 @@ class ParseResult:
     bracketed: str
 
 
+_pool_thread = threading.local()  # .active: this thread is one of _in_order's workers.
+
+
+def _mark_pool_thread() -> None:
+    _pool_thread.active = True
+
+
 def _in_order(function: Callable[[Any], Any], items: Sequence[Any], in_flight: int
               ) -> Iterator[concurrent.futures.Future]:
-    """Runs function on each item, up to in_flight at once on threads; yields the futures
-    in item order (a result, or the exception its call raised, comes from .result()).
+    """Runs function on each item, up to in_flight at once on threads, in item order.
 
-    At most in_flight + 1 results are held at a time, whatever the number of items. One item,
-    or in_flight 1, runs in the calling thread.
+    Args:
+      function: called once per item.
+      items: the work, in order.
+      in_flight: calls that may run at once. With 1, with one item, or when called from one
+        of this function's own worker threads (no pools within pools), every call runs in
+        the calling thread.
+
+    Returns:
+      An iterator of futures, one per item in item order, each done when yielded: its
+      .result() is the call's result or raises the call's exception. The iterator holds
+      the yielded one and at most in_flight running or finished ahead of it; closing it
+      early cancels what has not started and waits for what has.
     """
-    if in_flight == 1 or len(items) <= 1:
+    if in_flight == 1 or len(items) <= 1 or getattr(_pool_thread, "active", False):
         for item in items:
             done: concurrent.futures.Future = concurrent.futures.Future()
             try:
@@ -339,7 +363,8 @@ def _in_order(function: Callable[[Any], Any], items: Sequence[Any], in_flight: i
             yield done
         return
     remaining = iter(items)
-    with concurrent.futures.ThreadPoolExecutor(in_flight, "tetra-parse") as pool:
+    with concurrent.futures.ThreadPoolExecutor(in_flight, "tetra-parse",
+                                               initializer=_mark_pool_thread) as pool:
         pending = collections.deque(pool.submit(function, item)
                                     for item in itertools.islice(remaining, in_flight))
         try:
