@@ -37,7 +37,7 @@ from tetra_tf.treebank import iter_subtrees
 
 SERVING_SIGNATURE = "serving_default"
 DEFAULT_BATCH_SIZE = 64
-# Model calls in flight at once: on a 2-core CPU two concurrent calls parse 1.03-1.56x the
+# Model calls in flight at once: on a 2-core CPU two concurrent calls parse 1.01-1.56x the
 # sentences per second of one call using both cores (TensorFlow's per-op threading gains
 # little on one call's small matmuls; see README.md, "Benchmarks").
 DEFAULT_CONCURRENT_CALLS = 2
