@@ -16,10 +16,10 @@ One run, against the local server on one export:
   `{"instances": [sentence]}`; the answer holds every output) and over TF Serving's gRPC
   API (PredictionServiceStub.Predict, asking only for the `tree` output with
   `output_filter`, as a client that reads only trees would; TF Serving's REST API has no
-  such filter). Every client sends one sentence per request,
-  drawn in turn from the NLTK sample's test split (wsj_0180-0199), until the run has sent
-  --requests requests. Each server first answers every sentence once, untimed (TensorFlow
-  sets up its kernels per new shape on first use).
+  such filter). Every client sends one sentence per request, drawn in turn from the NLTK
+  sample's test split (wsj_0180-0199), until the run has sent --requests requests. Each
+  server first answers every sentence once, untimed (TensorFlow sets up its kernels per
+  new shape on first use).
 
 Both servers run side by side (the one not under load idles), so batching's cost to a
 lone request is also measured free of drift: one client sends each of the first 100
@@ -377,6 +377,14 @@ def _run(args: argparse.Namespace, export_dir: str, word_lists: list[list[str]],
     # 1-client latencies can also be compared request by request, free of drift.
     servers: dict[str, Server] = {}
     channels = []
+
+    def client_factory(server: Server, api: str) -> "callable":
+        if api == "rest":
+            return lambda: _rest_client(server.rest_port)
+        channel = grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}")
+        channels.append(channel)
+        return lambda: _grpc_client(channel)
+
     try:
         for mode in args.batching:
             server = Server(export_dir, scratch,
@@ -385,15 +393,7 @@ def _run(args: argparse.Namespace, export_dir: str, word_lists: list[list[str]],
             servers[mode] = server
             # Warm-up, untimed: every sentence once (TensorFlow sets up kernels per new
             # shape, i.e. per sentence length, on first use), 8 clients over REST.
-            run_load(lambda: _rest_client(server.rest_port), sentences, expected, 8,
-                     len(sentences))
-
-        def client_factory(server: Server, api: str) -> "callable":
-            if api == "rest":
-                return lambda: _rest_client(server.rest_port)
-            channel = grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}")
-            channels.append(channel)
-            return lambda: _grpc_client(channel)
+            run_load(client_factory(server, "rest"), sentences, expected, 8, len(sentences))
 
         ceiling_between, _ = offline_ceiling()  # Just before the first run.
         for mode, server in servers.items():

@@ -240,9 +240,6 @@ class ServedModel:
         vocab_path = os.path.join(export_dir, ENCODER_VOCAB_ASSET)
         self.piece_counter = PieceCounter(vocab_path) if os.path.isfile(vocab_path) else None
 
-    def set_max_concurrent_calls(self, count: int) -> None:
-        self._model_calls = threading.BoundedSemaphore(count)
-
     @property
     def signature_names(self) -> list[str]:
         return sorted(self._functions)
@@ -320,26 +317,25 @@ class ServedModel:
             elif name in limits.word_inputs and array.ndim >= 2:
                 row_words = _check_word_rows(name, array, inputs.get(NUM_WORDS_INPUT), limits)
         batch_size = _check_batch(inputs, limits)
+        row_widths = (np.array([len(words) for words in row_words], np.int64)
+                      if row_words is not None else None)
         row_pieces = None
-        if row_words is not None and self.piece_counter is not None:
+        if row_widths is not None and self.piece_counter is not None:
             cap = self.piece_counter.max_pieces_per_word
-            lengths = [len(words) for words in row_words]
-            if cap * sum(lengths) <= limits.max_pieces_per_request:
+            if cap * int(row_widths.sum()) <= limits.max_pieces_per_request:
                 # Within the limit whatever the words are: skip tokenizing (the costly
                 # part), and let the upper bound stand for the pieces when merging.
-                row_pieces = cap * np.array(lengths, np.int64)
+                row_pieces = cap * row_widths
             else:
                 counts = self.piece_counter.count([w for words in row_words for w in words])
                 row_pieces = np.array([int(part.sum()) for part in
-                                       np.split(counts, np.cumsum(lengths)[:-1])])
+                                       np.split(counts, np.cumsum(row_widths)[:-1])])
             total = int(row_pieces.sum())
             if total > limits.max_pieces_per_request:
                 raise RequestError(
                     f"the request has {total} subword pieces (a word counts at most "
                     f"{self.piece_counter.max_pieces_per_word}), more than "
                     f"--max_pieces_per_request={limits.max_pieces_per_request}")
-        row_widths = (np.array([len(words) for words in row_words])
-                      if row_words is not None else None)
         return Prepared(signature_name, inputs, batch_size, row_pieces, row_widths)
 
     def call(self, signature_name: str, inputs: dict[str, np.ndarray]
@@ -1647,14 +1643,13 @@ def main(argv: list[str]) -> int:
         flag_values.tensorflow_inter_op_parallelism))
     metrics = Metrics()
 
+    # With batching, each batch thread runs a model call: let that many run at once.
+    model_slots = (batching_params.num_batch_threads if batching_params is not None
+                   else flag_values.max_concurrent_predictions)
+
     def load(new_version: int, new_export_dir: str) -> ServedModel:
-        loaded = ServedModel(flag_values.model_name, new_version, new_export_dir,
-                             flag_values.max_concurrent_predictions,
-                             metrics.model_call_seconds.observe)
-        if batching_params is not None:
-            # Batch threads each run a model call: let that many run at once.
-            loaded.set_max_concurrent_calls(batching_params.num_batch_threads)
-        return loaded
+        return ServedModel(flag_values.model_name, new_version, new_export_dir, model_slots,
+                           metrics.model_call_seconds.observe)
 
     try:
         model = load(version, export_dir)

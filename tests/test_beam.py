@@ -29,9 +29,8 @@ from apache_beam.options.pipeline_options import PipelineOptions  # noqa: E402
 from tetra_tf import beam, beam_parse, parse  # noqa: E402
 from tetra_tf.parse import escape_brackets  # noqa: E402
 from tetra_tf.parser import Parser  # noqa: E402
+from conftest import subprocess_env  # noqa: E402
 
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MAX_WORDS = 12
 MAX_LINE_BYTES = 100
 LONG_LINE = b"long " * 20_000  # over MAX_LINE_BYTES
@@ -216,7 +215,7 @@ def test_cli_ordered_output_equals_parse_byte_for_byte(export_dir, corpus, tmp_p
     printed = capsys.readouterr().out
     assert code == 0
     assert f"{len(GOOD_LINES)} of {len(GOOD_LINES)} lines parsed" in printed
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=REPO)
+    env = subprocess_env()
     result = subprocess.run([sys.executable, "-m", "tetra_tf.parse", f"--model_dir={export_dir}",
                              f"--input={good}"], capture_output=True, env=env, timeout=300,
                             check=False)

@@ -15,6 +15,7 @@ from tetra_tf.parser import Parser, ScoredTree, with_pos_tags
 
 sys.path.insert(0, os.path.dirname(__file__))
 import tiny_model  # noqa: E402
+from conftest import subprocess_env  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LINES = ["The cat sat on the mat .", "Hi", "-LRB- 1\\/2 -RRB-  ``quoted''", "a :-) b"]
@@ -27,7 +28,7 @@ def export_dir(tiny_export_dir):
 
 def _cli(*args, stdin: str | bytes = ""):
     """Runs the CLI; stdout and stderr come back as text (decoded as UTF-8)."""
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=REPO)
+    env = subprocess_env()
     data = stdin if isinstance(stdin, bytes) else stdin.encode("utf-8")
     result = subprocess.run([sys.executable, "-m", "tetra_tf.parse", *args], input=data,
                             capture_output=True, env=env, timeout=300)
@@ -66,6 +67,7 @@ class FakeParser(Parser):
         self.calls: list[list[int]] = []  # per call, each sentence's number of words
         self._on_call = on_call
         self.concurrent_calls = 1  # One call at a time: `calls` is in batch order.
+        self._limits = {}  # No graph bounds: batches of batch_size sentences.
 
     def parse_to_scored_strings(self, sentences, batch_size=64, progress=None):
         assert len(sentences) <= batch_size
@@ -299,7 +301,7 @@ def test_cli_failure_leaves_an_existing_output_untouched(export_dir, tmp_path):
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
 def test_cli_write_errors_are_one_line_exit_1(export_dir):
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=REPO)
+    env = subprocess_env()
     command = [sys.executable, "-m", "tetra_tf.parse", f"--model_dir={export_dir}",
                "--on_error=skip"]
     with open("/dev/full", "wb") as full:

@@ -253,10 +253,26 @@ def test_parse_each_retries_stay_within_the_concurrent_calls(parser, monkeypatch
     results = parser.parse_each(sentences, batch_size=2, on_failed_batch=failed_batches.append)
     assert [isinstance(r, ValueError) for r in results] == [True, False, True, False, False,
                                                             False]
-    assert failed_batches == [2, 2]  # two batches each hold a sentence with an empty word
+    assert failed_batches == [2, 2]  # two batches each hold a REJECT sentence
     assert str(results[0]) == "sentence 0: REJECT rejected"
     # 3 batch calls, then each failed batch's two sentences alone, within two at a time.
     assert counting.calls == 3 + 4 and counting.most_in_flight == 2
+
+
+def test_parse_each_batches_are_model_calls_and_only_the_failed_one_is_retried(
+        parser, monkeypatch):
+    """Batches respect the graph's word bound (4096 words here), so a failed batch is one
+    call: only its sentences are parsed again alone."""
+    long = [["w" * 7] * 1000 for _ in range(5)]
+    rejected = ["w" * 7] * 999 + ["REJECT"]  # the shortest: first, with long[0:3]
+    counting = _CountingCalls(parser._serve, 1, reject="REJECT")
+    monkeypatch.setattr(parser, "_serve", counting)
+    failed_batches = []
+    results = parser.parse_each(long + [rejected], on_failed_batch=failed_batches.append)
+    assert failed_batches == [4]  # [rejected, long 0-2]; [long 3-4] passed
+    assert counting.calls == 2 + 4
+    assert isinstance(results[5], ValueError)
+    assert [len(nltk.Tree.fromstring(r.bracketed).leaves()) for r in results[:5]] == [1000] * 5
 
 
 def test_in_order_runs_ahead_by_at_most_in_flight_and_hands_over_errors():
@@ -285,14 +301,13 @@ def test_in_order_runs_ahead_by_at_most_in_flight_and_hands_over_errors():
 
 def test_in_order_nests_no_pools_and_leaves_no_threads_when_closed_early():
     def inner_threads(item):
-        return {f.result() for f in parser_lib._in_order(
+        """(the outer worker's thread, the threads the inner calls ran on)."""
+        return threading.current_thread().name, {f.result() for f in parser_lib._in_order(
             lambda _: threading.current_thread().name, [1, 2, 3], 3)}
 
-    names = [f.result() for f in parser_lib._in_order(inner_threads, [1, 2, 3, 4], 2)]
-    assert all(len(inner) == 1 for inner in names)  # each inner call: its worker's thread
-    assert {name for inner in names for name in inner} <= {
-        t.name for t in threading.enumerate()} | {n for inner in names for n in inner}
-    assert all(name.startswith("tetra-parse") for inner in names for name in inner)
+    pairs = [f.result() for f in parser_lib._in_order(inner_threads, [1, 2, 3, 4], 2)]
+    for outer, inner in pairs:  # each inner call ran on its outer worker's thread
+        assert outer.startswith("tetra-parse") and inner == {outer}
 
     results = parser_lib._in_order(lambda item: time.sleep(0.01) or item, list(range(20)), 2)
     assert next(results).result() == 0
@@ -301,11 +316,12 @@ def test_in_order_nests_no_pools_and_leaves_no_threads_when_closed_early():
 
 
 def test_bad_concurrent_calls(parser):
+    before = parser.concurrent_calls
     with pytest.raises(ValueError, match="concurrent_calls must be a positive integer, got 0"):
         Parser(parser.export_dir, concurrent_calls=0)
     with pytest.raises(ValueError, match="got 1.5"):
         parser.concurrent_calls = 1.5
-    assert parser.concurrent_calls == 2  # unchanged
+    assert parser.concurrent_calls == before  # unchanged
 
 
 def test_bad_batch_size(parser):

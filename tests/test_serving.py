@@ -12,7 +12,6 @@ import tetra_tf  # noqa: F401  (legacy Keras before TensorFlow)
 import base64
 import concurrent.futures
 import contextlib
-import functools
 import http.client
 import importlib.util
 import json
@@ -238,11 +237,8 @@ def test_model_calls_are_timed_without_batching(server):
     for sentence in ["a b", "c d e"]:
         assert _http(server, "POST", _PREDICT, {"instances": [sentence]})[0] == 200
     after = _metric_values(server)
-    calls = (after["tetra_serving_model_call_seconds_count"]
-             - before.get("tetra_serving_model_call_seconds_count", 0))
-    seconds = (after["tetra_serving_model_call_seconds_sum"]
-               - before.get("tetra_serving_model_call_seconds_sum", 0))
-    assert calls == 2 and seconds > 0
+    assert _metric_delta(before, after, "tetra_serving_model_call_seconds_count") == 2
+    assert _metric_delta(before, after, "tetra_serving_model_call_seconds_sum") > 0
 
 
 def test_model_status(server):
@@ -477,14 +473,10 @@ def test_stalled_body_is_cut_off(server):
     assert status == 200
 
 
-@functools.lru_cache(maxsize=None)
-def _load_server_module():
-    """serving/server.py as a module, loaded once."""
-    return _load_serving_script("tetra_serving_server", "server.py")
+server_module = _load_serving_script("tetra_serving_server", "server.py")
 
 
 def test_access_log_writes_every_line_in_order_off_the_request_threads():
-    server_module = _load_server_module()
     written = []
 
     class Collect(logging.Handler):
@@ -524,7 +516,6 @@ def test_access_log_writes_every_line_in_order_off_the_request_threads():
     np.array(["ab", "c"]),  # numpy unicode: tf.make_tensor_proto's way
 ], ids=lambda array: f"{array.dtype}{list(array.shape)}")
 def test_output_tensor_protos_read_back_as_tf_makes_them(array):
-    server_module = _load_server_module()
     proto = server_module.tensor_proto(array)
     reference = tf.make_tensor_proto(array)
     assert proto.dtype == reference.dtype
@@ -735,6 +726,11 @@ def _metric_values(port):
     return values
 
 
+def _metric_delta(before, after, name):
+    """How much a metric sample grew between two `_metric_values` readings."""
+    return after.get(name, 0) - before.get(name, 0)
+
+
 def _batched_request(client_id, request_id):
     """A request of a signature, size and width that vary; returns (body, expected)."""
     kind = (client_id + request_id) % 4
@@ -803,9 +799,8 @@ def test_merged_batches_answer_each_client_its_own(batching_server):
         results = list(pool.map(run_client, range(num_clients), timeout=300))
     assert [m for mismatches in results for m in mismatches] == []
     after = _metric_values(port)
-    calls = (after["tetra_serving_batch_size_count"]
-             - before.get("tetra_serving_batch_size_count", 0))
-    rows = after["tetra_serving_batch_size_sum"] - before.get("tetra_serving_batch_size_sum", 0)
+    calls = _metric_delta(before, after, "tetra_serving_batch_size_count")
+    rows = _metric_delta(before, after, "tetra_serving_batch_size_sum")
     # Requests were merged: fewer model calls than rows (bad requests also ran alone).
     assert calls < rows, (calls, rows)
 
@@ -821,7 +816,7 @@ def test_request_larger_than_a_batch_is_split(batching_server):
     assert [p["words"] for p in body["predictions"]] == [
         s.split() + [""] * (width - len(s.split())) for s in sentences]
     after = _metric_values(port)
-    assert after["tetra_serving_batch_size_count"] - before["tetra_serving_batch_size_count"] >= 3
+    assert _metric_delta(before, after, "tetra_serving_batch_size_count") >= 3
 
 
 def test_full_batch_queue_answers_503(batching_server):
@@ -857,7 +852,7 @@ def test_metrics_count_what_was_served(batching_server):
     after = _metric_values(port)
 
     def delta(name):
-        return after.get(name, 0) - before.get(name, 0)
+        return _metric_delta(before, after, name)
 
     assert delta('tetra_serving_requests_total{api="rest",method="predict",status="OK"}') == 3
     assert delta('tetra_serving_requests_total{api="rest",method="predict",'
@@ -937,9 +932,9 @@ def test_grpc_api_with_tf_serving_status_codes(batching_server):
         status_request.model_spec.name = "nope"
         assert code_of(model_stub.GetModelStatus, status_request) == grpc.StatusCode.NOT_FOUND
     after = _metric_values(port)
-    assert after['tetra_serving_requests_total{api="grpc",method="predict",status="OK"}'] - \
-        before.get('tetra_serving_requests_total{api="grpc",method="predict",status="OK"}',
-                   0) == 1
+    assert _metric_delta(
+        before, after, 'tetra_serving_requests_total{api="grpc",method="predict",status="OK"}'
+    ) == 1
 
 
 # ----------------------------------------------------------------------------------------

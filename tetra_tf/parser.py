@@ -53,8 +53,6 @@ class Parser:
     the leaves carry the model's predicted part-of-speech tags; the root is TOP.
     """
 
-    _concurrent_calls = DEFAULT_CONCURRENT_CALLS
-
     def __init__(self, export_dir: str, concurrent_calls: int = DEFAULT_CONCURRENT_CALLS):
         """Loads the SavedModel.
 
@@ -190,10 +188,7 @@ class Parser:
         Raises:
           ValueError: for a batch_size below 1.
         """
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be positive, got {batch_size}")
-        order = sorted(range(len(sentences)), key=lambda i: _sort_length(sentences[i]))
-        batches = [order[start:start + batch_size] for start in range(0, len(order), batch_size)]
+        batches = self._batches(sentences, batch_size)
 
         def parse_batch(indices: list[int]) -> tuple[bool, list[ScoredTree | Exception]]:
             """(whether the batch's call failed, its results)."""
@@ -254,31 +249,11 @@ class Parser:
 
     def _run(self, sentences: Sequence[Sequence[str]], batch_size: int,
              progress: Callable[[int], None] | None) -> Iterator[tuple[list[int], dict]]:
-        """Yields (sentence indices, numpy outputs) per batch, shortest sentences first,
-        with up to concurrent_calls batches' model calls at once.
-
-        A batch also holds at most max_pieces_per_call // max_pieces_per_word words, so that
-        it never exceeds the graph's bounds (a sentence alone can: then ValueError).
-        """
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be positive, got {batch_size}")
+        """Yields (sentence indices, numpy outputs) per batch (`_batches`), with up to
+        concurrent_calls batches' model calls at once. Every sentence's words are checked
+        before the first call (ValueError)."""
+        batches = self._batches(sentences, batch_size)
         joined = [_join_words(words, i) for i, words in enumerate(sentences)]
-        order = sorted(range(len(joined)), key=lambda i: len(joined[i]))
-        limits = self.limits
-        max_words = (limits["max_pieces_per_call"] // limits["max_pieces_per_word"]
-                     if "max_pieces_per_call" in limits and "max_pieces_per_word" in limits
-                     else None)
-        batches: list[list[int]] = [[]]
-        words_in_batch = 0
-        for index in order:
-            count = len(sentences[index])
-            if batches[-1] and (len(batches[-1]) == batch_size or (
-                    max_words is not None and words_in_batch + count > max_words)):
-                batches.append([])
-                words_in_batch = 0
-            batches[-1].append(index)
-            words_in_batch += count
-        batches = [indices for indices in batches if indices]
 
         def call(indices: list[int]) -> dict:
             try:
@@ -294,6 +269,36 @@ class Parser:
             yield indices, outputs.result()
             if progress is not None:
                 progress(len(indices))
+
+
+    def _batches(self, sentences: Sequence[Sequence[str]], batch_size: int
+                 ) -> list[list[int]]:
+        """Sentence indices in batches, shortest sentences first: each one model call.
+
+        A batch holds at most batch_size sentences and max_pieces_per_call //
+        max_pieces_per_word words, so that it never exceeds the graph's bounds (a sentence
+        alone can: its call then fails).
+
+        Raises:
+          ValueError: for a batch_size below 1.
+        """
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be positive, got {batch_size}")
+        limits = self._limits
+        max_words = (limits["max_pieces_per_call"] // limits["max_pieces_per_word"]
+                     if "max_pieces_per_call" in limits and "max_pieces_per_word" in limits
+                     else None)
+        batches: list[list[int]] = []
+        words_in_batch = 0
+        for index in sorted(range(len(sentences)), key=lambda i: _sort_length(sentences[i])):
+            count = len(sentences[index]) if _is_word_list(sentences[index]) else 0
+            if not batches or len(batches[-1]) == batch_size or (
+                    max_words is not None and words_in_batch + count > max_words):
+                batches.append([])
+                words_in_batch = 0
+            batches[-1].append(index)
+            words_in_batch += count
+        return batches
 
 
 class ScoredTree(NamedTuple):
@@ -385,20 +390,25 @@ def has_saved_model(export_dir: str) -> bool:
     return tf.io.gfile.exists(os.path.join(export_dir, "saved_model.pb"))
 
 
+def _is_word_list(words: Any) -> bool:
+    """Whether a sentence is a sequence (of words, if valid), not a str or bytes."""
+    return isinstance(words, Sequence) and not isinstance(words, (str, bytes))
+
+
 def _sort_length(words: Sequence[str]) -> int:
-    """A sentence's length in characters (with a space per word), as `_run` sorts by the
-    joined words: `parse_each` sorts by it before the words are checked.
+    """A sentence's length in characters, a space after each word: `_batches` sorts by it
+    before the words are checked.
 
     0 for something that is not a list of words (parsing it fails anyway).
     """
-    if isinstance(words, (str, bytes)) or not isinstance(words, Sequence):
+    if not _is_word_list(words):
         return 0
     return sum(len(word) + 1 for word in words if isinstance(word, str))
 
 
 def _join_words(words: Sequence[str], index: int) -> str:
     """Joins a sentence's words with spaces, checking that they split back the same."""
-    if isinstance(words, (str, bytes)) or not isinstance(words, Sequence):
+    if not _is_word_list(words):
         raise ValueError(f"sentence {index}: expected a list of words, got "
                          f"{type(words).__name__}")
     if not words:

@@ -37,6 +37,8 @@ class ParseScores:
     pos_accuracy: float
     # The predicted trees with the gold POS tags, one line each, as scored for `f1`.
     with_gold_pos: list[str] = dataclasses.field(repr=False, default_factory=list)
+    # The predicted trees as they are, one line each, as scored for `f1_predicted_pos`.
+    predicted_lines: list[str] = dataclasses.field(repr=False, default_factory=list)
     # EVALB's full results behind `f1` and `f1_predicted_pos`.
     evalb_gold_pos: evalb.EvalbResult | None = dataclasses.field(repr=False, default=None)
     evalb_predicted_pos: evalb.EvalbResult | None = dataclasses.field(repr=False, default=None)
@@ -82,4 +84,4 @@ def score_parses(gold: Sequence[nltk.Tree | str],
         f1_predicted_pos=own_pos.fscore,
         error_sentences_predicted_pos=own_pos.counts.error_sentences,
         pos_accuracy=100.0 * correct / max(total, 1), with_gold_pos=with_gold_pos,
-        evalb_gold_pos=standard, evalb_predicted_pos=own_pos)
+        predicted_lines=predicted_lines, evalb_gold_pos=standard, evalb_predicted_pos=own_pos)

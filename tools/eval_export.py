@@ -60,8 +60,7 @@ def score_export(export_dir: str, gold_trees: list[nltk.Tree], gold_pos: bool = 
     scores = scoring.score_parses(gold_trees, predicted)
     if gold_pos:
         return scores.evalb_gold_pos, scores.pos_accuracy, scores.with_gold_pos
-    return (scores.evalb_predicted_pos, scores.pos_accuracy,
-            [evalb.tree_to_line(tree) for tree in predicted])
+    return scores.evalb_predicted_pos, scores.pos_accuracy, scores.predicted_lines
 
 
 def define_flags() -> None:
