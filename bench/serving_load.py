@@ -2,14 +2,7 @@
 
 One run, against the local server on one export:
 
-* the offline ceiling: `tetra_tf.Parser` at batch 64 over the same sentences, two
-  batches' model calls at once (its default; `parse_to_strings`: `parse_sents` without
-  building nltk.Tree objects, so a slightly higher ceiling), measured before the servers
-  start, between every two load runs (the servers idle) and after they stop. Each run is
-  compared with the higher of the two measurements on either side of it: the speed of a
-  shared machine drifts by ±10% over minutes, so a ceiling taken minutes away from a run
-  would compare unlike moments;
-* then serving/server.py without batching (TensorFlow's default threads) and with
+* serving/server.py without batching (TensorFlow's default threads) and with
   --enable_batching (serving/batching_parameters.txt and, as that file asks,
   --tensorflow_intra_op_parallelism=1; --intra_op_parallelism changes it), each answering
   1, 8 and 32 concurrent closed-loop clients over REST (keep-alive HTTP/1.1,
@@ -17,9 +10,20 @@ One run, against the local server on one export:
   API (PredictionServiceStub.Predict, asking only for the `tree` output with
   `output_filter`, as a client that reads only trees would; TF Serving's REST API has no
   such filter). Every client sends one sentence per request, drawn in turn from the NLTK
-  sample's test split (wsj_0180-0199), until the run has sent --requests requests. Each
-  server first answers every sentence once, untimed (TensorFlow sets up its kernels per
-  new shape on first use).
+  sample's test split (wsj_0180-0199), --requests per configuration. Each server first
+  answers every sentence once, untimed (TensorFlow sets up its kernels per new shape on
+  first use).
+* the offline ceiling: `tetra_tf.Parser` at batch 64 over the same sentences, two
+  batches' model calls at once (its default; `parse_to_strings`: `parse_sents` without
+  building nltk.Tree objects, so a slightly higher ceiling).
+
+The speed of a shared machine drifts by 10-20% within a minute, so a ceiling and a load
+run taken at different moments compare unlike moments. So each configuration's requests
+are sent in --rounds chunks, the configurations taking turns, with one offline pass
+(the servers idle) before the first chunk, between every two chunks and after the last.
+A configuration's throughput (its requests over its chunks' time) is compared with the
+ceiling of the passes just before and just after its chunks (their sentences over their
+time): the same estimator for both, over the same stretch of the run.
 
 Both servers run side by side (the one not under load idles), so batching's cost to a
 lone request is also measured free of drift: one client sends each of the first 100
@@ -28,19 +32,19 @@ comparison runs in this process without HTTP: the server's predict path direct a
 through the batching runner, request by request.
 
 Prints sentences per second and p50/p95/p99 latency (milliseconds, as the clients see
-it) per configuration, each throughput next to its adjacent ceiling ("x ceiling"), and
-the two goals: with batching, 32 clients reach >= 0.8x the ceiling; at 1 client, batching
-costs <= 10% latency (p50 with / without, from the alternating comparison). Every answer
-is checked against the offline trees (mismatches are counted; merged batches can differ
+it) per configuration, each throughput next to its ceiling ("x ceiling"), and the two
+goals: with batching, 32 clients reach >= 0.8x the ceiling; at 1 client, batching costs
+<= 10% latency (p50 with / without, from the alternating comparison). Every answer is
+checked against the offline trees (mismatches are counted; merged batches can differ
 from offline ones only in float round-off, i.e. a near-tie tag).
 
 The export: --export_dir, else models/tetra/1 (`make export`) when it exists, else the bundled
 all-MiniLM-L6-v2 encoder with random tag heads (exported to a temporary directory; same
 speed as a trained model).
 
-Usage: python bench/serving_load.py [--export_dir=DIR] [--requests=N] [--clients=1,8,32]
-    [--apis=rest,grpc] [--batching=off,on] [--batching_parameters_file=FILE]
-    [--intra_op_parallelism=N]
+Usage: python bench/serving_load.py [--export_dir=DIR] [--requests=N] [--rounds=N]
+    [--clients=1,8,32] [--apis=rest,grpc] [--batching=off,on]
+    [--batching_parameters_file=FILE] [--intra_op_parallelism=N]
 Exit codes: 0 done, 1 failure (e.g. the server did not start), 2 usage error.
 """
 
@@ -88,8 +92,12 @@ def _parse_args(argv: list[str]) -> argparse.Namespace:
                         help=f"SavedModel to serve (default: {DEFAULT_EXPORT} if it exists, "
                         "else MiniLM with random heads)")
     parser.add_argument("--requests", type=int, default=None,
-                        help="requests per configuration (default: 25x the clients, at "
+                        help="requests per configuration (default: 50x the clients, at "
                         "least 100)")
+    parser.add_argument("--rounds", type=int, default=4,
+                        help="chunks each configuration's requests are sent in, the "
+                        "configurations taking turns, each chunk between two offline "
+                        "ceiling passes (default 4)")
     parser.add_argument("--clients", default="1,8,32",
                         help="comma-separated concurrent clients (default 1,8,32)")
     parser.add_argument("--apis", default="rest,grpc", help="rest, grpc or both")
@@ -118,6 +126,10 @@ def _parse_args(argv: list[str]) -> argparse.Namespace:
         parser.error("--batching takes off, on or off,on")
     if args.requests is not None and args.requests < 1:
         parser.error("--requests must be positive")
+    if args.rounds < 1:
+        parser.error("--rounds must be positive")
+    if args.requests is not None and args.requests < args.rounds:
+        parser.error("--requests must be at least --rounds (one request per chunk)")
     return args
 
 
@@ -209,8 +221,13 @@ def _grpc_client(channel) -> "callable":
 
 
 def run_load(make_client, sentences: list[str], expected: dict[str, str], clients: int,
-             requests: int) -> dict[str, float]:
-    """Closed loop: `clients` threads send requests until `requests` have been sent."""
+             requests: int, first: int = 0) -> dict:
+    """Closed loop: `clients` threads send requests until `requests` have been sent.
+
+    Request i sends sentences[(first + i) % len(sentences)]. Returns the wall time, each
+    request's latency (ms), the requests' count and the answers that differ from
+    `expected`.
+    """
     lock = threading.Lock()
     next_index = [0]
     latencies: list[float] = []
@@ -226,7 +243,7 @@ def run_load(make_client, sentences: list[str], expected: dict[str, str], client
                 if index >= requests:
                     return
                 next_index[0] += 1
-            sentence = sentences[index % len(sentences)]
+            sentence = sentences[(first + index) % len(sentences)]
             started = time.perf_counter()
             tree = parse(sentence)
             elapsed = time.perf_counter() - started
@@ -242,9 +259,7 @@ def run_load(make_client, sentences: list[str], expected: dict[str, str], client
         for future in futures:
             future.result()
         wall = time.perf_counter() - started
-    ms = np.array(latencies) * 1e3
-    return {"sents_per_s": len(latencies) / wall, "p50": float(np.percentile(ms, 50)),
-            "p95": float(np.percentile(ms, 95)), "p99": float(np.percentile(ms, 99)),
+    return {"seconds": wall, "latencies_ms": [1e3 * t for t in latencies],
             "requests": len(latencies), "mismatches": mismatches[0]}
 
 
@@ -337,26 +352,24 @@ def _run(args: argparse.Namespace, export_dir: str, word_lists: list[list[str]],
     print(f"export: {export_dir}; {len(sentences)} test-split sentences "
           f"({sum(len(s.split()) for s in sentences) / len(sentences):.1f} words on average)")
 
-    # The offline ceiling: best of 2 passes; measured before and after the servers run and
-    # between every two load runs (with the server idle).
+    # The offline ceiling: single passes over all the sentences, one before the first load
+    # chunk, one between every two chunks (the servers idle) and one after the last.
     parser = Parser(export_dir)
     split = [s.split() for s in sentences]
     parser.parse_to_strings(split[:OFFLINE_BATCH_SIZE], batch_size=OFFLINE_BATCH_SIZE)
 
-    def offline_ceiling() -> tuple[float, list[str]]:
-        best, trees = float("inf"), []
-        for _ in range(2):
-            started = time.perf_counter()
-            trees = parser.parse_to_strings(split, batch_size=OFFLINE_BATCH_SIZE)
-            best = min(best, time.perf_counter() - started)
-        return len(sentences) / best, trees
+    def ceiling_pass() -> tuple[float, list[str]]:
+        """Seconds for one pass of Parser.parse_to_strings over the sentences, and trees."""
+        started = time.perf_counter()
+        trees = parser.parse_to_strings(split, batch_size=OFFLINE_BATCH_SIZE)
+        return time.perf_counter() - started, trees
 
-    ceiling_before, offline_trees = offline_ceiling()
+    first_pass, offline_trees = ceiling_pass()
     expected = dict(zip(sentences, offline_trees))
     print(f"offline ceiling before: Parser.parse_to_strings, batch {OFFLINE_BATCH_SIZE}, "
           f"{parser.concurrent_calls} calls at once: "
-          f"{ceiling_before:.1f} sents/s (load average {os.getloadavg()[0]:.1f} on "
-          f"{os.cpu_count()} CPUs)\n", flush=True)
+          f"{len(sentences) / first_pass:.1f} sents/s (load average "
+          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)\n", flush=True)
 
     # Batching's own cost at 1 client, without HTTP and without load drift between the
     # two servers' runs: the server's predict path in this process, direct and through
@@ -368,11 +381,6 @@ def _run(args: argparse.Namespace, export_dir: str, word_lists: list[list[str]],
           f"{p50['batching']:.1f} ms = {p50['batching'] / p50['direct']:.2f} (mismatches "
           f"{p50['mismatches']})\n", flush=True)
 
-    rows = []
-    header = (f"{'batching':8} {'api':4} {'clients':>7} {'requests':>8} {'sents/s':>8} "
-              f"{'ceiling':>8} {'x ceiling':>9} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} "
-              f"{'mismatch':>8}")
-    print(header, flush=True)
     # Both servers run from the start (the one not under load sits idle), so that the
     # 1-client latencies can also be compared request by request, free of drift.
     servers: dict[str, Server] = {}
@@ -385,6 +393,10 @@ def _run(args: argparse.Namespace, export_dir: str, word_lists: list[list[str]],
         channels.append(channel)
         return lambda: _grpc_client(channel)
 
+    configs = [(mode, api, clients) for mode in args.batching for api in args.apis
+               for clients in args.clients]
+    totals = {config: {"seconds": 0.0, "latencies_ms": [], "requests": 0, "mismatches": 0,
+                       "ceiling_seconds": 0.0, "ceiling_passes": 0} for config in configs}
     try:
         for mode in args.batching:
             server = Server(export_dir, scratch,
@@ -394,24 +406,31 @@ def _run(args: argparse.Namespace, export_dir: str, word_lists: list[list[str]],
             # Warm-up, untimed: every sentence once (TensorFlow sets up kernels per new
             # shape, i.e. per sentence length, on first use), 8 clients over REST.
             run_load(client_factory(server, "rest"), sentences, expected, 8, len(sentences))
+        clients_of = {(mode, api): client_factory(servers[mode], api)
+                      for mode in args.batching for api in args.apis}
 
-        ceiling_between, _ = offline_ceiling()  # Just before the first run.
-        for mode, server in servers.items():
-            for api in args.apis:
-                make_client = client_factory(server, api)
-                for clients in args.clients:
-                    requests = args.requests or max(100, 25 * clients)
-                    result = run_load(make_client, sentences, expected, clients, requests)
-                    ceiling_side = ceiling_between
-                    ceiling_between, _ = offline_ceiling()
-                    row = dict(result, batching=mode, api=api, clients=clients,
-                               ceiling=max(ceiling_side, ceiling_between))
-                    rows.append(row)
-                    print(f"{row['batching']:8} {api:4} {clients:>7} {row['requests']:>8} "
-                          f"{row['sents_per_s']:>8.1f} {row['ceiling']:>8.1f} "
-                          f"{row['sents_per_s'] / row['ceiling']:>9.2f} "
-                          f"{row['p50']:>8.1f} {row['p95']:>8.1f} {row['p99']:>8.1f} "
-                          f"{row['mismatches']:>8}", flush=True)
+        # Each configuration's requests go in --rounds chunks, the configurations taking
+        # turns, every chunk between two ceiling passes; each configuration is compared
+        # with the passes next to its own chunks.
+        previous_pass, _ = ceiling_pass()
+        for round_index in range(args.rounds):
+            for config in configs:
+                mode, api, clients = config
+                requests = args.requests or max(100, 50 * clients)
+                chunk = (requests * (round_index + 1) // args.rounds
+                         - requests * round_index // args.rounds)
+                result = run_load(clients_of[(mode, api)], sentences, expected, clients,
+                                  chunk, first=requests * round_index // args.rounds)
+                next_pass, _ = ceiling_pass()
+                total = totals[config]
+                for key in ("seconds", "requests", "mismatches"):
+                    total[key] += result[key]
+                total["latencies_ms"] += result["latencies_ms"]
+                total["ceiling_seconds"] += previous_pass + next_pass
+                total["ceiling_passes"] += 2
+                previous_pass = next_pass
+            print(f"round {round_index + 1} of {args.rounds} done", flush=True)
+
         alternating = {}
         if set(servers) == {"off", "on"}:
             print(f"\n1 client, one request to each server in turn (the first "
@@ -429,10 +448,31 @@ def _run(args: argparse.Namespace, export_dir: str, word_lists: list[list[str]],
         for server in servers.values():
             server.close()
 
-    ceiling_after, _ = offline_ceiling()
-    print(f"\noffline ceiling after: {ceiling_after:.1f} sents/s (load average "
-          f"{os.getloadavg()[0]:.1f}); each run above is compared with the higher of the "
-          "ceilings measured just before and just after it")
+    last_pass, _ = ceiling_pass()
+    print(f"offline ceiling after: {len(sentences) / last_pass:.1f} sents/s (load average "
+          f"{os.getloadavg()[0]:.1f})\n")
+
+    rows = []
+    print(f"{'batching':8} {'api':4} {'clients':>7} {'requests':>8} {'sents/s':>8} "
+          f"{'ceiling':>8} {'x ceiling':>9} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} "
+          f"{'mismatch':>8}")
+    for (mode, api, clients), total in totals.items():
+        ms = np.array(total["latencies_ms"])
+        row = {"batching": mode, "api": api, "clients": clients,
+               "requests": total["requests"], "mismatches": total["mismatches"],
+               "sents_per_s": total["requests"] / total["seconds"],
+               "ceiling": total["ceiling_passes"] * len(sentences) / total["ceiling_seconds"],
+               "p50": float(np.percentile(ms, 50)), "p95": float(np.percentile(ms, 95)),
+               "p99": float(np.percentile(ms, 99))}
+        rows.append(row)
+        print(f"{mode:8} {api:4} {clients:>7} {row['requests']:>8} "
+              f"{row['sents_per_s']:>8.1f} {row['ceiling']:>8.1f} "
+              f"{row['sents_per_s'] / row['ceiling']:>9.2f} "
+              f"{row['p50']:>8.1f} {row['p95']:>8.1f} {row['p99']:>8.1f} "
+              f"{row['mismatches']:>8}")
+    print(f"(each configuration's requests sent in {args.rounds} chunks, taking turns with "
+          "the others; its ceiling: the offline passes just before and just after its "
+          "chunks)")
 
     def find(batching: str, api: str, clients: int) -> dict | None:
         return next((r for r in rows if (r["batching"], r["api"], r["clients"]) ==
