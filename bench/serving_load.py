@@ -516,7 +516,8 @@ def _run(args: argparse.Namespace, export_dir: str, word_lists: list[list[str]],
         if on:
             ratio = on["sents_per_s"] / on["ceiling"]
             print(f"goal {api}: batching, {GOAL_CLIENTS} clients: "
-                  f"{on['sents_per_s']:.1f} sents/s = {ratio:.2f}x the offline ceiling ({on['ceiling']:.1f}); goal >= 0.80: "
+                  f"{on['sents_per_s']:.1f} sents/s = {ratio:.2f}x the offline ceiling "
+                  f"({on['ceiling']:.1f}); goal >= 0.80: "
                   f"{'met' if ratio >= 0.8 else 'NOT met'}")
         if api in alternating:
             p50 = alternating[api]
