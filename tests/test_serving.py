@@ -17,6 +17,7 @@ import importlib.util
 import json
 import logging
 import os
+import re
 import shutil
 import signal
 import socket
@@ -148,6 +149,18 @@ def model_base_path(tmp_path_factory):
     (base / "7").mkdir()
     (base / "12.tmp").mkdir()
     return base
+
+
+def _absl_line_time(line: str, near: float) -> float:
+    """The time.time() of an absl log line ("I1126 15:04:14.123456 ..."), whose prefix
+    has no year: the year that puts it nearest to `near`."""
+    match = re.match(r"[IWEF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)\.(\d{6}) ", line)
+    assert match, line
+    month, day, hour, minute, second, micros = (int(g) for g in match.groups())
+    year = time.localtime(near).tm_year
+    candidates = [time.mktime((y, month, day, hour, minute, second, 0, 0, -1)) + micros / 1e6
+                  for y in (year - 1, year, year + 1)]
+    return min(candidates, key=lambda t: abs(t - near))
 
 
 @contextlib.contextmanager
@@ -990,8 +1003,10 @@ def test_new_version_is_served_without_a_restart_and_loses_no_request(tmp_path):
         with concurrent.futures.ThreadPoolExecutor(max_workers=5) as pool:
             clients = [pool.submit(run_client, i) for i in range(4)]
             # A request in flight on version 1 while version 2 arrives: it finishes there.
-            slow = pool.submit(_http, port, "POST", _PREDICT, {
-                "signature_name": "slow", "instances": [{"text": "t", "sleep_ms": 4000}]})
+            slow_sent_at = time.time()
+            slow = pool.submit(lambda: (_http(port, "POST", _PREDICT, {
+                "signature_name": "slow", "instances": [{"text": "t", "sleep_ms": 4000}]}),
+                time.time()))
             time.sleep(0.5)
             _save_toy_version(base, 2, "V2")
             deadline = time.monotonic() + 60
@@ -1007,7 +1022,8 @@ def test_new_version_is_served_without_a_restart_and_loses_no_request(tmp_path):
             time.sleep(0.5)
             stop.set()
             results = [client.result(timeout=60) for client in clients]
-            assert slow.result(timeout=60) == (200, {"predictions": ["t"]})
+            slow_answer, slow_answered_at = slow.result(timeout=60)
+            assert slow_answer == (200, {"predictions": ["t"]})
         assert [f for failures, _ in results for f in failures] == []
         assert all(count > 0 for _, count in results)
         assert roots_seen[0] == "V1" and roots_seen[-1] == "V2"
@@ -1017,13 +1033,19 @@ def test_new_version_is_served_without_a_restart_and_loses_no_request(tmp_path):
             "model_version_status"][0]["version"] == "2"
         log = log_path.read_text()
         assert "failed to load version 3" in log
-        # Version 1 was unloaded only after its slow request had been answered.
+        # Version 2 took over while the slow request ran on version 1, and version 1 was
+        # unloaded only after that request's model call had returned, i.e. at least its
+        # 4 s of sleep after it was sent. (Timestamps, not line order: access lines are
+        # written by a background thread, so one can follow a line logged after it.)
         lines = log.splitlines()
-        slow_answered = next(i for i, line in enumerate(lines) if "POST" in line
-                             and "predict 200" in line and "batch=1" in line
-                             and float(line.split()[-2].rstrip("ms")) > 3000)
-        unloaded = next(i for i, line in enumerate(lines) if "unloaded version 1" in line)
-        assert slow_answered < unloaded
+        assert any("POST" in line and "predict 200" in line and "batch=1" in line
+                   and float(line.split()[-2].rstrip("ms")) > 3000 for line in lines)
+
+        def logged_at(text):
+            return _absl_line_time(next(line for line in lines if text in line), slow_sent_at)
+
+        assert logged_at("serving version 2") < slow_answered_at
+        assert logged_at("unloaded version 1") >= slow_sent_at + 4.0
 
 
 # ----------------------------------------------------------------------------------------
