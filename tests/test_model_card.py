@@ -10,8 +10,6 @@ from tetra_tf import model_card
 from tetra_tf.parser import Parser
 
 
-
-
 def test_training_records_its_command_data_and_evaluations(trained_run, small_data_dirs):
     runs = json.load(open(os.path.join(trained_run["model_dir"], model_card.TRAINING_FILE)))["runs"]
     assert len(runs) == 1

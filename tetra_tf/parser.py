@@ -270,7 +270,6 @@ class Parser:
             if progress is not None:
                 progress(len(indices))
 
-
     def _batches(self, sentences: Sequence[Sequence[str]], batch_size: int
                  ) -> list[list[int]]:
         """Sentence indices in batches, shortest sentences first: each one model call.
