@@ -1,0 +1,410 @@
+r"""What a sentence is, for every way into the parser: the one owner of reading, splitting,
+escaping, checking and refusing sentences. No TensorFlow here.
+
+Every way in (`Parser`, the parse CLI, the servers, Beam, spaCy, Spark) turns its input into
+words with these functions and refuses a sentence with a `SentenceError` whose `reason` is
+one of `REASONS`, so that the same line gets the same tree, or the same reason, wherever it
+goes in.
+
+Lines: only "\n" ends a line (U+2028, U+2029, U+0085, "\r", form feeds ... are whitespace
+inside a line); a "\r" just before the "\n" (CRLF) is dropped; a UTF-8 byte order mark at
+the very start is dropped; a line over `max_line_bytes` is skipped over in bounded pieces.
+
+Words: a line is split on `WHITESPACE`, the characters Python's ``str.split()`` splits on:
+Unicode's White_Space property plus U+001C-U+001F (the ASCII information separators,
+which Python also treats as whitespace). The exported graph splits ``sentences`` on exactly
+this set (`WHITESPACE_PATTERN`, tests/test_sentences.py checks every code point), so a
+line sent to TF Serving gets the words it gets here. Zero-width and other format characters
+(U+200B, U+200D, U+FEFF inside a line ...) are not whitespace: they stay inside words.
+
+Escaping: words reach the model as given (the tokenizer undoes whole-token PTB escapes
+such as -LRB- for the encoder); only the tree's leaves are escaped, by one table
+(`PTB_BRACKET_ESCAPES`: the six brackets), so that every tree reads back with one leaf per
+word.
+"""
+
+from __future__ import annotations
+
+import bz2
+import dataclasses
+import gzip
+import io
+import lzma
+import re
+import zlib
+from typing import IO, Any, BinaryIO, Callable, Iterator, Sequence
+
+# --------------------------------------------------------------------------------------
+# Whitespace
+
+# Inclusive code point ranges: Unicode White_Space ∪ U+001C-U+001F (= Python's isspace()).
+WHITESPACE_RANGES: tuple[tuple[int, int], ...] = (
+    (0x09, 0x0D), (0x1C, 0x20), (0x85, 0x85), (0xA0, 0xA0), (0x1680, 0x1680),
+    (0x2000, 0x200A), (0x2028, 0x2029), (0x202F, 0x202F), (0x205F, 0x205F),
+    (0x3000, 0x3000))
+WHITESPACE: frozenset[str] = frozenset(
+    chr(c) for low, high in WHITESPACE_RANGES for c in range(low, high + 1))
+# The same set as an RE2 character class (for tf.strings.regex_replace in the graph).
+WHITESPACE_PATTERN = "[" + "".join(
+    f"\\x{{{low:x}}}" if low == high else f"\\x{{{low:x}}}-\\x{{{high:x}}}"
+    for low, high in WHITESPACE_RANGES) + "]"
+
+
+def split_words(text: str) -> list[str]:
+    """Splits a sentence into words on `WHITESPACE` (runs of it are one separator)."""
+    return text.split()
+
+
+def has_whitespace(word: str) -> bool:
+    """Whether a word holds a `WHITESPACE` character (so it would not come back as one word)."""
+    return any(c in WHITESPACE for c in word)
+
+
+# --------------------------------------------------------------------------------------
+# PTB escapes
+
+# Brackets inside a tree's leaves, escaped so that the tree reads back (whole or in words).
+PTB_BRACKET_ESCAPES = {"(": "-LRB-", ")": "-RRB-", "[": "-LSB-", "]": "-RSB-",
+                       "{": "-LCB-", "}": "-RCB-"}
+# Whole-token PTB escapes and the text they stand for (the encoder reads the text).
+PTB_TOKEN_ESCAPES = {escape: bracket for bracket, escape in PTB_BRACKET_ESCAPES.items()}
+PTB_TOKEN_ESCAPES.update({"``": '"', "''": '"', "`": "'"})
+# Backslash escapes inside tokens (WSJ: "1\/2", "\*").
+PTB_BACKSLASH_ESCAPES = {"\\/": "/", "\\*": "*"}
+_BRACKETS = re.compile("[" + re.escape("".join(PTB_BRACKET_ESCAPES)) + "]")
+
+
+def escape_leaf(word: str) -> str:
+    """A word as a tree leaf: each bracket replaced by its PTB escape ("(" → "-LRB-")."""
+    if _BRACKETS.search(word) is None:
+        return word
+    return _BRACKETS.sub(lambda match: PTB_BRACKET_ESCAPES[match.group()], word)
+
+
+def unescape_token(token: str) -> str:
+    """The text a PTB token stands for ("-LRB-" → "(", "1\\/2" → "1/2"): what the encoder reads."""
+    if token in PTB_TOKEN_ESCAPES:
+        return PTB_TOKEN_ESCAPES[token]
+    for escape, text in PTB_BACKSLASH_ESCAPES.items():
+        token = token.replace(escape, text)
+    return token
+
+
+# --------------------------------------------------------------------------------------
+# Refusals
+
+# Why a sentence is refused: one code for each way in.
+EMPTY = "empty"                      # no words
+NOT_UTF8 = "not_utf8"                # bytes that are not UTF-8
+TOO_LONG = "too_long"                # a line of more than max_line_bytes
+DAMAGED = "damaged"                  # a compressed file is cut short or corrupt from here on
+BAD_WORDS = "bad_words"              # API input: not a list of non-empty strings without spaces
+TOO_MANY_WORDS = "too_many_words"    # more words than a front end's max_words
+TOO_MANY_PIECES = "too_many_pieces"  # more subword pieces than the export takes in one call
+REJECTED = "rejected"                # the model refused it for another reason
+REASONS = (EMPTY, NOT_UTF8, TOO_LONG, DAMAGED, BAD_WORDS, TOO_MANY_WORDS, TOO_MANY_PIECES,
+           REJECTED)
+_REASON_IN_MESSAGE = re.compile(r"\b(" + "|".join(REASONS) + r"): ")
+MAX_DETAIL_CHARS = 300
+
+
+class SentenceError(ValueError):
+    """A sentence refused by the contract or the model: `reason` (one of REASONS) and a
+    one-line `detail`; str() is "REASON: DETAIL" wherever it is shown."""
+
+    def __init__(self, reason: str, detail: str):
+        if reason not in REASONS:
+            raise ValueError(f"unknown refusal reason {reason!r}")
+        detail = (detail.strip().splitlines() or [""])[0][:MAX_DETAIL_CHARS]
+        super().__init__(f"{reason}: {detail}")
+        self.reason, self.detail = reason, detail
+
+    def __reduce__(self):  # picklable (Beam, Spark and process pools pass it around)
+        return SentenceError, (self.reason, self.detail)
+
+
+def reason_in(message: str) -> str | None:
+    """The refusal reason a message carries ("sentence 3: empty: no words" → "empty")."""
+    match = _REASON_IN_MESSAGE.search(message)
+    return match.group(1) if match else None
+
+
+# --------------------------------------------------------------------------------------
+# Limits
+
+DEFAULT_MAX_LINE_BYTES = 1024 * 1024
+
+
+@dataclasses.dataclass(frozen=True)
+class SentenceLimits:
+    """Bounds on one sentence. The export sets max_pieces (its max_pieces_per_call); a front
+    end may only lower what the export allows (`lowered`).
+
+    Attributes:
+      max_words: most words per sentence; 0: none beyond the pieces.
+      max_pieces: most subword pieces per sentence (the export's max_pieces_per_call);
+        0: unknown (an export without limits).
+      max_pieces_per_word: a word's pieces past this are dropped by the graph, so a word
+        counts at most this many; 0: unknown.
+      max_line_bytes: most bytes per input line (without its line end).
+    """
+
+    max_words: int = 0
+    max_pieces: int = 0
+    max_pieces_per_word: int = 0
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+
+    @classmethod
+    def from_export(cls, export_limits: dict[str, int]) -> "SentenceLimits":
+        """The limits an export publishes (assets.extra/limits.json, or its variables)."""
+        return cls(max_pieces=int(export_limits.get("max_pieces_per_call", 0)),
+                   max_pieces_per_word=int(export_limits.get("max_pieces_per_word", 0)))
+
+    def lowered(self, max_words: int = 0, max_line_bytes: int = 0) -> "SentenceLimits":
+        """These limits with a front end's own, which only lower them (0: keep)."""
+        return dataclasses.replace(
+            self, max_words=_lowest(self.max_words, max_words),
+            max_line_bytes=_lowest(self.max_line_bytes, max_line_bytes))
+
+
+def _lowest(current: int, requested: int) -> int:
+    if requested < 0:
+        raise ValueError(f"a limit must be 0 (none) or positive, got {requested}")
+    if not requested:
+        return current
+    return requested if not current else min(current, requested)
+
+
+# --------------------------------------------------------------------------------------
+# Checking words
+
+
+def check_words(words: Any, limits: SentenceLimits = SentenceLimits()) -> list[str]:
+    """Checks one sentence given as words (the Python API's input); returns them as a list.
+
+    Raises:
+      SentenceError: BAD_WORDS for anything but a sequence of non-empty strings without
+        whitespace, EMPTY for no words, TOO_MANY_WORDS over limits.max_words.
+    """
+    if isinstance(words, (str, bytes)) or not isinstance(words, Sequence):
+        raise SentenceError(BAD_WORDS, f"expected a list of words, got {_describe(words)}")
+    if not words:
+        raise SentenceError(EMPTY, "no words")
+    for position, word in enumerate(words):
+        if not isinstance(word, str):
+            raise SentenceError(BAD_WORDS, f"word {position} is {_describe(word)}, not a string")
+        if not word:
+            raise SentenceError(BAD_WORDS, f"word {position} is empty")
+        if has_whitespace(word):
+            raise SentenceError(BAD_WORDS, f"word {position} ({word[:40]!r}) contains "
+                                "whitespace")
+    _check_count(len(words), limits)
+    return list(words)
+
+
+def text_to_words(text: str, limits: SentenceLimits = SentenceLimits(),
+                  tokenize: bool = False) -> list[str]:
+    """One sentence given as text (a line, a request's string) → its words, checked.
+
+    Args:
+      tokenize: the text is raw: split it into PTB tokens (`ptb_tokenize`) instead of on
+        whitespace.
+
+    Raises:
+      SentenceError: EMPTY for no words, TOO_MANY_WORDS over limits.max_words.
+    """
+    words = ptb_tokenize(text) if tokenize else split_words(text)
+    if not words:
+        raise SentenceError(EMPTY, "no words (give one sentence per line)")
+    _check_count(len(words), limits)
+    return words
+
+
+def bytes_to_words(data: bytes, limits: SentenceLimits = SentenceLimits(),
+                   tokenize: bool = False) -> list[str]:
+    """`text_to_words` on UTF-8 bytes (a server's decoded request string).
+
+    Raises:
+      SentenceError: NOT_UTF8, or as `text_to_words`.
+    """
+    return text_to_words(decode_utf8(data), limits, tokenize)
+
+
+def decode_utf8(data: bytes) -> str:
+    """UTF-8 bytes → text; SentenceError(NOT_UTF8) naming the first bad byte."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise SentenceError(NOT_UTF8, f"not UTF-8 (byte 0x{data[e.start]:02X} at byte "
+                            f"{e.start + 1})") from None
+
+
+def check_pieces(num_pieces: int, limits: SentenceLimits) -> None:
+    """Raises SentenceError(TOO_MANY_PIECES) for a sentence over the export's pieces."""
+    if limits.max_pieces and num_pieces > limits.max_pieces:
+        raise SentenceError(TOO_MANY_PIECES, too_many_pieces_detail(num_pieces, limits.max_pieces))
+
+
+def too_many_pieces_detail(num_pieces: int, max_pieces: int) -> str:
+    return (f"{num_pieces} subword pieces, more than the model takes in one call "
+            f"({max_pieces}, its max_pieces_per_call)")
+
+
+def _check_count(count: int, limits: SentenceLimits) -> None:
+    if limits.max_words and count > limits.max_words:
+        raise SentenceError(TOO_MANY_WORDS, f"{count} words, more than max_words="
+                            f"{limits.max_words}")
+    # Every word is at least one piece: a sentence of more words than pieces allowed is
+    # refused without tokenizing it.
+    if limits.max_pieces and count > limits.max_pieces:
+        raise SentenceError(TOO_MANY_PIECES, f"{count} words, so at least {count} subword "
+                            f"pieces; the model takes {limits.max_pieces} in one call "
+                            "(its max_pieces_per_call)")
+
+
+def _describe(value: Any) -> str:
+    text = repr(value)
+    return f"{type(value).__name__} {text if len(text) <= 40 else text[:37] + '...'}"
+
+
+_QUOTE_ESCAPES = {"\u201c": "``", "\u201d": "''", "\u2018": "`", "\u2019": "'"}
+_tokenizer = None
+
+
+def ptb_tokenize(text: str) -> list[str]:
+    """Splits raw text into PTB-style tokens (NLTK's improved Treebank tokenizer).
+
+    Brackets become -LRB-/-RRB-/-LSB-/..., straight and curly double quotes `` and '',
+    and the sentence-final period is split off; needs no NLTK data downloads.
+    """
+    global _tokenizer  # pylint: disable=global-statement
+    if _tokenizer is None:
+        from nltk.tokenize import NLTKWordTokenizer  # pylint: disable=import-outside-toplevel
+
+        _tokenizer = NLTKWordTokenizer()
+    tokens = _tokenizer.tokenize(text, convert_parentheses=True)
+    return [word for token in tokens
+            for word in split_words(_QUOTE_ESCAPES.get(token, token))]
+
+
+# --------------------------------------------------------------------------------------
+# Reading lines
+
+_BOM = b"\xef\xbb\xbf"
+
+
+@dataclasses.dataclass
+class Line:
+    """One input line: its words, or the SentenceError that refuses it."""
+    number: int  # 1-based
+    words: list[str] | None
+    error: SentenceError | None = None
+
+
+class ReadError(OSError):
+    """The input could not be read (an I/O failure, not bad content)."""
+
+
+# What a decompressor raises on data that is cut short or corrupt (an OSError without an
+# errno, such as bz2's "Invalid data stream" or gzip.BadGzipFile, counts too).
+_DAMAGE_ERRORS: tuple[type[BaseException], ...] = (EOFError, zlib.error, lzma.LZMAError,
+                                                     gzip.BadGzipFile)
+try:  # Beam and Python 3.14 read .zst with zstandard
+    import zstandard as _zstandard  # type: ignore
+
+    _DAMAGE_ERRORS += (_zstandard.ZstdError,)
+except ImportError:  # pragma: no cover
+    pass
+
+
+def _is_damage(error: BaseException) -> bool:
+    return isinstance(error, _DAMAGE_ERRORS) or (
+        isinstance(error, OSError) and error.errno is None)
+
+
+def read_lines(input_file: IO, limits: SentenceLimits = SentenceLimits(),
+               tokenize: bool = False) -> Iterator[Line]:
+    """Yields the input's lines one at a time, each with its words or its SentenceError.
+
+    input_file is a binary stream (UTF-8 bytes; decoded line by line, so that a bad byte
+    names its line) or a text stream (already decoded). A line longer than
+    limits.max_line_bytes is consumed in pieces and never held whole. If the stream turns
+    out damaged (a truncated or corrupt compressed file), the lines read before the damage
+    come first, then one Line with a DAMAGED error, numbered as the line where the damage
+    starts; nothing is read after it.
+
+    Raises:
+      ReadError: the stream failed to read (not damaged content).
+    """
+    max_line_bytes = limits.max_line_bytes
+    binary = not isinstance(input_file, io.TextIOBase)
+    newline, carriage_return = (b"\n", b"\r") if binary else ("\n", "\r")
+    number = 0
+
+    def readline(size: int):
+        try:
+            return input_file.readline(size)
+        except Exception as e:  # noqa: BLE001 - sorted into damage and I/O failures
+            if _is_damage(e):
+                raise _Damaged(e) from None
+            if isinstance(e, OSError):
+                raise ReadError(f"cannot read the input ({e.strerror or e})") from None
+            raise
+
+    try:
+        while True:
+            raw = readline(max_line_bytes + 2)  # room for \r\n
+            if not raw:
+                return
+            number += 1
+            if number == 1:
+                raw = raw[len(_BOM):] if binary and raw.startswith(_BOM) else raw
+                raw = raw[1:] if not binary and raw.startswith("\ufeff") else raw
+            ended = raw.endswith(newline)
+            if not ended and len(raw) == max_line_bytes + 2:
+                while raw and not raw.endswith(newline):  # skip the rest of the long line
+                    raw = readline(65536)
+                yield Line(number, None, SentenceError(
+                    TOO_LONG, f"longer than max_line_bytes={max_line_bytes}"))
+                continue
+            raw = raw[:-1] if ended else raw
+            raw = raw[:-1] if raw.endswith(carriage_return) else raw
+            size = len(raw) if binary else len(raw.encode("utf-8", "surrogatepass"))
+            if size > max_line_bytes:
+                yield Line(number, None, SentenceError(
+                    TOO_LONG, f"{size} bytes, more than max_line_bytes={max_line_bytes}"))
+                continue
+            try:
+                text = decode_utf8(raw) if binary else raw
+                yield Line(number, text_to_words(text, limits, tokenize))
+            except SentenceError as e:
+                yield Line(number, None, e)
+    except _Damaged as damaged:
+        cause = damaged.cause
+        yield Line(number + 1, None, SentenceError(
+            DAMAGED, f"the file is damaged from here on ({type(cause).__name__}: "
+            f"{str(cause) or 'cut short'}); {number} lines were read before it"))
+
+
+class _Damaged(Exception):
+    def __init__(self, cause: BaseException):
+        super().__init__(str(cause))
+        self.cause = cause
+
+
+# Compressions that Python decompresses as a stream whose reads return at most what was
+# asked for, so that a line over max_line_bytes is skipped in bounded pieces.
+DECOMPRESSORS: dict[str, Callable[[BinaryIO], BinaryIO]] = {
+    ".gz": lambda raw: gzip.GzipFile(fileobj=raw, mode="rb"),
+    ".bz2": lambda raw: bz2.BZ2File(raw, mode="rb"),
+    ".xz": lambda raw: lzma.LZMAFile(raw, mode="rb"),
+    ".lzma": lambda raw: lzma.LZMAFile(raw, mode="rb"),
+}
+
+
+def decompressed(raw: BinaryIO, path: str) -> BinaryIO:
+    """The decompressed stream of a file by its extension (.gz, .bz2, .xz); else raw."""
+    for suffix, decompressor in DECOMPRESSORS.items():
+        if path.lower().endswith(suffix):
+            return decompressor(raw)
+    return raw
