@@ -12,7 +12,8 @@ import tensorflow as tf
 import tokenizers  # the oracle, from the [dev] extra
 
 from tetra_tf import encoders, tokenization
-from tetra_tf.tokenization import SubwordTokenizer, pack_windows, unescape_ptb_token
+from tetra_tf.sentences import unescape_token as unescape_ptb_token
+from tetra_tf.tokenization import SubwordTokenizer, pack_windows
 
 SENTENCES = [
     "Pierre Vinken , 61 years old , will join the board as a nonexecutive director Nov. 29 .",

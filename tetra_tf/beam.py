@@ -7,7 +7,7 @@
 
 Every input line ends in exactly one of the two outputs: a parsed record
 ``{"file", "line", "tree", "score"}`` or a dead letter ``{"file", "line", "reason", "error"}``
-(reasons: `REJECT_REASONS`). With `ordered`, each input file also gets
+(reasons: `sentences.REASONS`). With `ordered`, each input file also gets
 ``OUTPUT-ordered/<its path below the inputs' common folder>.trees``: one tree per input line,
 in input order, an empty line where the input line was rejected (EVALB-ready when none was).
 
@@ -15,14 +15,16 @@ Lines: each file is read whole by one DoFn that streams its lines (``fileio.Matc
 ``ReadMatches``; ``.gz`` and the other compressions Beam knows are opened by extension), so
 line numbers are exact; ReadFromText would split large files across workers and lose them.
 A Reshuffle after reading spreads the lines of one large file over all workers. Lines are
-read and checked by `tetra_tf.parse.read_lines`, as ``python -m tetra_tf.parse`` reads them:
+read and checked by `tetra_tf.sentences.read_lines`, as every way in reads them:
 UTF-8; line ends "\\n" (a "\\r" before it is dropped); a UTF-8 BOM opening a file is
 dropped; a line over `max_line_bytes` is skipped over without being held (also inside .gz,
 .bz2 and .xz files, which Python's streaming decompressors read; deflate and zstd files go
 through Beam's reader, which inflates 16 MiB of compressed input at a time); the dead
-letters of bad lines carry that CLI's reasons. Failing model calls are retried by
-`Parser.parse_each`; a sentence the model still rejects alone is a `model_error` dead letter
-with the model's error.
+letters carry the sentence contract's reason codes (tetra_tf/sentences.py: the same as the
+parse CLI's, Spark's and the servers'). A truncated or corrupt compressed file keeps its
+readable lines and gets one `damaged` dead letter where the damage starts; the job goes on.
+A sentence the model refuses alone (`Parser.parse_each`) is a dead letter with its reason;
+a failure of the model itself fails the job (it is not a bad line).
 
 Runs on any Beam runner; locally use FnApiRunner (the default of `tetra_tf.beam_parse`): in
 Beam 2.77 the DirectRunner first tries the Prism runner, which downloads a binary.
@@ -30,13 +32,9 @@ Beam 2.77 the DirectRunner first tries the Prism runner, which downloads a binar
 
 from __future__ import annotations
 
-import bz2
 import contextlib
-import gzip
 import io
 import json
-import logging
-import lzma
 import os
 import posixpath
 from typing import (TYPE_CHECKING, Any, BinaryIO, Iterable, Iterator, NamedTuple, Optional,
@@ -50,27 +48,17 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 from apache_beam.ml.inference.base import ModelHandler, PredictionResult, RunInference
 
-from tetra_tf import parse
+from tetra_tf import export_layout, sentences
 
 if TYPE_CHECKING:  # tetra_tf.parser loads TensorFlow: only the workers that parse import it
     from tetra_tf.parser import Parser
 
 METRICS_NAMESPACE = "tetra_tf"
-# Dead-letter reasons, in the order they are checked.
-TOO_LONG, NOT_UTF8, EMPTY, TOO_MANY_WORDS, MODEL_ERROR = (
-    "too_long", "not_utf8", "empty", "too_many_words", "model_error")
-REJECT_REASONS = (TOO_LONG, NOT_UTF8, EMPTY, TOO_MANY_WORDS, MODEL_ERROR)
-# The dead-letter reason of each kind of bad line that `parse.read_lines` finds.
-_REASON_OF_BAD_LINE = {parse.TOO_LONG: TOO_LONG, parse.NOT_UTF8: NOT_UTF8, parse.EMPTY: EMPTY,
-                       parse.TOO_MANY_WORDS: TOO_MANY_WORDS}
 DEFAULT_BATCH_SIZE = 64
-DEFAULT_MAX_BATCH_WORDS = 4096
-DEFAULT_MAX_WORDS = 400
 RECORDS_SUFFIX = ".jsonl"
 ERRORS_INFIX = "-errors"
 ORDERED_INFIX = "-ordered"
 ORDERED_SUFFIX = ".trees"
-_MAX_ERROR_CHARS = 300
 
 
 class Sentence(NamedTuple):
@@ -87,10 +75,9 @@ class ParseOptions(NamedTuple):
     inputs: Sequence[str]  # files or glob patterns
     output: str  # prefix of every output file
     tokenize: bool = False
-    max_words: int = DEFAULT_MAX_WORDS  # longer lines are dead letters; 0: no limit
-    max_line_bytes: int = parse.DEFAULT_MAX_LINE_BYTES  # longer lines are dead letters
+    max_words: int = 0  # longer lines are dead letters; 0: none beyond the export's
+    max_line_bytes: int = sentences.DEFAULT_MAX_LINE_BYTES  # longer lines are dead letters
     batch_size: int = DEFAULT_BATCH_SIZE  # sentences per model call
-    max_batch_words: int = DEFAULT_MAX_BATCH_WORDS  # words per model call
     ordered: bool = False
 
 
@@ -98,31 +85,37 @@ def _counter(name: str):
     return Metrics.counter(METRICS_NAMESPACE, name)
 
 
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {text[0] if text else ''}"[:_MAX_ERROR_CHARS]
-
-
 class ParseModelHandler(ModelHandler[Sentence, PredictionResult, "Parser"]):
     """RunInference's handler for the tetra-tf SavedModel.
 
     Loads a `tetra_tf.parser.Parser` once per worker process (RunInference shares it between
-    the process's threads) and parses each batch with its `parse_each`: a batch that makes
-    the model fail is retried one sentence at a time; a sentence that still fails gets an
-    inference of ``{"error": message}`` instead of ``{"tree", "score"}``, so that one bad
-    sentence never fails the pipeline.
+    the process's threads) and parses each batch with its `parse_each`, which owns the
+    failure policy: a sentence it refuses gets an inference of ``{"error": SentenceError}``
+    instead of ``{"tree", "score"}``; a failure of the model itself raises, and fails the
+    job.
 
-    Batches are bounded by sentences and by words (`batch_elements_kwargs`). Beam 2.77's
-    BatchElements rejects ``max_batch_weight``, so the pipeline batches with
-    ``SortAndBatchElements(**handler.batch_elements_kwargs())`` and gives RunInference
-    ``handler.with_no_batching()``.
+    Batches hold at most batch_size sentences and the words the export takes in one call
+    (`batch_elements_kwargs`). Beam 2.77's BatchElements rejects ``max_batch_weight``, so
+    the pipeline batches with ``SortAndBatchElements(**handler.batch_elements_kwargs())``
+    and gives RunInference ``handler.with_no_batching()``.
     """
 
     def __init__(self, model_dir: str, batch_size: int = DEFAULT_BATCH_SIZE,
-                 max_batch_words: int = DEFAULT_MAX_BATCH_WORDS):
+                 max_words: int = 0, max_batch_words: int | None = None):
+        """Args:
+          max_words: the pipeline's own words-per-sentence limit (0: the export's only).
+          max_batch_words: most words per batch; by default what the export takes in one
+            call (its max_pieces_per_call // max_pieces_per_word).
+        """
+        if max_batch_words is None:
+            limits = sentences.SentenceLimits.from_export(export_layout.read_limits(model_dir))
+            max_batch_words = (limits.max_pieces // limits.max_pieces_per_word
+                               if limits.max_pieces and limits.max_pieces_per_word
+                               else batch_size * 64)
         super().__init__(min_batch_size=1, max_batch_size=batch_size,
                          max_batch_weight=max_batch_words, element_size_fn=sentence_words)
         self._model_dir = model_dir
+        self._max_words = max_words
 
     def load_model(self) -> Parser:
         from tetra_tf.parser import Parser  # pylint: disable=import-outside-toplevel
@@ -134,11 +127,11 @@ class ParseModelHandler(ModelHandler[Sentence, PredictionResult, "Parser"]):
                       ) -> Iterable[PredictionResult]:
         if not batch:
             return []
-        results = model.parse_each(
-            [sentence.text.split() for sentence in batch], batch_size=len(batch),
-            on_failed_batch=lambda _: _counter("batches_retried").inc(), errors=(Exception,))
-        return [PredictionResult(sentence, {"error": _first_line(result)}
-                                 if isinstance(result, Exception)
+        results = model.parse_each([sentence.text.split(" ") for sentence in batch],
+                                   batch_size=len(batch),
+                                   limits=model.sentence_limits.lowered(self._max_words))
+        return [PredictionResult(sentence, {"error": result}
+                                 if isinstance(result, sentences.SentenceError)
                                  else {"tree": result.bracketed, "score": result.score})
                 for sentence, result in zip(batch, results)]
 
@@ -156,7 +149,7 @@ def sentence_words(sentence: Sentence) -> int:
 
 class _RawStream(io.RawIOBase):
     """A binary stream with only read(size), such as Beam's CompressedFile, as a raw stream:
-    io.BufferedReader over it has the readline(size) that `parse.read_lines` needs."""
+    io.BufferedReader over it has the readline(size) that `sentences.read_lines` needs."""
 
     def __init__(self, stream):
         super().__init__()
@@ -171,84 +164,80 @@ class _RawStream(io.RawIOBase):
         return len(data)
 
 
-# Compressions read by Python's own streaming decompressors, whose reads return at most
-# what was asked for: a line over max_line_bytes is skipped in bounded pieces even when it
-# compresses well. (Beam's CompressedFile inflates each 16 MiB compressed chunk at once.)
-_STREAMING_DECOMPRESSORS = {
-    CompressionTypes.GZIP: lambda raw: gzip.GzipFile(fileobj=raw, mode="rb"),
-    CompressionTypes.BZIP2: lambda raw: bz2.BZ2File(raw, mode="rb"),
-    CompressionTypes.LZMA: lambda raw: lzma.LZMAFile(raw, mode="rb"),
-}
-
-
 @contextlib.contextmanager
 def _open_binary(readable: fileio.ReadableFile) -> Iterator[BinaryIO]:
-    """A matched file's decompressed bytes (compression by extension), with readline(size)."""
-    compression = CompressionTypes.detect_compression_type(readable.metadata.path)
-    decompress = _STREAMING_DECOMPRESSORS.get(compression)
-    if decompress is None:  # Uncompressed, or one only Beam reads (deflate, zstd).
-        with readable.open(compression_type=compression) as stream:
-            yield io.BufferedReader(_RawStream(stream))
-        return
+    """A matched file's decompressed bytes (compression by extension), with readline(size).
+
+    .gz, .bz2 and .xz go through `sentences.decompressed` (Python's streaming
+    decompressors, whose reads return at most what was asked for: a line over
+    max_line_bytes is skipped in bounded pieces even when it compresses well); deflate and
+    zstd through Beam's CompressedFile, which inflates 16 MiB of compressed input at once.
+    """
+    path = readable.metadata.path
     with readable.open(compression_type=CompressionTypes.UNCOMPRESSED) as raw:
-        with decompress(raw) as stream:
-            yield stream
+        stream = sentences.decompressed(raw, path)
+        if stream is not raw:
+            with stream:
+                yield stream
+            return
+    compression = CompressionTypes.detect_compression_type(path)
+    with readable.open(compression_type=compression) as stream:
+        yield io.BufferedReader(_RawStream(stream))
 
 
 class ReadSentences(beam.DoFn):
     """One matched file → a `Sentence` per line to parse, a dead letter (tagged REJECTED) per
-    other line; the lines are read and checked by `parse.read_lines`."""
+    other line; the lines are read and checked by `sentences.read_lines`."""
     REJECTED = "rejected"
 
-    def __init__(self, tokenize: bool, max_words: int, max_line_bytes: int):
+    def __init__(self, tokenize: bool, limits: sentences.SentenceLimits):
         self._tokenize = tokenize
-        self._max_words = max_words
-        self._max_line_bytes = max_line_bytes
+        self._limits = limits
 
     def setup(self):
         self._files_read = _counter("files_read")
         self._lines_read = _counter("lines_read")
         self._rejected = {reason: _counter(f"rejected_{reason}")
-                          for reason in _REASON_OF_BAD_LINE.values()}
+                          for reason in sentences.REASONS}
 
     def process(self, readable: fileio.ReadableFile):
         path = readable.metadata.path
         self._files_read.inc()
         with _open_binary(readable) as stream:
-            lines = parse.read_lines(stream, self._tokenize, self._max_words,
-                                     self._max_line_bytes)
+            lines = sentences.read_lines(stream, self._limits, self._tokenize)
             for line in lines:
                 self._lines_read.inc()
                 if line.words is None:
-                    reason = _REASON_OF_BAD_LINE[line.kind]
-                    self._rejected[reason].inc()
-                    yield beam.pvalue.TaggedOutput(
-                        self.REJECTED, dead_letter(path, line.number, reason, line.reason))
+                    self._rejected[line.error.reason].inc()
+                    yield beam.pvalue.TaggedOutput(self.REJECTED, dead_letter(
+                        path, line.number, line.error))
                 else:
                     yield Sentence(path, line.number, " ".join(line.words), len(line.words))
 
 
-def dead_letter(path: str, number: int, reason: str, error: str) -> dict:
-    """A dead-letter record."""
-    return {"file": path, "line": number, "reason": reason, "error": error}
+def dead_letter(path: str, number: int, error: sentences.SentenceError) -> dict:
+    """A dead-letter record: where the line is and why it was refused."""
+    return {"file": path, "line": number, "reason": error.reason, "error": str(error)}
 
 
 class SplitResults(beam.DoFn):
-    """RunInference results → parsed records, or model-error dead letters (tagged REJECTED)."""
+    """RunInference results → parsed records, or dead letters of refused sentences (tagged
+    REJECTED)."""
     REJECTED = "rejected"
 
     def setup(self):
         self._parsed = _counter("sentences_parsed")
         self._words = _counter("words_parsed")
-        self._model_errors = _counter(f"rejected_{MODEL_ERROR}")
+        self._rejected = {reason: _counter(f"rejected_{reason}")
+                          for reason in sentences.REASONS}
 
     def process(self, result: PredictionResult):
         sentence: Sentence = result.example
         inference = result.inference
         if "error" in inference:
-            self._model_errors.inc()
+            self._rejected[inference["error"].reason].inc()
             yield beam.pvalue.TaggedOutput(self.REJECTED, dead_letter(
-                sentence.file, sentence.line, MODEL_ERROR, inference["error"]))
+                sentence.file, sentence.line, inference["error"]))
             return
         self._parsed.inc()
         self._words.inc(sentence.num_words)
@@ -324,7 +313,7 @@ def build(pipeline: beam.Pipeline, options: ParseOptions,
         `ParseModelHandler` of options.model_dir.
     """
     handler = handler or ParseModelHandler(options.model_dir, options.batch_size,
-                                           options.max_batch_words)
+                                           options.max_words)
     files = (pipeline
              | "Patterns" >> beam.Create(list(options.inputs))
              | "Match" >> fileio.MatchAll(EmptyMatchTreatment.DISALLOW)
@@ -332,7 +321,8 @@ def build(pipeline: beam.Pipeline, options: ParseOptions,
              | "Open" >> fileio.ReadMatches())
     checked = (files
                | "ReadSentences" >> beam.ParDo(ReadSentences(
-                   options.tokenize, options.max_words, options.max_line_bytes))
+                   options.tokenize, sentences.SentenceLimits().lowered(
+                       options.max_words, options.max_line_bytes)))
                .with_outputs(ReadSentences.REJECTED, main="sentences"))
     results = (checked.sentences
                | "SpreadLines" >> beam.Reshuffle()
@@ -372,13 +362,12 @@ def counters(result) -> dict[str, int]:
 def run(options: ParseOptions, pipeline_options, handler: Optional[ModelHandler] = None
         ) -> dict[str, int]:
     """Runs the pipeline to the end; returns its counters (see `counters`)."""
-    logging.getLogger("apache_beam").setLevel(logging.WARNING)
     pipeline = beam.Pipeline(options=pipeline_options)
     build(pipeline, options, handler)
     result = pipeline.run()
     result.wait_until_finish()
     totals = counters(result)
     for name in ("lines_read", "sentences_parsed", "words_parsed", "batches_retried",
-                 "files_read") + tuple(f"rejected_{r}" for r in REJECT_REASONS):
+                 "files_read") + tuple(f"rejected_{r}" for r in sentences.REASONS):
         totals.setdefault(name, 0)
     return totals

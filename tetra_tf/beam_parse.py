@@ -37,20 +37,16 @@ import sys
 # TensorFlow's C++ notices and Beam's import-time warnings (e.g. no GCP libraries) are
 # noise here; pipeline failures are reported from their exceptions.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-import tetra_tf  # noqa: E402,F401  (selects Keras 2 before TensorFlow loads)
-from tetra_tf.cli import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, UsageError  # noqa: E402
+from tetra_tf import cli, export_layout, sentences  # noqa: E402
+from tetra_tf.cli import UsageError  # noqa: E402
 
 LOCAL_RUNNER = "FnApiRunner"
 
-class _ArgumentParser(argparse.ArgumentParser):
-    def error(self, message):
-        raise UsageError(message)
 
+def _parser() -> argparse.ArgumentParser:
+    from tetra_tf import beam  # pylint: disable=import-outside-toplevel
 
-def _parser():
-    from tetra_tf import beam, parse  # pylint: disable=import-outside-toplevel
-
-    parser = _ArgumentParser(
+    parser = cli.ArgumentParser(
         prog="python -m tetra_tf.beam_parse", description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
     parser.add_argument("--model_dir", required=True,
@@ -60,10 +56,10 @@ def _parser():
     parser.add_argument("--output", required=True, help="Prefix of the output files.")
     parser.add_argument("--tokenize", action="store_true",
                         help="Input is raw text: split it into PTB tokens first.")
-    parser.add_argument("--max_words", type=int, default=beam.DEFAULT_MAX_WORDS,
-                        help="Lines with more words are dead letters (0: no limit). "
-                             "Default %(default)s.")
-    parser.add_argument("--max_line_bytes", type=int, default=parse.DEFAULT_MAX_LINE_BYTES,
+    parser.add_argument("--max_words", type=int, default=0,
+                        help="Lines with more words are dead letters (too_many_words); 0: "
+                             "no limit beyond the export's (a sentence's subword pieces).")
+    parser.add_argument("--max_line_bytes", type=int, default=sentences.DEFAULT_MAX_LINE_BYTES,
                         help="An input line of more bytes than this (without its line end) "
                              "is a dead letter; it is skipped over, never held in memory "
                              "(in .deflate and .zst files, Beam inflates 16 MiB of "
@@ -71,9 +67,6 @@ def _parser():
                              "Default %(default)s.")
     parser.add_argument("--batch_size", type=int, default=beam.DEFAULT_BATCH_SIZE,
                         help="Most sentences per model call. Default %(default)s.")
-    parser.add_argument("--max_batch_words", type=int, default=beam.DEFAULT_MAX_BATCH_WORDS,
-                        help="Most words per model call (a longer sentence goes alone). "
-                             "Default %(default)s.")
     parser.add_argument("--ordered", action="store_true",
                         help="Also write each input file's trees in input order.")
     return parser
@@ -113,12 +106,11 @@ def parse_args(argv: list[str]):
     for name in ("max_words",):
         if getattr(args, name) < 0:
             raise UsageError(f"--{name} must be 0 or more")
-    for name in ("max_line_bytes", "batch_size", "max_batch_words"):
+    for name in ("max_line_bytes", "batch_size"):
         if getattr(args, name) < 1:
             raise UsageError(f"--{name} must be positive")
-    if not FileSystems.exists(FileSystems.join(args.model_dir, "saved_model.pb")):
-        raise UsageError(f"--model_dir: {args.model_dir} holds no SavedModel (saved_model.pb); "
-                         "export one with python -m tetra_tf.export")
+    if not FileSystems.exists(FileSystems.join(args.model_dir, export_layout.SAVED_MODEL_FILE)):
+        raise UsageError(f"--model_dir: {export_layout.no_saved_model_message(args.model_dir)}")
     for pattern in args.input:
         if not FileSystems.match([pattern])[0].metadata_list:
             raise UsageError(f"--input: {pattern} matches no file")
@@ -128,31 +120,27 @@ def parse_args(argv: list[str]):
     options = beam.ParseOptions(
         model_dir=args.model_dir, inputs=args.input, output=args.output,
         tokenize=args.tokenize, max_words=args.max_words, max_line_bytes=args.max_line_bytes,
-        batch_size=args.batch_size, max_batch_words=args.max_batch_words, ordered=args.ordered)
+        batch_size=args.batch_size, ordered=args.ordered)
     return options, pipeline_options
 
 
 def main(argv: list[str]) -> int:
+    """Runs the pipeline as the flags say; `cli.run_argv` reports usage errors (exit 2)."""
+    # Beam logs a failing bundle's traceback (20-30 lines) before raising it: the one-line
+    # error below says what failed.
     logging.getLogger().setLevel(logging.ERROR)
+    logging.getLogger("apache_beam").setLevel(logging.CRITICAL)
     try:
         from tetra_tf import beam  # pylint: disable=import-outside-toplevel
     except ImportError as e:
-        print(f"error: Apache Beam is not installed ({e}); pip install -e \".[beam]\"",
-              file=sys.stderr)
-        return EXIT_USAGE
-    try:
-        options, pipeline_options = parse_args(argv)
-    except UsageError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return EXIT_USAGE
+        raise UsageError(f"Apache Beam is not installed ({e}); pip install -e \".[beam]\"")
+    options, pipeline_options = parse_args(argv)
     try:
         totals = beam.run(options, pipeline_options)
     except Exception as e:  # pylint: disable=broad-except
-        message = str(e).strip().splitlines()
-        print(f"error: the pipeline failed: {type(e).__name__}: "
-              f"{message[-1][:300] if message else ''}", file=sys.stderr)
-        return EXIT_FAILURE
-    rejected = sum(totals[f"rejected_{reason}"] for reason in beam.REJECT_REASONS)
+        print(f"error: the pipeline failed: {_failure_summary(e)}", file=sys.stderr)
+        return cli.EXIT_FAILURE
+    rejected = sum(totals[f"rejected_{reason}"] for reason in sentences.REASONS)
     for name, value in sorted(totals.items()):
         print(f"{name:>25} {value}")
     print(f"{totals['sentences_parsed']} of {totals['lines_read']} lines parsed → "
@@ -160,8 +148,18 @@ def main(argv: list[str]) -> int:
           f"{options.output}{beam.ERRORS_INFIX}-*{beam.RECORDS_SUFFIX}"
           + (f"; in input order → {options.output}{beam.ORDERED_INFIX}/" if options.ordered
              else ""))
-    return EXIT_OK
+    return cli.EXIT_OK
+
+
+def _failure_summary(error: Exception) -> str:
+    """One line for a failed pipeline: the model's own failure when that was the cause
+    (Beam wraps a worker's exception in its own, with the worker's traceback)."""
+    lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
+    for line in reversed(lines):
+        if "ModelError" in line or "the model failed" in line:
+            return line[:300]
+    return f"{type(error).__name__}: {lines[-1][:300] if lines else ''}"
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    cli.run_argv(main)

@@ -10,6 +10,7 @@ convention for what a user sees when something goes wrong:
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import sys
 from typing import Callable, Mapping
@@ -54,9 +55,30 @@ def _first_line(error: BaseException) -> str:
     return lines[0][:300] if lines else ""
 
 
+def guarded(main: Callable[[list[str]], int | None], argv: list[str],
+            user_errors: tuple[type[BaseException], ...] = ()) -> int:
+    """Runs main(argv) under the exit-code convention above; returns the exit code.
+
+    A UsageError, FileNotFoundError or one of `user_errors` prints ``error: MESSAGE``
+    (exit 2); any other exception ``error: TYPE: MESSAGE`` (exit 1); never a traceback.
+    """
+    try:
+        code = main(argv)
+    except (UsageError, FileNotFoundError) + tuple(user_errors) as e:
+        print(f"error: {_first_line(e) or type(e).__name__}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # pylint: disable=broad-except
+        print(f"error: {type(e).__name__}: {_first_line(e)}", file=sys.stderr)
+        return EXIT_FAILURE
+    return EXIT_OK if code is None else code
+
+
 def run(main: Callable[[list[str]], int | None],
         user_errors: tuple[type[BaseException], ...] = (), takes_arguments: bool = False) -> None:
-    """Runs `main` as a program under the exit-code convention above.
+    """Runs `main` as an absl program under the exit-code convention above.
 
     Args:
       main: takes argv (the program, then the positional arguments) and returns an exit
@@ -71,20 +93,23 @@ def run(main: Callable[[list[str]], int | None],
             print(f"error: unexpected arguments {' '.join(argv[1:])} (see --help)",
                   file=sys.stderr)
             return EXIT_USAGE
-        try:
-            code = main(argv)
-        except (UsageError, FileNotFoundError) + tuple(user_errors) as e:
-            print(f"error: {_first_line(e) or type(e).__name__}", file=sys.stderr)
-            return EXIT_USAGE
-        except KeyboardInterrupt:
-            print("error: interrupted", file=sys.stderr)
-            return 130
-        except Exception as e:  # pylint: disable=broad-except
-            print(f"error: {type(e).__name__}: {_first_line(e)}", file=sys.stderr)
-            return EXIT_FAILURE
-        return EXIT_OK if code is None else code
+        return guarded(main, argv, user_errors)
 
     app.run(checked_main, flags_parser=parse_flags)
+
+
+def run_argv(main: Callable[[list[str]], int | None], argv: list[str] | None = None,
+             user_errors: tuple[type[BaseException], ...] = ()) -> None:
+    """Runs `main` on the command line's arguments (for programs that parse their own, such
+    as Beam's argparse options) under the same convention, then exits with its code."""
+    sys.exit(guarded(main, sys.argv[1:] if argv is None else argv, user_errors))
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse for programs run by `run_argv`: a bad argument is a UsageError (exit 2)."""
+
+    def error(self, message):
+        raise UsageError(f"{message} (see --help)")
 
 
 def define_dataclass_flags(config_class: type, helps: Mapping[str, str],

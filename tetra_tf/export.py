@@ -12,9 +12,11 @@ Loading it needs only `tensorflow` and `tensorflow_text` (for the tokenizer's op
 Signatures (no ragged inputs, which TF Serving cannot feed):
 
 * ``serving_default``: ``sentences`` tf.string [B], each sentence its pre-tokenized words
-  separated by whitespace (runs of spaces are one separator; no words → tree "").
+  separated by whitespace: the sentence contract's set (`sentences.WHITESPACE`, what
+  Python's str.split splits on), runs of it one separator; no words → tree "".
 * ``parse_words``: ``words`` tf.string [B, W] and ``num_words`` int32 [B] (the first
-  num_words entries of each row are the words; each must be non-empty).
+  num_words entries of each row are the words; each must be non-empty and hold no
+  whitespace, else InvalidArgumentError "bad_words: ...").
 
 Both return, per sentence (W = the batch's longest sentence; padding: −1 ids, "" strings):
   num_words int32 [B]; words string [B, W] (the input tokens verbatim); leaf_tag_ids,
@@ -58,7 +60,8 @@ from absl import flags, logging
 import numpy as np
 import tensorflow as tf
 
-from tetra_tf import cli, decoding, encoders, model_card
+from tetra_tf import cli, decoding, encoders, export_layout, model_card
+from tetra_tf import sentences as sentences_lib
 from tetra_tf.tree_writer import TreeWriter
 from tetra_tf.inference_encoder import InferenceEncoder
 from tetra_tf.model import ENCODER_INPUTS, TetraTagger
@@ -91,7 +94,7 @@ class ExportError(cli.UsageError):
 # --------------------------------------------------------------------------------------
 # The serving module
 
-LIMITS_FILE = os.path.join("assets.extra", "limits.json")
+LIMITS_FILE = export_layout.LIMITS_FILE
 
 
 def _string_variable(values: list[str], name: str) -> tf.Variable:
@@ -194,7 +197,10 @@ class ParserModule(tf.Module):
         parse = tf.function(parse, input_signature=[ragged_spec], autograph=False)
 
         def parse_sentences(sentences: tf.Tensor) -> dict:
-            return parse(tf.strings.split(sentences))
+            # Split on the sentence contract's whitespace (Python's str.split set), not
+            # only on the ASCII whitespace tf.strings.split knows.
+            return parse(tf.strings.split(tf.strings.regex_replace(
+                sentences, sentences_lib.WHITESPACE_PATTERN, " ")))
 
         def checked_ragged(words: tf.Tensor, num_words: tf.Tensor) -> tf.RaggedTensor:
             checks = [
@@ -207,8 +213,14 @@ class ParserModule(tf.Module):
             ]
             with tf.control_dependencies(checks):
                 ragged = tf.RaggedTensor.from_tensor(words, lengths=num_words)
-            with tf.control_dependencies([tf.debugging.assert_positive(
-                    tf.strings.length(ragged.flat_values), message="empty word")]):
+            word_checks = [
+                tf.debugging.assert_positive(tf.strings.length(ragged.flat_values),
+                                             message="bad_words: empty word"),
+                tf.debugging.Assert(tf.logical_not(tf.reduce_any(tf.strings.regex_full_match(
+                    ragged.flat_values, "(?s).*" + sentences_lib.WHITESPACE_PATTERN + ".*"))),
+                    ["bad_words: a word contains whitespace"]),
+            ]
+            with tf.control_dependencies(word_checks):
                 return tf.identity(ragged)
 
         def parse_words(words: tf.Tensor, num_words: tf.Tensor) -> dict:

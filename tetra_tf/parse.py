@@ -5,13 +5,15 @@ r"""Parses sentences, one per line, with an exported SavedModel; writes one tree
       [--max_words=N] [--max_line_bytes=N] [--scores]
   python -m tetra_tf.parse --model_dir=models/tetra/1 --describe
 
-Input (stdin by default): one sentence per line, pre-tokenized Penn Treebank tokens
-separated by whitespace (-LRB-, ``, 1\/2 ... as in the treebank); with --tokenize, raw
-text, split into PTB tokens by NLTK's Treebank-style word tokenizer (brackets become
--LRB- etc., double quotes `` and ''). Output (stdout by default): one bracketed tree per
-input line, in order, ``(TOP (S ...))`` with the predicted POS tags, ready for EVALB.
-Tokens holding a bracket, such as ``:-)``, are written with -LRB-/-RRB- in its place so that
-every output line stays a readable tree. With --scores each line is the tree's score (the
+Input (stdin by default, or --input=FILE; FILE.gz, .bz2, .xz and .lzma are decompressed):
+one sentence per line, pre-tokenized Penn Treebank tokens separated by whitespace (-LRB-,
+``, 1\/2 ... as in the treebank; whitespace is what Python's str.split splits on, Unicode
+spaces included: see tetra_tf/sentences.py, which every way into the parser shares); with
+--tokenize, raw text, split into PTB tokens by NLTK's Treebank-style word tokenizer
+(brackets become -LRB- etc., double quotes `` and ''). Output (stdout by default): one
+bracketed tree per input line, in order, ``(TOP (S ...))`` with the predicted POS tags,
+ready for EVALB. A bracket inside a leaf, such as in ``:-)``, is written as its PTB escape
+(-LRB-, -RRB-, -LSB-, -RSB-, -LCB-, -RCB-) so that every output line stays a readable tree. With --scores each line is the tree's score (the
 log-probability of its tags, ≤ 0), a tab, then the tree. --describe prints the export's
 model card (encoder, training data, dev/test F1) instead of parsing.
 
@@ -26,18 +28,22 @@ Encodings and line ends: input is UTF-8 bytes; only \n ends a line (line N is th
 any other \r is whitespace; a UTF-8 byte order mark at the very start of the input is
 dropped. Output is UTF-8 with \n line ends, whatever the locale.
 
-Bad lines: an empty or whitespace-only line, a line that is not valid UTF-8, a line longer
-than --max_line_bytes, a sentence of more than --max_words words (after --tokenize) and a
-sentence the model rejects. --on_error=fail (the default; EVALB-safe) stops at the first
+Bad lines, each with a reason code (the same codes in every way in: tetra_tf/sentences.py):
+an empty or whitespace-only line (empty), a line that is not valid UTF-8 (not_utf8), a
+line longer than --max_line_bytes (too_long), a sentence of more than --max_words words
+after --tokenize (too_many_words), a sentence of more subword pieces than the model takes
+in one call (too_many_pieces), and where a compressed input turns out cut short or corrupt
+(damaged: the lines before it are parsed, nothing after it is read). --on_error=fail (the default; EVALB-safe) stops at the first
 one with exit code 2, naming its line and saying how many trees were written before it
 (stdout) or that FILE was left unchanged (--output). --on_error=skip writes an empty
 line in its place, so that output line N still belongs to input line N, reports each
-bad line as "line N: REASON" to --errors=FILE (default: stderr), prints a count, and
-exits 0.
+bad line as "line N: REASON: DETAIL" to --errors=FILE (default: stderr), prints a count,
+and exits 0. A failure of the model itself is no bad line: the run stops with exit code 1.
 
 Exit codes:
   0  parsed every line (with --on_error=skip: every line that was not bad)
-  1  internal failure, or the output could not be written (e.g. a full disk)
+  1  internal failure (the model itself failed), or the output could not be written
+     (e.g. a full disk)
   2  usage or input error: bad flags, a missing or unreadable model directory or input
      file, an unwritable output file, or (with --on_error=fail) a bad input line (the
      message names it)
@@ -55,27 +61,15 @@ import sys
 import tempfile
 from typing import IO, Callable, Iterator, Sequence, TextIO
 
-import tetra_tf  # noqa: F401  (selects Keras 2 before TensorFlow loads)
-
 from absl import flags
-
-from tetra_tf import cli
 from tqdm import tqdm
+
+from tetra_tf import cli, export_layout, sentences
 
 # A chunk is read, parsed and written before the next is read: this bounds memory.
 CHUNK_LINES = 4096
 CHUNK_BYTES = 8 * 1024 * 1024
-# A line longer than this is a bad line (it is skipped over without being held).
-DEFAULT_MAX_LINE_BYTES = 1024 * 1024
 ON_ERROR_CHOICES = ("fail", "skip")
-_BOM = b"\xef\xbb\xbf"
-_BRACKET_ESCAPES = (("(", "-LRB-"), (")", "-RRB-"))
-_QUOTE_ESCAPES = {"\u201c": "``", "\u201d": "''", "\u2018": "`", "\u2019": "'"}
-_MAX_REASON_CHARS = 300
-
-# Kinds of bad lines, as counted in the summary.
-EMPTY, NOT_UTF8, TOO_LONG, TOO_MANY_WORDS, REJECTED = (
-    "empty", "not UTF-8", "too long", "too many words", "rejected by the model")
 
 
 class InputError(cli.UsageError):
@@ -85,17 +79,9 @@ class InputError(cli.UsageError):
 class BadLineError(InputError):
     """With --on_error=fail: the first bad input line, after `trees_written` trees."""
 
-    def __init__(self, number: int, reason: str, trees_written: int):
-        super().__init__(f"line {number}: {reason}")
-        self.number, self.reason, self.trees_written = number, reason, trees_written
-
-
-class InvalidLine(ValueError):
-    """Why one input line cannot be parsed: `kind` (EMPTY, ...) and a one-line reason."""
-
-    def __init__(self, kind: str, reason: str):
-        super().__init__(reason)
-        self.kind = kind
+    def __init__(self, number: int, error: sentences.SentenceError, trees_written: int):
+        super().__init__(f"line {number}: {error}")
+        self.number, self.error, self.trees_written = number, error, trees_written
 
 
 class OutputError(Exception):
@@ -103,23 +89,8 @@ class OutputError(Exception):
 
 
 @dataclasses.dataclass
-class Line:
-    """One input line: its words, or (for a bad line) why it cannot be parsed."""
-    number: int
-    words: list[str] | None
-    kind: str = ""  # one of the bad-line kinds (EMPTY, ...) for a bad line
-    reason: str = ""
-
-
-@dataclasses.dataclass
-class Rejection:
-    """The model's (or Parser's) refusal of one sentence."""
-    reason: str
-
-
-@dataclasses.dataclass
 class Summary:
-    """What a run did: lines read, trees written, bad lines by kind."""
+    """What a run did: lines read, trees written, bad lines by reason."""
     lines: int = 0
     trees: int = 0
     bad: collections.Counter = dataclasses.field(default_factory=collections.Counter)
@@ -132,113 +103,10 @@ class Summary:
         return text
 
 
-def escape_brackets(word: str) -> str:
-    """Replaces '(' and ')' in a token with -LRB- and -RRB- (a bare '(' → -LRB-)."""
-    for bracket, escape in _BRACKET_ESCAPES:
-        word = word.replace(bracket, escape)
-    return word
-
-
-_tokenizer = None
-
-
-def ptb_tokenize(text: str) -> list[str]:
-    """Splits raw text into PTB-style tokens (NLTK's improved Treebank tokenizer).
-
-    Brackets become -LRB-/-RRB-/-LSB-/..., straight and curly double quotes `` and '',
-    and the sentence-final period is split off; needs no NLTK data downloads.
-    """
-    global _tokenizer  # pylint: disable=global-statement
-    if _tokenizer is None:
-        from nltk.tokenize import NLTKWordTokenizer  # pylint: disable=import-outside-toplevel
-
-        _tokenizer = NLTKWordTokenizer()
-    tokens = _tokenizer.tokenize(text, convert_parentheses=True)
-    return [_QUOTE_ESCAPES.get(token, token) for token in tokens]
-
-
-def line_to_words(text: str, tokenize: bool = False, max_words: int = 0) -> list[str]:
-    """Turns one decoded input line into the words to parse.
-
-    Raises:
-      InvalidLine: for an empty line or more than max_words words (0: no limit); the
-        message is the reason, without the line number.
-    """
-    words = ptb_tokenize(text) if tokenize else text.split()
-    if not words:
-        raise InvalidLine(EMPTY, "empty (give one sentence per line)")
-    if 0 < max_words < len(words):
-        raise InvalidLine(TOO_MANY_WORDS, f"{len(words)} words, more than "
-                          f"--max_words={max_words}")
-    if "(" in text or ")" in text:
-        words = [escape_brackets(word) for word in words]
-    return words
-
-
-def read_lines(input_file: IO, tokenize: bool = False, max_words: int = 0,
-               max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> Iterator[Line]:
-    """Yields the input's lines one at a time, each with its words or why it is bad.
-
-    input_file is a binary stream (UTF-8 bytes; decoded line by line, so that a bad byte
-    names its line) or a text stream (already decoded). A line longer than
-    max_line_bytes is consumed in pieces and never held whole.
-    """
-    binary = not isinstance(input_file, io.TextIOBase)
-    readline = _reader(input_file)
-    number = 0
-    while True:
-        raw = readline(max_line_bytes + 2)  # room for \r\n
-        if not raw:
-            return
-        number += 1
-        if number == 1:
-            raw = raw[len(_BOM):] if binary and raw.startswith(_BOM) else raw
-            raw = raw[1:] if not binary and raw.startswith("\ufeff") else raw
-        newline = b"\n" if binary else "\n"
-        ended = raw.endswith(newline)
-        if not ended and len(raw) == max_line_bytes + 2:
-            while raw and not raw.endswith(newline):  # skip the rest of the long line
-                raw = readline(65536)
-            yield Line(number, None, TOO_LONG, f"longer than --max_line_bytes={max_line_bytes}")
-            continue
-        raw = raw[:-1] if ended else raw
-        raw = raw[:-1] if raw.endswith(b"\r" if binary else "\r") else raw
-        size = len(raw) if binary else len(raw.encode("utf-8", "surrogatepass"))
-        if size > max_line_bytes:
-            yield Line(number, None, TOO_LONG, f"{size} bytes, more than "
-                       f"--max_line_bytes={max_line_bytes}")
-            continue
-        if binary:
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                yield Line(number, None, NOT_UTF8, f"not UTF-8 (byte 0x{raw[e.start]:02X} at "
-                           f"byte {e.start + 1} of the line)")
-                continue
-        else:
-            text = raw
-        try:
-            yield Line(number, line_to_words(text, tokenize, max_words))
-        except InvalidLine as e:
-            yield Line(number, None, e.kind, str(e))
-
-
-def _reader(input_file: IO) -> Callable[[int], bytes | str]:
-    """input_file's readline, with read failures (not bad content) as InputErrors."""
-
-    def readline(size: int) -> bytes | str:
-        try:
-            return input_file.readline(size)
-        except OSError as e:
-            raise InputError(f"cannot read the input ({e.strerror or e})") from None
-
-    return readline
-
-
-def chunks(lines: Iterator[Line], max_lines: int = CHUNK_LINES,
-           max_bytes: int = CHUNK_BYTES) -> Iterator[list[Line]]:
+def chunks(lines: Iterator[sentences.Line], max_lines: int = CHUNK_LINES,
+           max_bytes: int = CHUNK_BYTES) -> Iterator[list[sentences.Line]]:
     """Groups lines into chunks of at most max_lines lines and about max_bytes of words."""
-    chunk: list[Line] = []
+    chunk: list[sentences.Line] = []
     size = 0
     for line in lines:
         chunk.append(line)
@@ -255,29 +123,11 @@ def _length(words: Sequence[str]) -> int:
     return sum(map(len, words)) + len(words)
 
 
-def _reason(error: Exception) -> str:
-    message = getattr(error, "message", None) or str(error) or type(error).__name__
-    return "the model rejected it: " + message.strip().splitlines()[0][:_MAX_REASON_CHARS]
-
-
-def parse_sentences(parser, sentences: Sequence[Sequence[str]], batch_size: int,
-                    progress: Callable[[int], None] | None = None,
-                    scores: bool = False) -> list[str | Rejection]:
-    """Parses sentences, shortest together, into output lines (in input order).
-
-    Uses `Parser.parse_each`: only the sentences that the model rejects alone become
-    Rejections. With scores, each line is `format_scored`'s (score, tab, tree).
-    """
-    return [Rejection(_reason(result)) if isinstance(result, Exception)
-            else format_scored(result) if scores else result.bracketed
-            for result in parser.parse_each(sentences, batch_size, progress)]
-
-
 def format_scored(result) -> str:
     """One --scores output line (without newline): score, a tab, the one-line tree.
 
     Args:
-      result: a `ScoredTree` or `ParseResult` (its score and bracketed tree).
+      result: a `ParseResult` (its score and bracketed tree).
     """
     return f"{result.score:.4f}\t{result.bracketed}"
 
@@ -289,10 +139,9 @@ def describe(model_dir: str) -> str:
       InputError: if model_dir holds no SavedModel.
     """
     from tetra_tf import model_card  # pylint: disable=import-outside-toplevel
-    from tetra_tf.parser import has_saved_model  # pylint: disable=import-outside-toplevel
 
-    if not has_saved_model(model_dir):
-        raise InputError(f"--model_dir: {model_dir} holds no SavedModel (saved_model.pb)")
+    if not export_layout.has_saved_model(model_dir):
+        raise InputError(f"--model_dir: {export_layout.no_saved_model_message(model_dir)}")
     card = model_card.read(model_dir)
     if card is None:
         return (f"{model_dir}: no model card (exported before tetra-tf wrote them, or by "
@@ -321,19 +170,22 @@ class _Writer:
 def run(model_dir: str, input_file: IO, output_file: IO, tokenize: bool = False,
         batch_size: int = 64, progress: bool = False, parser=None, on_error: str = "fail",
         errors_file: TextIO | None = None, max_words: int = 0,
-        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, chunk_lines: int = CHUNK_LINES,
-        output_name: str = "the output", errors_name: str = "--errors",
-        scores: bool = False) -> Summary:
+        max_line_bytes: int = sentences.DEFAULT_MAX_LINE_BYTES,
+        chunk_lines: int = CHUNK_LINES, output_name: str = "the output",
+        errors_name: str = "--errors", scores: bool = False) -> Summary:
     """Parses every line of input_file into output_file, chunk by chunk; returns a Summary.
 
     Args:
-      input_file: a binary (UTF-8 bytes) or text stream, read line by line.
+      input_file: a binary (UTF-8 bytes) or text stream, read line by line
+        (`sentences.read_lines`).
       output_file: a binary or text stream; gets one line per input line (with
         on_error="skip", an empty one for each bad line).
       parser: an already loaded `Parser` of model_dir (or an object with its
-        `parse_each`), to reuse; otherwise loaded when the first line needs it.
+        `parse_each` and `sentence_limits`), to reuse; otherwise loaded when the first
+        line needs it.
       on_error: "fail" stops at the first bad line; "skip" writes an empty line for it
-        and reports "line N: REASON" to errors_file (default: stderr).
+        and reports "line N: REASON: DETAIL" to errors_file (default: stderr).
+      max_words, max_line_bytes: this run's own limits (they only lower the export's).
       scores: write `format_scored` lines (score, tab, tree) instead of trees.
 
     Raises:
@@ -341,22 +193,21 @@ def run(model_dir: str, input_file: IO, output_file: IO, tokenize: bool = False,
         trees of the lines before it).
       InputError: for a model directory that cannot be loaded.
       OutputError: if output_file or errors_file cannot be written.
+      parser.ModelError: if the model itself fails.
     """
     if on_error not in ON_ERROR_CHOICES:
         raise InputError(f"--on_error must be one of {', '.join(ON_ERROR_CHOICES)}, got "
                          f"{on_error!r}")
-    # A local path is checked before TensorFlow loads (seconds); others (gs://...), by the
-    # Parser when it loads.
-    if parser is None and "://" not in model_dir and not os.path.isfile(
-            os.path.join(model_dir, "saved_model.pb")):
-        raise InputError(f"--model_dir: {model_dir} holds no SavedModel (saved_model.pb); "
-                         "export one with python -m tetra_tf.export")
+    # Checked before TensorFlow loads (seconds) for a local path.
+    if parser is None and not export_layout.has_saved_model(model_dir):
+        raise InputError(f"--model_dir: {export_layout.no_saved_model_message(model_dir)}")
+    own_limits = sentences.SentenceLimits().lowered(max_words, max_line_bytes)
     output = _Writer(output_file, output_name)
     errors = _Writer(errors_file or sys.stderr, errors_name)
     summary = Summary()
     bar = tqdm(unit="sent", disable=not progress, file=sys.stderr)
-    lines = read_lines(input_file, tokenize, max_words, max_line_bytes)
     try:
+        lines = sentences.read_lines(input_file, own_limits, tokenize)
         for chunk in chunks(lines, chunk_lines):
             summary.lines += len(chunk)
             if on_error == "fail":
@@ -365,26 +216,27 @@ def run(model_dir: str, input_file: IO, output_file: IO, tokenize: bool = False,
             good = [line for line in chunk if line.words is not None]
             if good and parser is None:
                 parser = load_parser(model_dir)
-            results = iter(parse_sentences(parser, [line.words for line in good], batch_size,
-                                           bar.update, scores) if good else [])
+            limits = parser.sentence_limits.lowered(max_words) if good else own_limits
+            results = iter(parser.parse_each([line.words for line in good], batch_size,
+                                             limits, bar.update) if good else [])
             out_lines, error_lines = [], []
             for line in chunk:
-                result = next(results) if line.words is not None else None
-                if isinstance(result, Rejection):
-                    line.kind, line.reason = REJECTED, result.reason
-                if line.kind:
+                result = next(results) if line.words is not None else line.error
+                if isinstance(result, sentences.SentenceError):
                     if on_error == "fail":
                         output.write(out_lines)
-                        raise BadLineError(line.number, line.reason,
+                        raise BadLineError(line.number, result,
                                            summary.trees + len(out_lines))
-                    summary.bad[line.kind] += 1
-                    error_lines.append(f"line {line.number}: {line.reason}")
+                    summary.bad[result.reason] += 1
+                    error_lines.append(f"line {line.number}: {result}")
                     out_lines.append("")
                 else:
-                    out_lines.append(result)
+                    out_lines.append(format_scored(result) if scores else result.bracketed)
             output.write(out_lines)
             summary.trees += len(out_lines) - len(error_lines)
             errors.write(error_lines)
+    except sentences.ReadError as e:
+        raise InputError(str(e)) from None
     finally:
         bar.close()
     return summary
@@ -499,14 +351,14 @@ def define_flags() -> None:
                       "What a bad line does: 'fail' stops with exit code 2 naming it; 'skip' "
                       "writes an empty output line in its place, reports it to --errors and "
                       "goes on (exit code 0).")
-    flags.DEFINE_string("errors", None, "With --on_error=skip: write one 'line N: REASON' line "
+    flags.DEFINE_string("errors", None, "With --on_error=skip: write one 'line N: REASON: DETAIL' line "
                         "per bad input line here (default: stderr).")
     flags.DEFINE_integer("max_words", 0, "A sentence with more words than this (after "
-                         "--tokenize) is a bad line; 0: no limit (the REST server's default "
-                         "limit is 1000).")
-    flags.DEFINE_integer("max_line_bytes", DEFAULT_MAX_LINE_BYTES, "An input line of more "
-                         "bytes than this (without its line end) is a bad line; it is skipped "
-                         "over, never held in memory.")
+                         "--tokenize) is a bad line (too_many_words); 0: no limit beyond the "
+                         "export's (a sentence's subword pieces, its max_pieces_per_call).")
+    flags.DEFINE_integer("max_line_bytes", sentences.DEFAULT_MAX_LINE_BYTES, "An input line "
+                         "of more bytes than this (without its line end) is a bad line "
+                         "(too_long); it is skipped over, never held in memory.")
 
 
 def _open_errors(path: str | None) -> TextIO | None:
@@ -541,7 +393,8 @@ def _parse_flagged_files() -> Summary:
     with contextlib.ExitStack() as stack:
         if FLAGS.input:
             try:
-                input_file = stack.enter_context(open(FLAGS.input, "rb"))
+                input_file = stack.enter_context(sentences.decompressed(
+                    stack.enter_context(open(FLAGS.input, "rb")), FLAGS.input))
             except OSError as e:
                 raise InputError(f"--input: cannot read {FLAGS.input} ({e.strerror})") from None
         else:

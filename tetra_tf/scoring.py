@@ -15,7 +15,7 @@ from typing import Sequence
 import nltk
 
 from tetra_tf import evalb, treebank
-from tetra_tf.parser import with_pos_tags
+
 
 
 def scoring_params(num_sentences: int) -> evalb.EvalbParams:
@@ -74,7 +74,7 @@ def score_parses(gold: Sequence[nltk.Tree | str],
         total += len(gold_tags)
         gold_lines.append(evalb.tree_to_line(gold_tree))
         predicted_lines.append(evalb.tree_to_line(predicted_tree))
-        with_gold_pos.append(evalb.tree_to_line(with_pos_tags(predicted_tree, gold_tags)))
+        with_gold_pos.append(evalb.tree_to_line(treebank.with_pos_tags(predicted_tree, gold_tags)))
     params = scoring_params(len(gold_lines))
     standard = evalb.evaluate_lines(gold_lines, with_gold_pos, params)
     own_pos = evalb.evaluate_lines(gold_lines, predicted_lines, params)

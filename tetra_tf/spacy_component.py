@@ -26,13 +26,23 @@ Attributes (benepar's names):
   Span._.parse_score     a sentence span's score (log-probability of its tags), else None
   Token._.labels, Token._.parse_string, Token._.parent   the same for one-token spans
   Doc._.tetra_score      the sum of its sentences' scores
+  Span._.parse_error     for a sentence the parser refused: "REASON: detail" (the sentence
+                         contract's reason codes, tetra_tf/sentences.py), else None
 A span that is not a constituent raises `NonConstituentError` (as benepar does); spans made
-only of whitespace tokens have no parse (labels (), parse_string None). Whitespace at a
-span's edges is ignored when matching constituents.
+only of whitespace tokens, and the sentences the parser refused (too many subword pieces,
+or words the model cannot take), have no parse (labels (), parse_string None); the rest of
+the doc and the batch parse as usual. Whitespace at a span's edges is ignored when matching
+constituents.
 
-Tokens become PTB tokens on the way in: brackets → -LRB- -RRB- -LSB- -RSB- -LCB- -RCB-,
-double quotes → `` or '' (opening or closing), curly quotes → ` ' `` ''; whitespace tokens
-(spaces, newlines) are skipped, not parsed. Each tree leaf is the spaCy token it came from.
+Words: each non-whitespace token's text is a word, as the sentence contract takes words
+from every way in (whitespace tokens are skipped; whitespace inside a token is dropped), so
+a sentence gets the tree its words get from the parse CLI or the servers: brackets are
+escaped only in the tree's leaves (-LRB- ...). Each tree leaf is the spaCy token it came
+from.
+
+Errors: a doc without sentence boundaries, or a failure of the model itself, goes to the
+component's error handler (``nlp.set_error_handler``; spaCy's default re-raises), with the
+docs it concerns, which are then not yielded, as spaCy's own components do.
 
 Batching: `nlp.pipe(texts, batch_size=N)` hands N docs at a time to the component, whose
 sentences are parsed together, shortest with shortest, `batch_size` sentences (the
@@ -53,14 +63,11 @@ from spacy.language import Language
 from spacy.tokens import Doc, Span, Token
 from spacy.util import minibatch
 
-from tetra_tf_spacy import DEFAULT_BATCH_SIZE, FACTORY_NAME, make_tetra_tf  # noqa: F401
+from spacy.util import raise_error
+
+from tetra_tf import sentences
 
 DATA_ATTRIBUTE = "tetra_tf"
-_BRACKETS = {"(": "-LRB-", ")": "-RRB-", "[": "-LSB-", "]": "-RSB-", "{": "-LCB-",
-             "}": "-RCB-"}
-_OPENING = {"-LRB-", "-LSB-", "-LCB-", "``", "`"}
-_QUOTES = {"\u201c": "``", "\u201d": "''", "\u2018": "`", "\u2019": "'", "\u201e": "``",
-           "``": "``", "''": "''"}
 
 
 class NonConstituentError(ValueError):
@@ -72,27 +79,12 @@ class MissingSentencesError(ValueError):
 
 
 # --------------------------------------------------------------------------------------
-# spaCy tokens → PTB tokens
+# spaCy tokens → words
 
 
-def ptb_tokens(tokens: Iterable[Token]) -> list[str]:
-    """PTB tokens for a sentence's non-whitespace spaCy tokens (see the module docstring)."""
-    words: list[str] = []
-    previous_spaced = True  # a sentence start counts as "after whitespace"
-    for token in tokens:
-        text = "".join(c for c in token.text if not c.isspace())
-        if text == '"':
-            opening = previous_spaced or (words and words[-1] in _OPENING)
-            word = "``" if opening else "''"
-        elif text in _QUOTES:
-            word = _QUOTES[text]
-        else:
-            word = text.replace("\u2019", "'")
-            for bracket, escape in _BRACKETS.items():
-                word = word.replace(bracket, escape)
-        words.append(word)
-        previous_spaced = bool(token.whitespace_)
-    return words
+def sentence_words(tokens: Iterable[Token]) -> list[str]:
+    """The words of a sentence's non-whitespace spaCy tokens (see the module docstring)."""
+    return ["".join(c for c in token.text if c not in sentences.WHITESPACE) for token in tokens]
 
 
 def _words_of(sentence: Span) -> list[Token]:
@@ -106,8 +98,7 @@ def _words_of(sentence: Span) -> list[Token]:
 class TetraTfComponent:
     """Parses each sentence of a doc with an exported tetra-tf SavedModel."""
 
-    def __init__(self, nlp: Language, name: str, model_dir: str,
-                 batch_size: int = DEFAULT_BATCH_SIZE):
+    def __init__(self, nlp: Language, name: str, model_dir: str, batch_size: int):
         from tetra_tf.parser import Parser  # pylint: disable=import-outside-toplevel
 
         if batch_size < 1:
@@ -116,10 +107,19 @@ class TetraTfComponent:
         self.model_dir = model_dir
         self.batch_size = batch_size
         self.parser = Parser(model_dir)
+        self.error_handler = raise_error
         install_extensions()
 
+    def set_error_handler(self, error_handler) -> None:
+        """spaCy's hook (nlp.set_error_handler): called with (name, component, docs, error)
+        for docs that cannot be parsed."""
+        self.error_handler = error_handler
+
+    def get_error_handler(self):
+        return self.error_handler
+
     def __call__(self, doc: Doc) -> Doc:
-        return next(iter(self.pipe([doc])))
+        return next(iter(self._parse_docs([doc])))
 
     def pipe(self, docs: Iterable[Doc], batch_size: int = 128) -> Iterator[Doc]:
         """Parses the sentences of `batch_size` docs at a time together."""
@@ -127,25 +127,40 @@ class TetraTfComponent:
             yield from self._parse_docs(list(docs_batch))
 
     def _parse_docs(self, docs: list[Doc]) -> list[Doc]:
-        jobs = []  # (doc index, the sentence's word tokens)
-        for index, doc in enumerate(docs):
+        """The docs parsed; a doc without sentences goes to the error handler alone, and all
+        of them if the model itself fails."""
+        from tetra_tf.parser import ModelError  # pylint: disable=import-outside-toplevel
+
+        ready = []
+        for doc in docs:
             if len(doc) and not doc.has_annotation("SENT_START"):
-                raise MissingSentencesError(
+                self.error_handler(self.name, self, [doc], MissingSentencesError(
                     "tetra_tf parses sentences, but this doc has no sentence boundaries: add "
                     "a sentencizer before it (nlp.add_pipe(\"sentencizer\", before=\"tetra_tf\"))"
-                    " or use a pipeline with a trained parser or senter (e.g. en_core_web_sm)")
+                    " or use a pipeline with a trained parser or senter (e.g. en_core_web_sm)"))
+            else:
+                ready.append(doc)
+        jobs = []  # (doc index, the sentence's word tokens)
+        for index, doc in enumerate(ready):
             for sentence in doc.sents if len(doc) else ():
                 words = _words_of(sentence)
                 if words:
                     jobs.append((index, words))
-        results = self.parser.parse_results([ptb_tokens(words) for _, words in jobs],
-                                            batch_size=self.batch_size) if jobs else []
-        data = [_empty_data(len(doc)) for doc in docs]
+        try:
+            results = self.parser.parse_each([sentence_words(words) for _, words in jobs],
+                                             batch_size=self.batch_size) if jobs else []
+        except ModelError as e:
+            self.error_handler(self.name, self, ready, e)
+            return []
+        data = [_empty_data(len(doc)) for doc in ready]
         for (index, words), result in zip(jobs, results):
-            _add_sentence(data[index], words, result.tree, result.score)
-        for doc, doc_data in zip(docs, data):
+            if isinstance(result, sentences.SentenceError):
+                data[index]["refused"][f"{words[0].i}:{words[-1].i + 1}"] = str(result)
+            else:
+                _add_sentence(data[index], words, result.tree, result.score)
+        for doc, doc_data in zip(ready, data):
             doc._.set(DATA_ATTRIBUTE, doc_data)
-        return docs
+        return ready
 
 
 # --------------------------------------------------------------------------------------
@@ -155,7 +170,7 @@ class TetraTfComponent:
 def _empty_data(num_tokens: int) -> dict[str, Any]:
     return {"starts": [], "ends": [], "labels": [], "parents": [], "subtree_ends": [],
             "index": {}, "pos": [""] * num_tokens, "words": [""] * num_tokens,
-            "sentence_scores": {}, "score": 0.0}
+            "sentence_scores": {}, "score": 0.0, "refused": {}}
 
 
 def _add_sentence(data: dict[str, Any], words: list[Token], tree: nltk.Tree,
@@ -253,12 +268,28 @@ def _position(span: Span, required: bool = True) -> int | None:
     """The span's constituent position; None for an all-whitespace span, and for a span
     that is not a constituent unless `required` (then NonConstituentError)."""
     bounds = _trimmed(span)
-    if bounds is None:
+    if bounds is None or _refusal(span, bounds) is not None:
         return None
     position = _data(span.doc)["index"].get(f"{bounds[0]}:{bounds[1]}")
     if position is None and required:
         raise NonConstituentError(f"span is not a constituent: {span.text!r}")
     return position
+
+
+def _refusal(span: Span, bounds: tuple[int, int] | None = None) -> str | None:
+    """Why the parser refused the sentence this span lies in; None if it did not."""
+    bounds = bounds or _trimmed(span)
+    if bounds is None:
+        return None
+    for key, error in _data(span.doc)["refused"].items():
+        start, end = map(int, key.split(":"))
+        if start <= bounds[0] and bounds[1] <= end:
+            return error
+    return None
+
+
+def get_parse_error(span: Span) -> str | None:
+    return _refusal(span)
 
 
 def _span(doc: Doc, position: int) -> Span:
@@ -353,13 +384,14 @@ def _one(getter):
 
 def install_extensions() -> None:
     """Registers the Doc/Span/Token extensions (replacing benepar's if it set them)."""
-    if Doc.has_extension(DATA_ATTRIBUTE) and Span.has_extension("parse_score"):
+    if Doc.has_extension(DATA_ATTRIBUTE) and Span.has_extension("parse_error"):
         return
     Doc.set_extension(DATA_ATTRIBUTE, default=None, force=True)
     Doc.set_extension("tetra_score", getter=get_doc_score, force=True)
     for name, getter in (("labels", get_labels), ("parse_string", get_parse_string),
                          ("constituents", get_constituents), ("parent", get_parent),
-                         ("children", get_children), ("parse_score", get_parse_score)):
+                         ("children", get_children), ("parse_score", get_parse_score),
+                         ("parse_error", get_parse_error)):
         Span.set_extension(name, getter=getter, force=True)
     for name, getter in (("labels", get_labels), ("parse_string", get_parse_string),
                          ("parent", get_parent)):

@@ -18,9 +18,13 @@ Rust's Unicode versions, and a word-final capital sigma (``Σ`` → ``ς`` here,
 
 from __future__ import annotations
 
+import re
+
 import tetra_tf  # noqa: F401  (selects legacy Keras before TensorFlow is imported)
 import tensorflow as tf
 import tensorflow_text as tf_text
+
+from tetra_tf import sentences
 
 CLS_TOKEN = "[CLS]"
 SEP_TOKEN = "[SEP]"
@@ -47,36 +51,12 @@ MAX_PIECES_PER_CALL = 32768
 # call of thousands of short sentences next to one of 30,000 pieces from taking gigabytes.
 MAX_WINDOW_POSITIONS_PER_CALL = 512 * MAX_PIECES_PER_CALL
 
-# Whole-token PTB escapes: brackets and the LaTeX-style quotes of the treebank.
-PTB_TOKEN_ESCAPES = {
-    "-LRB-": "(",
-    "-RRB-": ")",
-    "-LSB-": "[",
-    "-RSB-": "]",
-    "-LCB-": "{",
-    "-RCB-": "}",
-    "``": '"',
-    "''": '"',
-    "`": "'",
-}
-# Backslash escapes inside tokens (WSJ: "1\/2", "\*").
-_PTB_BACKSLASH_PATTERN = r"\\([/*])"
-
-
-def unescape_ptb_token(token: str) -> str:
-    """Returns the text a PTB token stands for (``-LRB-`` → ``(``, ``1\\/2`` → ``1/2``).
-
-    Only for the encoder's input: trees keep their tokens verbatim.
-    """
-    if token in PTB_TOKEN_ESCAPES:
-        return PTB_TOKEN_ESCAPES[token]
-    return token.replace("\\/", "/").replace("\\*", "*")
-
 
 def unescape_ptb_tokens(tokens: tf.Tensor) -> tf.Tensor:
-    """In-graph `unescape_ptb_token` on a tf.string tensor of any shape."""
-    tokens = tf.strings.regex_replace(tokens, _PTB_BACKSLASH_PATTERN, r"\1")
-    for escaped, text in PTB_TOKEN_ESCAPES.items():
+    """In-graph `sentences.unescape_token` on a tf.string tensor of any shape."""
+    for escape, text in sentences.PTB_BACKSLASH_ESCAPES.items():
+        tokens = tf.strings.regex_replace(tokens, re.escape(escape), text)
+    for escaped, text in sentences.PTB_TOKEN_ESCAPES.items():
         tokens = tf.where(tf.equal(tokens, escaped), text, tokens)
     return tokens
 

@@ -8,12 +8,14 @@ tree reads back with one leaf per input word.
 
 from __future__ import annotations
 
+import re
+
 import tetra_tf  # noqa: F401  (selects Keras 2 before TensorFlow loads)
 
 import numpy as np
 import tensorflow as tf
 
-from tetra_tf import tags as tags_lib, treebank
+from tetra_tf import sentences, tags as tags_lib, treebank
 from tetra_tf.tags import TagVocabularies, TagVocabulary
 
 
@@ -27,21 +29,18 @@ def _chain_opens(vocab: TagVocabulary) -> tuple[np.ndarray, np.ndarray]:
         counts.append(len(chain))
     return np.array(opens, dtype=object), np.array(counts, dtype=np.int32)
 
-# Characters that nltk.Tree.fromstring (Python's Unicode \s) splits leaves on but the
-# serving signature's whitespace split keeps inside a word (parse_words keeps them all).
-_TREE_WORD_SPACE = (r"[\t-\r\x{1c}-\x{20}\x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}"
-                    r"\x{2029}\x{202f}\x{205f}\x{3000}]")
-
 
 def escape_tree_words(words: tf.Tensor) -> tf.Tensor:
-    """Words as leaves of a bracketed tree: ( → -LRB-, ) → -RRB- (as the parse CLI does),
-    and whitespace inside a word → '_', so that each word reads back as exactly one leaf.
+    """Words as leaves of a bracketed tree, by `sentences.escape_leaf`'s table: each of the
+    six brackets → its PTB escape ("(" → -LRB-, "[" → -LSB- ...).
 
-    Only the tree string is escaped; the ``words`` output keeps the input verbatim.
+    Words hold no whitespace (the signatures split on it, or refuse it), so each escaped
+    word reads back as exactly one leaf. Only the tree string is escaped; the ``words``
+    output keeps the input verbatim.
     """
-    words = tf.strings.regex_replace(words, r"\(", "-LRB-")
-    words = tf.strings.regex_replace(words, r"\)", "-RRB-")
-    return tf.strings.regex_replace(words, _TREE_WORD_SPACE, "_")
+    for bracket, escape in sentences.PTB_BRACKET_ESCAPES.items():
+        words = tf.strings.regex_replace(words, re.escape(bracket), escape)
+    return words
 
 
 def _subtree_spans(leaf_depth: tf.Tensor, internal_depth: tf.Tensor, is_left_leaf: tf.Tensor,
@@ -97,8 +96,8 @@ class TreeWriter:
     depth, position): O(B·W·log(B·W)) work and memory linear in the words, no loop, so a
     sentence of tens of thousands of words costs what it should.
 
-    Words are escaped as the parse CLI escapes them (see `escape_tree_words`), so that every
-    tree reads back with nltk.Tree.fromstring with one leaf per word.
+    Words are escaped by the sentence contract's table (see `escape_tree_words`), so that
+    every tree reads back with nltk.Tree.fromstring with one leaf per word.
 
     Unlabelled (binarization) nodes open nothing and vanish; "A+B" chains open "(A (B ".
     """

@@ -19,7 +19,7 @@ import glob
 import os
 import re
 import zipfile
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, Sequence
 
 import nltk
 
@@ -467,3 +467,29 @@ def read_nltk_sample(split: str) -> Iterator[TreebankEntry]:
                 raise NltkSampleNotFoundError(
                     f"{location} has no {member}; is it the NLTK treebank sample?") from None
             yield from read_trees(_decode(data), os.path.join(location, member))
+
+
+def with_pos_tags(tree: nltk.Tree, pos_tags: Sequence[str]) -> nltk.Tree:
+    """Returns a copy of `tree` whose preterminals carry `pos_tags` (e.g. gold POS, for F1).
+
+    Raises:
+      ValueError: if the tree has a different number of words.
+    """
+    copy = nltk.Tree(tree.label(), [])
+    stack = [(tree, copy)]  # an explicit stack: trees of any depth
+    while stack:
+        source, target = stack.pop()
+        for child in source:
+            if isinstance(child, nltk.Tree):
+                target.append(nltk.Tree(child.label(), []))
+                stack.append((child, target[-1]))
+            else:
+                target.append(child)
+    preterminals = [node for node in iter_subtrees(copy)
+                    if len(node) == 1 and not isinstance(node[0], nltk.Tree)]
+    if len(preterminals) != len(pos_tags):
+        raise ValueError(f"the tree has {len(preterminals)} words but {len(pos_tags)} POS "
+                         "tags were given")
+    for node, pos in zip(preterminals, pos_tags):
+        node.set_label(pos)
+    return copy
