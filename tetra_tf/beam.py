@@ -18,7 +18,7 @@ A Reshuffle after reading spreads the lines of one large file over all workers. 
 read and checked by `tetra_tf.sentences.read_lines`, as every way in reads them:
 UTF-8; line ends "\\n" (a "\\r" before it is dropped); a UTF-8 BOM opening a file is
 dropped; a line over `max_line_bytes` is skipped over without being held (also inside .gz,
-.bz2 and .xz files, which Python's streaming decompressors read; deflate and zstd files go
+.bz2, .xz and .zst files, which `sentences.decompressed` reads as streams; deflate files go
 through Beam's reader, which inflates 16 MiB of compressed input at a time); the dead
 letters carry the sentence contract's reason codes (tetra_tf/sentences.py: the same as the
 parse CLI's, Spark's and the servers'). A truncated or corrupt compressed file keeps its
@@ -168,10 +168,10 @@ class _RawStream(io.RawIOBase):
 def _open_binary(readable: fileio.ReadableFile) -> Iterator[BinaryIO]:
     """A matched file's decompressed bytes (compression by extension), with readline(size).
 
-    .gz, .bz2 and .xz go through `sentences.decompressed` (Python's streaming
-    decompressors, whose reads return at most what was asked for: a line over
-    max_line_bytes is skipped in bounded pieces even when it compresses well); deflate and
-    zstd through Beam's CompressedFile, which inflates 16 MiB of compressed input at once.
+    .gz, .bz2, .xz and .zst go through `sentences.decompressed` (streaming decompressors
+    whose reads stay bounded, so that a line over max_line_bytes is skipped in pieces even
+    when it compresses well, and which report a cut-short file); deflate through Beam's
+    CompressedFile, which inflates 16 MiB of compressed input at once.
     """
     path = readable.metadata.path
     with readable.open(compression_type=CompressionTypes.UNCOMPRESSED) as raw:

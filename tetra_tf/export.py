@@ -197,10 +197,7 @@ class ParserModule(tf.Module):
         parse = tf.function(parse, input_signature=[ragged_spec], autograph=False)
 
         def parse_sentences(sentences: tf.Tensor) -> dict:
-            # Split on the sentence contract's whitespace (Python's str.split set), not
-            # only on the ASCII whitespace tf.strings.split knows.
-            return parse(tf.strings.split(tf.strings.regex_replace(
-                sentences, sentences_lib.WHITESPACE_PATTERN, " ")))
+            return parse(split_sentences(sentences))
 
         def checked_ragged(words: tf.Tensor, num_words: tf.Tensor) -> tf.RaggedTensor:
             checks = [
@@ -372,6 +369,14 @@ class WindowTagger:
         _, features = tf.while_loop(lambda i, _: i < tf.size(pair_bucket), encode_chunk,
                                     (tf.constant(0), features))
         return tf.reshape(features, [batch_size, num_words, self._hidden_size])
+
+
+def split_sentences(sentences: tf.Tensor) -> tf.RaggedTensor:
+    """Sentences [B] → words [B, (W)], split as `sentences.split_words` splits: on the
+    contract's whitespace (Python's str.split set), not only the ASCII whitespace that
+    tf.strings.split knows."""
+    return tf.strings.split(tf.strings.regex_replace(
+        sentences, sentences_lib.WHITESPACE_PATTERN, " "))
 
 
 def _lookup(vocabulary: tf.Variable, ids: tf.Tensor) -> tf.Tensor:

@@ -392,18 +392,59 @@ class _Damaged(Exception):
         self.cause = cause
 
 
-# Compressions that Python decompresses as a stream whose reads return at most what was
-# asked for, so that a line over max_line_bytes is skipped in bounded pieces.
+class _ZstdStream(io.RawIOBase):
+    """A .zst file's decompressed bytes, fed 1 KiB of compressed input at a time (so a read
+    inflates at most ~44 MiB), raising EOFError where the input ends inside a frame:
+    zstandard's own stream_reader reports a cut-short file as a clean end."""
+
+    _CHUNK = 1024
+
+    def __init__(self, raw: BinaryIO):
+        super().__init__()
+        import zstandard  # pylint: disable=import-outside-toplevel
+
+        self._raw, self._new = raw, zstandard.ZstdDecompressor().decompressobj
+        self._frame, self._in_frame, self._pending = self._new(), False, b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        while not self._pending:
+            data = self._raw.read(self._CHUNK)
+            if not data:
+                if self._in_frame:
+                    raise EOFError("compressed file ended before the end-of-stream marker "
+                                   "was reached")
+                return 0
+            while data:
+                self._in_frame = True
+                self._pending += self._frame.decompress(data)
+                data = b""
+                if self._frame.eof:  # the next frame (if any) starts in unused_data
+                    data, self._frame, self._in_frame = (self._frame.unused_data,
+                                                         self._new(), False)
+        size = min(len(buffer), len(self._pending))
+        buffer[:size] = self._pending[:size]
+        self._pending = self._pending[size:]
+        return size
+
+
+# Compressions decompressed as a stream whose reads return at most what was asked for (or,
+# for zstd, a bounded amount), so that a line over max_line_bytes is skipped in pieces.
 DECOMPRESSORS: dict[str, Callable[[BinaryIO], BinaryIO]] = {
     ".gz": lambda raw: gzip.GzipFile(fileobj=raw, mode="rb"),
     ".bz2": lambda raw: bz2.BZ2File(raw, mode="rb"),
     ".xz": lambda raw: lzma.LZMAFile(raw, mode="rb"),
     ".lzma": lambda raw: lzma.LZMAFile(raw, mode="rb"),
+    ".zst": lambda raw: io.BufferedReader(_ZstdStream(raw)),
+    ".zstd": lambda raw: io.BufferedReader(_ZstdStream(raw)),
 }
 
 
 def decompressed(raw: BinaryIO, path: str) -> BinaryIO:
-    """The decompressed stream of a file by its extension (.gz, .bz2, .xz); else raw."""
+    """The decompressed stream of a file by its extension (.gz, .bz2, .xz, .lzma, .zst,
+    .zstd; zstd needs the zstandard package, which Beam brings); else raw."""
     for suffix, decompressor in DECOMPRESSORS.items():
         if path.lower().endswith(suffix):
             return decompressor(raw)
