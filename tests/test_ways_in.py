@@ -1,0 +1,252 @@
+"""One sentence, one contract: the same odd lines through every way in (the parse CLI, the
+REST and gRPC servers, Beam, `Parser` and the spaCy component) get the same tree (TOP
+aside) or the same refusal reason; and the graph splits exactly as the host does."""
+
+import contextlib
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from conftest import REPO_ROOT, subprocess_env
+from tetra_tf import sentences
+
+SERVER_SCRIPT = os.path.join(REPO_ROOT, "serving", "server.py")
+PIECE_LIMIT_WORD = "!" * 8  # 8 pieces: the per-word cap
+
+
+def odd_lines(max_pieces: int) -> list[str]:
+    """Lines a user could send: every whitespace character inside a line, format
+    characters, combining marks, brackets raw and escaped, emoji, an over-long word, a
+    sentence past the export's pieces, empty and blank lines."""
+    lines = [f"New{char}York is big ." for char in sorted(sentences.WHITESPACE - {"\n"})]
+    lines += [f"a{char}b c ." for char in ("\u200b", "\u200c", "\u200d", "\u2060", "\ufeff",
+                                           "\u00ad", "\u180e")]
+    lines += ["cafe\u0301 is e\u0301 \u0301 .", "( ) [ ] { } .", "-LRB- -RRB- -LSB- -RSB- "
+              "-LCB- -RCB- .", "a(b c[d e{f} :-) .", "smile \U0001F600 \U0001F44D\U0001F3FD "
+              "\U0001F468\u200d\U0001F469\u200d\U0001F467 .", "a " + "!" * 60 + " word .",
+              " ".join([PIECE_LIMIT_WORD] * (max_pieces // 8 + 1)), "", "  \t\u3000 ",
+              "The cat sat on the mat ."]
+    return lines
+
+
+def _without_top(tree: str) -> str:
+    """A tree string without its TOP root when TOP has one child (as spaCy shows it)."""
+    from tetra_tf import treebank
+
+    parsed = treebank.parse_tree(tree)
+    if parsed.label() == "TOP" and len(parsed) == 1:
+        return treebank.tree_to_line(parsed[0])
+    return treebank.tree_to_line(parsed)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def _server(export_dir: str, log_path: str):
+    """serving/server.py on the export (REST and gRPC), until the block ends."""
+    rest_port, grpc_port = _free_port(), _free_port()
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, SERVER_SCRIPT, f"--model_base_path={os.path.dirname(export_dir)}",
+             "--model_name=tetra", f"--rest_api_port={rest_port}", f"--port={grpc_port}"],
+            stdout=log, stderr=subprocess.STDOUT, env=subprocess_env(), cwd=REPO_ROOT)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert process.poll() is None, open(log_path, encoding="utf-8").read()
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{rest_port}/v1/models/tetra",
+                                       timeout=5).read()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "server not ready"
+                time.sleep(0.3)
+        yield rest_port, grpc_port
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+def _answer(tree: str | None = None, reason: str | None = None) -> tuple:
+    if tree is not None:
+        return ("tree", _without_top(tree) if tree else "")
+    return ("reason", reason)
+
+
+def _rest(port: int, line: str) -> tuple:
+    body = json.dumps({"signature_name": "serving_default",
+                       "inputs": {"sentences": [line]}, "output_filter": ["tree"]})
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/v1/models/tetra:predict",
+                                     body.encode("utf-8"), {"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=120) as response:
+            outputs = json.load(response)["outputs"]
+    except urllib.error.HTTPError as e:
+        error = json.load(e)["error"]
+        assert e.code == 400, error
+        return _answer(reason=sentences.reason_in(error))
+    tree = outputs["tree"] if isinstance(outputs, dict) else outputs
+    return _answer(tree[0])
+
+
+def _grpc(port: int, lines: list[str]) -> list[tuple]:
+    import grpc
+    import tensorflow as tf
+    from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
+
+    answers = []
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+        for line in lines:
+            request = predict_pb2.PredictRequest()
+            request.model_spec.name = "tetra"
+            request.inputs["sentences"].CopyFrom(
+                tf.make_tensor_proto([line.encode("utf-8")], dtype=tf.string))
+            request.output_filter.append("tree")
+            try:
+                response = stub.Predict(request, timeout=120)
+            except grpc.RpcError as e:
+                assert e.code() == grpc.StatusCode.INVALID_ARGUMENT, e.details()
+                answers.append(_answer(reason=sentences.reason_in(e.details())))
+                continue
+            answers.append(_answer(response.outputs["tree"].string_val[0].decode("utf-8")))
+    return answers
+
+
+def _cli(parser, lines: list[str]) -> list[tuple]:
+    """The parse CLI's run (what `python -m tetra_tf.parse --on_error=skip` calls)."""
+    import io
+
+    from tetra_tf import parse
+
+    output, errors = io.BytesIO(), io.StringIO()
+    parse.run(parser.export_dir, io.BytesIO(("\n".join(lines) + "\n").encode("utf-8")), output,
+              parser=parser, on_error="skip", errors_file=errors)
+    trees = output.getvalue().decode("utf-8").split("\n")[:-1]
+    reasons = {}
+    for error in errors.getvalue().splitlines():
+        number, rest = error.split(": ", 1)
+        reasons[int(number.split()[1])] = sentences.reason_in(rest)
+    return [_answer(tree) if tree else _answer(reason=reasons[i + 1])
+            for i, tree in enumerate(trees)]
+
+
+def _beam(export_dir: str, lines: list[str], tmp_path) -> list[tuple]:
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from tetra_tf import beam
+
+    input_path = tmp_path / "beam_in" / "lines.txt"
+    input_path.parent.mkdir()
+    input_path.write_bytes(("\n".join(lines) + "\n").encode("utf-8"))
+    output = tmp_path / "beam_out" / "trees"
+    beam.run(beam.ParseOptions(model_dir=export_dir, inputs=[str(input_path)],
+                               output=str(output)), PipelineOptions(runner="FnApiRunner"))
+    answers = {}
+    for path in output.parent.iterdir():
+        for record in map(json.loads, path.read_text(encoding="utf-8").splitlines()):
+            answers[record["line"]] = (_answer(record["tree"]) if "tree" in record
+                                       else _answer(reason=record["reason"]))
+    return [answers[number] for number in range(1, len(lines) + 1)]
+
+
+def _parser_answers(parser, lines: list[str]) -> list[tuple]:
+    results = parser.parse_each([sentences.split_words(line) for line in lines])
+    return [_answer(reason=result.reason) if isinstance(result, sentences.SentenceError)
+            else _answer(result.bracketed) for result in results]
+
+
+def _spacy(export_dir: str, lines: list[str]) -> list[tuple | None]:
+    """The spaCy component on docs of the lines' words, each doc one sentence; None for a
+    line without words (a doc without tokens has no sentence to parse or refuse)."""
+    spacy = pytest.importorskip("spacy")
+    from spacy.tokens import Doc
+
+    nlp = spacy.blank("en")
+    nlp.add_pipe("tetra_tf", config={"model_dir": export_dir})
+    docs = []
+    for line in lines:
+        words = sentences.split_words(line)
+        docs.append(Doc(nlp.vocab, words=words,
+                        sent_starts=[True] + [False] * (len(words) - 1) if words else None))
+    answers = []
+    for doc in nlp.pipe(docs):
+        if not len(doc):
+            answers.append(None)
+            continue
+        sentence = doc[:]
+        error = sentence._.parse_error
+        answers.append(_answer(reason=sentences.reason_in(error)) if error
+                       else ("tree", _without_top("(TOP " + sentence._.parse_string + ")")))
+    return answers
+
+
+def test_every_way_in_gives_the_same_tree_or_reason_for_every_line(tiny_export_dir, tmp_path):
+    pytest.importorskip("apache_beam")
+    pytest.importorskip("grpc")
+    from tetra_tf.parser import Parser
+
+    parser = Parser(tiny_export_dir)
+    lines = odd_lines(parser.sentence_limits.max_pieces)
+    expected = _parser_answers(parser, lines)
+    reasons = [answer[1] for answer in expected if answer[0] == "reason"]
+    # The set covers refusals of both kinds and parses of every other line.
+    assert reasons == [sentences.TOO_MANY_PIECES, sentences.EMPTY, sentences.EMPTY], reasons
+    ways = {"cli": _cli(parser, lines),
+            "beam": _beam(tiny_export_dir, lines, tmp_path)}
+    with _server(tiny_export_dir, str(tmp_path / "server.log")) as (rest_port, grpc_port):
+        ways["rest"] = [_rest(rest_port, line) for line in lines]
+        ways["grpc"] = _grpc(grpc_port, lines)
+    spacy_answers = _spacy(tiny_export_dir, lines)
+    ways["spacy"] = [expected[i] if answer is None and expected[i] == ("reason", "empty")
+                     else answer for i, answer in enumerate(spacy_answers)]
+    for way, answers in ways.items():
+        for line, want, got in zip(lines, expected, answers):
+            assert got == want, (way, line[:80])
+    # Whitespace inside a line separates words everywhere: "New York", never "New_York".
+    for line, (kind, tree) in zip(lines[:len(sentences.WHITESPACE) - 1], expected):
+        assert kind == "tree" and " New)" in tree and " York)" in tree, (line, tree)
+
+
+def test_graph_splits_exactly_as_the_host_on_every_code_point():
+    import numpy as np
+    import tensorflow as tf
+
+    from tetra_tf.export import split_sentences
+
+    code_points = [c for c in range(sys.maxunicode + 1) if not 0xD800 <= c <= 0xDFFF]
+    lines = np.array([f"a{chr(c)}b".encode("utf-8") for c in code_points], dtype=object)
+    counts = split_sentences(tf.constant(lines)).row_lengths().numpy()
+    host = np.array([len(sentences.split_words(f"a{chr(c)}b")) for c in code_points])
+    different = [hex(c) for c, graph, python in zip(code_points, counts, host)
+                 if graph != python]
+    assert not different, different[:20]
+    assert int((counts == 2).sum()) == len(sentences.WHITESPACE)
+
+
+def test_saved_model_splits_each_whitespace_character(tiny_export_dir):
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401
+
+    model = tf.saved_model.load(tiny_export_dir)
+    lines = [f"x{char}y" for char in sorted(sentences.WHITESPACE)]
+    outputs = model.signatures["serving_default"](sentences=tf.constant(lines))
+    assert outputs["num_words"].numpy().tolist() == [2] * len(lines)
+    assert {tuple(row[:2]) for row in outputs["words"].numpy().tolist()} == {(b"x", b"y")}
+    with pytest.raises(tf.errors.InvalidArgumentError, match="bad_words"):
+        model.signatures["parse_words"](words=tf.constant([["x\u00a0y"]]),
+                                        num_words=tf.constant([1]))
