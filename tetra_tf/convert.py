@@ -55,8 +55,7 @@ SKIP_REASONS = (MALFORMED, NO_WORDS, ROUNDTRIP_FAILURE)
 VOCAB_FILES = (tags_lib.LEAF_VOCAB_FILE, tags_lib.INTERNAL_VOCAB_FILE, tags_lib.POS_VOCAB_FILE)
 
 
-class UsageError(cli_lib.UsageError):
-    """A mistake in the command line or its inputs (exit code 2)."""
+UsageError = cli_lib.UsageError  # the one usage error of every program (exit code 2)
 
 
 def _define_flags(flag_values: flags.FlagValues) -> None:

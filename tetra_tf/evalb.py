@@ -1,7 +1,6 @@
 """EVALB-equivalent bracket scorer (Sekine & Collins), in Python.
 
 Usage: python -m tetra_tf.evalb GOLD PRED [--params FILE] [--per_sentence]
-(`python -m tetra_tf.evaluate`, its earlier name, runs the same program.)
 
 GOLD and PRED hold one tree per line; line i of PRED is scored against line i of GOLD,
 exactly as EVALB does, parameter file semantics included (DEBUG, MAX_ERROR, CUTOFF_LEN,
@@ -804,26 +803,21 @@ def evaluate_files(gold_path: str, pred_path: str,
 
 # -- command line ---------------------------------------------------------------------
 
-EXIT_OK = 0
-EXIT_FAILURE = 1
-EXIT_USAGE = 2
+# EVALB's own outcomes, besides the 0/1/2 of every tetra-tf program (tetra_tf/cli.py).
 EXIT_TOO_MANY_ERRORS = 3
 EXIT_LINE_COUNT_MISMATCH = 4
-
-
-def _fail(message: str, code: int = EXIT_USAGE) -> int:
-    print(f"evaluate: {message}", file=sys.stderr)
-    return code
 
 
 def _main(argv: list[str]) -> int:
     from absl import flags
 
+    from tetra_tf.cli import UsageError
+
     flag_values = flags.FLAGS
     args = argv[1:]
     if len(args) != 2:
-        return _fail(f"expected GOLD and PRED files, got {len(args)} argument(s) "
-                     "(see --help)")
+        raise UsageError(f"expected GOLD and PRED files, got {len(args)} argument(s) "
+                         "(see --help)")
     gold_path, pred_path = args
     params = COLLINS
     if flag_values.params:
@@ -832,16 +826,16 @@ def _main(argv: list[str]) -> int:
                 warnings.simplefilter("always", EvalbParamsWarning)
                 params = load_params(flag_values.params)
         except OSError as e:
-            return _fail(f"cannot read parameter file {flag_values.params}: "
-                         f"{e.strerror or e}")
+            raise UsageError(f"cannot read parameter file {flag_values.params}: "
+                             f"{e.strerror or e}") from None
         for warning in caught:
-            print(f"evaluate: warning: {warning.message}", file=sys.stderr)
+            print(f"warning: {warning.message}", file=sys.stderr)
     lines = []
     for what, path in (("gold", gold_path), ("pred", pred_path)):
         try:
             lines.append(read_lines(path))
         except OSError as e:
-            return _fail(f"cannot read {what} file {path}: {e.strerror or e}")
+            raise UsageError(f"cannot read {what} file {path}: {e.strerror or e}") from None
     try:
         result = evaluate_lines(lines[0], lines[1], params)
     except TooManyErrors as e:
@@ -850,14 +844,15 @@ def _main(argv: list[str]) -> int:
         if flag_values.per_sentence or params.debug >= 1:
             sys.stdout.write(_TABLE_HEAD + "".join(
                 s.row() + (s.debug_info or "") for s in e.result.sentences))
-        return _fail(str(e), EXIT_TOO_MANY_ERRORS)
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_TOO_MANY_ERRORS
     for message in result.messages:
         print(message, file=sys.stderr)
     if flag_values.per_sentence or params.debug >= 1:
         sys.stdout.write(result.table())
     sys.stdout.write(result.summary())
     sys.stdout.flush()
-    return EXIT_LINE_COUNT_MISMATCH if result.line_count_mismatch else EXIT_OK
+    return EXIT_LINE_COUNT_MISMATCH if result.line_count_mismatch else 0
 
 
 def _run_cli() -> None:

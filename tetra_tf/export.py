@@ -54,7 +54,6 @@ import shutil
 import tempfile
 import time
 
-import tetra_tf  # noqa: F401  (selects Keras 2 before TensorFlow loads)
 
 from absl import flags, logging
 import numpy as np
@@ -87,8 +86,6 @@ ENCODER_DTYPES = ("float32", "bfloat16")
 DEFAULT_ENCODER_DTYPE = "float32"
 
 
-class ExportError(cli.UsageError):
-    """A user mistake (bad checkpoint path, existing export dir): reported in one line."""
 
 
 # --------------------------------------------------------------------------------------
@@ -392,10 +389,10 @@ def build_module(model_dir: str, checkpoint: str,
     try:
         vocabs = TagVocabularies.load(model_dir_lib.vocab_dir(model_dir))
     except (FileNotFoundError, ValueError) as e:
-        raise ExportError(str(e)) from None
+        raise cli.UsageError(str(e)) from None
     encoder_vocab = model_dir_lib.encoder_vocab_path(model_dir)
     if not os.path.isfile(encoder_vocab):
-        raise ExportError(f"{encoder_vocab} not found: the encoder vocabulary is missing")
+        raise cli.UsageError(f"{encoder_vocab} not found: the encoder vocabulary is missing")
     tokenizer = SubwordTokenizer(encoder_vocab, lower_case=spec.encoder.do_lower_case)
     return ParserModule(tagger, spec.encoder, tokenizer, vocabs, spec.max_stack_depth,
                         length_multiple, encoder_dtype)
@@ -434,14 +431,14 @@ def export(checkpoint: str, export_dir: str, overwrite: bool = False,
 
     Raises:
       ModelDirError: for a bad checkpoint path.
-      ExportError: for an existing export_dir (unless overwrite).
+      cli.UsageError: for an existing export_dir (unless overwrite).
     """
     model_dir, prefix = resolve_checkpoint(checkpoint)
     export_dir = os.path.normpath(export_dir)
     if os.path.exists(export_dir) and not overwrite:
-        raise ExportError(f"{export_dir} already exists (pass --overwrite to replace it)")
+        raise cli.UsageError(f"{export_dir} already exists (pass --overwrite to replace it)")
     if encoder_dtype not in ENCODER_DTYPES:
-        raise ExportError(f"encoder_dtype must be one of {', '.join(ENCODER_DTYPES)}, "
+        raise cli.UsageError(f"encoder_dtype must be one of {', '.join(ENCODER_DTYPES)}, "
                           f"got {encoder_dtype!r}")
     module = build_module(model_dir, prefix, length_multiple, encoder_dtype)
     parent = os.path.dirname(os.path.abspath(export_dir))

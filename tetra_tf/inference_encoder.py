@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import tetra_tf  # noqa: F401  (selects Keras 2 before TensorFlow loads)
 
 import numpy as np
 import tensorflow as tf

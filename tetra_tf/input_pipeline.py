@@ -13,7 +13,6 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-import tetra_tf  # noqa: F401  (selects Keras 2 before TensorFlow loads)
 import tensorflow as tf
 
 from tetra_tf import records

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 
-import tetra_tf  # noqa: F401  (selects Keras 2 before TensorFlow loads)
 import tensorflow as tf
 import tf_keras
 

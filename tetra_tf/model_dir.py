@@ -17,7 +17,6 @@ import dataclasses
 import json
 import os
 
-import tetra_tf  # noqa: F401  (selects Keras 2 before TensorFlow loads)
 
 import tensorflow as tf
 import tf_keras
@@ -37,8 +36,7 @@ TRAINING_FILE = "training.json"  # each training run's command, date, data and r
 EVALUATIONS_FILE = "evaluations.json"  # `train --evaluate` results, per data directory
 
 
-class ModelDirError(cli.UsageError):
-    """A path that is not a usable model directory or checkpoint: reported in one line."""
+ModelDirError = cli.UsageError  # a path that is not a usable model directory (exit code 2)
 
 
 @dataclasses.dataclass

@@ -72,8 +72,7 @@ CHUNK_BYTES = 8 * 1024 * 1024
 ON_ERROR_CHOICES = ("fail", "skip")
 
 
-class InputError(cli.UsageError):
-    """A problem with the input or the flags: reported in one line, exit code 2."""
+InputError = cli.UsageError  # a problem with the input or the flags (exit code 2)
 
 
 class BadLineError(InputError):

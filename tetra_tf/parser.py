@@ -25,7 +25,6 @@ import numbers
 import re
 from typing import Any, Callable, Iterator, Sequence
 
-import tetra_tf  # noqa: F401  (selects Keras 2 before TensorFlow loads)
 
 import nltk
 import numpy as np

@@ -19,7 +19,6 @@ import glob
 import os
 from typing import Mapping, Sequence
 
-import tetra_tf  # noqa: F401  (selects legacy Keras before TensorFlow is imported)
 import tensorflow as tf
 
 from tetra_tf.tags import TetraTags

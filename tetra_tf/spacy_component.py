@@ -56,7 +56,6 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Iterator
 
-import tetra_tf  # noqa: F401  (selects Keras 2 before TensorFlow loads)
 
 import nltk
 from spacy.language import Language

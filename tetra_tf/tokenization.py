@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import re
 
-import tetra_tf  # noqa: F401  (selects legacy Keras before TensorFlow is imported)
 import tensorflow as tf
 import tensorflow_text as tf_text
 

@@ -27,7 +27,6 @@ import sys
 import tempfile
 import time
 
-import tetra_tf  # noqa: F401  (selects Keras 2 before TensorFlow loads)
 
 from absl import flags, logging
 import nltk
@@ -47,8 +46,7 @@ from tetra_tf.tokenization import SubwordTokenizer
 MODEL_INPUTS = ENCODER_INPUTS + ("word_end_positions",)
 
 
-class UsageError(cli.UsageError):
-    """A mistake in the command line or the input files: reported in one line."""
+UsageError = cli.UsageError  # the one usage error of every program (exit code 2)
 
 
 @dataclasses.dataclass
