@@ -1,6 +1,9 @@
 """Tests for tetra_tf/parse.py: the command-line parser."""
 
+import bz2
+import gzip
 import io
+import lzma
 import os
 import subprocess
 import sys
@@ -9,9 +12,11 @@ import tetra_tf  # noqa: F401  (selects Keras 2 before TensorFlow loads)
 
 import nltk
 import pytest
+import tensorflow as tf
 
-from tetra_tf import evalb, parse
-from tetra_tf.parser import Parser, ScoredTree, with_pos_tags
+from tetra_tf import evalb, parse, sentences
+from tetra_tf.parser import ParseResult, Parser
+from tetra_tf.treebank import with_pos_tags
 
 sys.path.insert(0, os.path.dirname(__file__))
 import tiny_model  # noqa: E402
@@ -58,26 +63,30 @@ def _run_bytes(parser, data: bytes, **kwargs) -> tuple[list[str], list[str], par
 
 
 class FakeParser(Parser):
-    """Parser with a fake model: a flat tree per sentence; rejects sentences holding 'POISON'.
+    """Parser with a fake model: a flat tree per sentence; the "graph" refuses a call that
+    holds a sentence with the word 'POISON' (InvalidArgumentError, as its checks do).
 
-    Parser's own batching and retry (`parse_each`) run over the fake model calls.
+    Parser's own checks, batching and retry (`parse_each`) run over the fake model calls.
     """
 
     def __init__(self, on_call=None):  # pylint: disable=super-init-not-called (no SavedModel)
         self.calls: list[list[int]] = []  # per call, each sentence's number of words
         self._on_call = on_call
         self.concurrent_calls = 1  # One call at a time: `calls` is in batch order.
-        self._limits = {}  # No graph bounds: batches of batch_size sentences.
+        self._export_limits = {}  # No graph bounds: batches of batch_size sentences.
+        self._sentence_limits = sentences.SentenceLimits()
 
-    def parse_to_scored_strings(self, sentences, batch_size=64, progress=None):
-        assert len(sentences) <= batch_size
-        self.calls.append([len(words) for words in sentences])
+    def _call(self, joined):
+        word_lists = [sentence.split(" ") for sentence in joined]
+        self.calls.append([len(words) for words in word_lists])
         if self._on_call is not None:
             self._on_call()
-        if any("POISON" in words for words in sentences):
-            raise ValueError("sentence 0: POISON is not a word\nsecond line")
-        return [ScoredTree("(TOP " + " ".join(f"(X {word})" for word in words) + ")", 0.0)
-                for words in sentences]
+        if any("POISON" in words for words in word_lists):
+            raise tf.errors.InvalidArgumentError(None, None,
+                                                 "POISON is not a word\nsecond line")
+        return [ParseResult(_flat(" ".join(words)), 0.0, ["X"] * len(words),
+                            ["l"] * len(words), ["i"] * (len(words) - 1))
+                for words in word_lists]
 
 
 def _flat(words: str) -> str:
@@ -87,12 +96,13 @@ def _flat(words: str) -> str:
 def test_one_tree_per_line_in_order(parser):
     lines = _run(parser, "\n".join(LINES) + "\n", batch_size=2)
     assert len(lines) == len(LINES)
-    expected_words = [line.split() for line in LINES]
-    expected_words[3][1] = ":--RRB-"  # brackets inside tokens are escaped
-    for line, words in zip(lines, expected_words):
+    expected_leaves = [line.split() for line in LINES]
+    expected_leaves[3][1] = ":--RRB-"  # brackets inside tokens are escaped in the leaves
+    for line, leaves in zip(lines, expected_leaves):
         tree = nltk.Tree.fromstring(line)
-        assert tree.label() == "TOP" and tree.leaves() == words
-    assert lines == parser.parse_to_strings(expected_words)
+        assert tree.label() == "TOP" and tree.leaves() == leaves
+    # The model gets the words as given (":-)"), as from the Python API.
+    assert lines == [r.bracketed for r in parser.parse_each([line.split() for line in LINES])]
 
 
 def test_last_line_without_newline_and_crlf(parser):
@@ -104,11 +114,12 @@ def test_bom_crlf_and_bad_bytes_in_binary_input(parser):
     out, errors, summary = _run_bytes(parser, data, on_error="skip")
     assert [nltk.Tree.fromstring(line).leaves() if line else None for line in out] == [
         ["The", "cat"], None, ["Hi", "\ufeff"], ["last"]]  # only the first BOM is dropped
-    assert errors == ["line 2: not UTF-8 (byte 0xE9 at byte 4 of the line)"]
-    assert (summary.lines, summary.trees, dict(summary.bad)) == (4, 3, {parse.NOT_UTF8: 1})
-    with pytest.raises(parse.BadLineError, match="line 2: not UTF-8") as raised:
+    assert errors == ["line 2: not_utf8: not UTF-8 (byte 0xE9 at byte 4)"]
+    assert (summary.lines, summary.trees, dict(summary.bad)) == (4, 3, {sentences.NOT_UTF8: 1})
+    with pytest.raises(parse.BadLineError, match="line 2: not_utf8: not UTF-8") as raised:
         _run_bytes(parser, data)
     assert raised.value.trees_written == 1
+    assert raised.value.error.reason == sentences.NOT_UTF8
 
 
 def test_tokenize_raw_text(parser):
@@ -122,9 +133,11 @@ def test_tokenize_raw_text(parser):
 @pytest.mark.parametrize("text, line_number", [("a\n\nb\n", 2), ("a\n  \t\n", 2), ("\n", 1)])
 def test_empty_line_fails_after_writing_the_lines_before_it(text, line_number):
     output = io.StringIO()
-    with pytest.raises(parse.BadLineError, match=f"line {line_number}: empty") as raised:
+    with pytest.raises(parse.BadLineError,
+                       match=f"^line {line_number}: empty: no words") as raised:
         parse.run("unused", io.StringIO(text), output, parser=FakeParser())
     assert raised.value.number == line_number
+    assert raised.value.error.reason == sentences.EMPTY
     assert raised.value.trees_written == line_number - 1
     assert output.getvalue() == "".join(_flat(line) + "\n"
                                         for line in text.split("\n")[:line_number - 1])
@@ -139,25 +152,30 @@ def test_skip_keeps_line_numbers_and_reports_every_bad_line():
     assert output.getvalue().decode("utf-8").split("\n")[:-1] == [
         _flat("a b"), "", "", "", "", "", "", _flat("g h")]
     assert errors.getvalue().splitlines() == [
-        "line 2: empty (give one sentence per line)",
-        "line 3: the model rejected it: sentence 0: POISON is not a word",
-        "line 4: 5 words, more than --max_words=4",
-        "line 5: empty (give one sentence per line)",
-        "line 6: not UTF-8 (byte 0xFF at byte 1 of the line)",
-        "line 7: longer than --max_line_bytes=30"]
+        "line 2: empty: no words (give one sentence per line)",
+        "line 3: rejected: POISON is not a word",
+        "line 4: too_many_words: 5 words, more than max_words=4",
+        "line 5: empty: no words (give one sentence per line)",
+        "line 6: not_utf8: not UTF-8 (byte 0xFF at byte 1)",
+        "line 7: too_long: longer than max_line_bytes=30"]
     assert (summary.lines, summary.trees) == (8, 2)
-    assert summary.bad == {parse.EMPTY: 2, parse.REJECTED: 1, parse.TOO_MANY_WORDS: 1,
-                           parse.NOT_UTF8: 1, parse.TOO_LONG: 1}
-    assert str(summary) == ("parsed 2 of 8 lines; skipped 6 (empty: 2, not UTF-8: 1, rejected "
-                            "by the model: 1, too long: 1, too many words: 1)")
+    assert summary.bad == {sentences.EMPTY: 2, sentences.REJECTED: 1,
+                           sentences.TOO_MANY_WORDS: 1, sentences.NOT_UTF8: 1,
+                           sentences.TOO_LONG: 1}
+    assert str(summary) == ("parsed 2 of 8 lines; skipped 6 (empty: 2, not_utf8: 1, "
+                            "rejected: 1, too_long: 1, too_many_words: 1)")
 
 
 def test_a_rejected_batch_is_retried_one_sentence_at_a_time():
     fake = FakeParser()
-    sentences = [["x" * 7], ["POISON"], ["y" * 7], ["z", "w" * 8]]
-    results = parse.parse_sentences(fake, sentences, batch_size=3)
-    assert isinstance(results[1], parse.Rejection)
-    assert [results[i] for i in (0, 2, 3)] == [_flat(" ".join(sentences[i])) for i in (0, 2, 3)]
+    lines = ["x" * 7, "POISON", "y" * 7, "z " + "w" * 8]
+    output, errors = io.StringIO(), io.StringIO()
+    summary = parse.run("unused", io.StringIO("\n".join(lines) + "\n"), output, parser=fake,
+                        on_error="skip", errors_file=errors, batch_size=3)
+    assert output.getvalue().split("\n")[:-1] == [_flat(lines[0]), "", _flat(lines[2]),
+                                                  _flat(lines[3])]
+    assert errors.getvalue().splitlines() == ["line 2: rejected: POISON is not a word"]
+    assert summary.bad == {sentences.REJECTED: 1}
     # The three shortest fail as a batch and are retried one by one; then the last batch.
     assert [len(call) for call in fake.calls] == [3, 1, 1, 1, 1]
 
@@ -168,8 +186,8 @@ def test_line_length_limit_is_exact_in_bytes():
     out, errors, _ = _run_bytes(FakeParser(), data.encode("utf-8"), on_error="skip",
                                 max_line_bytes=limit)
     assert out == [_flat("é" * 5), "", _flat("y" * 10), ""]
-    assert errors == ["line 2: 11 bytes, more than --max_line_bytes=10",
-                      "line 4: longer than --max_line_bytes=10"]
+    assert errors == ["line 2: too_long: 11 bytes, more than max_line_bytes=10",
+                      "line 4: too_long: longer than max_line_bytes=10"]
 
 
 class GeneratedInput(io.BufferedIOBase):
@@ -261,23 +279,95 @@ def test_cli_file_to_file_skip_and_stdin_fail(export_dir, parser, tmp_path):
     written = output_path.read_text(encoding="utf-8").split("\n")[:-1]
     assert written == _run(parser, "\n".join(LINES)) + ["", ""]
     assert errors_path.read_text(encoding="utf-8").splitlines() == [
-        f"line {len(LINES) + 1}: empty (give one sentence per line)",
-        f"line {len(LINES) + 2}: not UTF-8 (byte 0xE9 at byte 4 of the line)"]
+        f"line {len(LINES) + 1}: empty: no words (give one sentence per line)",
+        f"line {len(LINES) + 2}: not_utf8: not UTF-8 (byte 0xE9 at byte 4)"]
     assert "sent" in result.stderr  # the progress bar
     assert result.stderr.strip().splitlines()[-1] == (
-        f"parsed {len(LINES)} of {len(LINES) + 2} lines; skipped 2 (empty: 1, not UTF-8: 1), "
+        f"parsed {len(LINES)} of {len(LINES) + 2} lines; skipped 2 (empty: 1, not_utf8: 1), "
         f"listed in {errors_path}")
     result = _cli(f"--model_dir={export_dir}", stdin="a\n\nb\n")
     assert result.returncode == 2
     assert result.stdout == _run(parser, "a\n")[0] + "\n"
     assert result.stderr.strip().splitlines() == [
-        "error: line 2: empty (give one sentence per line); stopped: 1 tree (lines 1-1) went "
-        "to stdout before it (--on_error=skip writes an empty line for a bad line and goes on)"]
+        "error: line 2: empty: no words (give one sentence per line); stopped: 1 tree (lines "
+        "1-1) went to stdout before it (--on_error=skip writes an empty line for a bad line "
+        "and goes on)"]
+
+
+COMPRESSORS = {".gz": gzip.compress, ".bz2": bz2.compress, ".xz": lzma.compress}
+
+
+def _compressed_lines(count: int) -> list[str]:
+    return [f"w{i} is {i * 7919 % 10007} ." for i in range(count)]
+
+
+def test_cli_reads_compressed_input(export_dir, parser, tmp_path):
+    lines = _compressed_lines(50)
+    expected = _run(parser, "\n".join(lines))
+    for suffix, compress in COMPRESSORS.items():
+        input_path = tmp_path / f"in.txt{suffix}"
+        input_path.write_bytes(compress(("\n".join(lines) + "\n").encode("utf-8")))
+        result = _cli(f"--model_dir={export_dir}", f"--input={input_path}")
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert result.stdout.split("\n")[:-1] == expected, suffix
+
+
+@pytest.mark.parametrize("suffix", [".gz", ".bz2"])
+def test_cli_truncated_compressed_input_is_one_damaged_line(export_dir, parser, tmp_path,
+                                                            suffix):
+    """A compressed input cut short: its readable lines parse, then one `damaged` bad line
+    (skip), or exit 2 naming that line (fail)."""
+    lines = _compressed_lines(3000)
+    data = COMPRESSORS[suffix](("\n".join(lines) + "\n").encode("utf-8"))
+    input_path = tmp_path / f"in.txt{suffix}"
+    input_path.write_bytes(data[:len(data) // 2])
+    output_path, errors_path = tmp_path / "out.txt", tmp_path / "errors.txt"
+    result = _cli(f"--model_dir={export_dir}", f"--input={input_path}",
+                  f"--output={output_path}", "--on_error=skip", f"--errors={errors_path}")
+    assert result.returncode == 0, result.stderr[-2000:]
+    written = output_path.read_text(encoding="utf-8").split("\n")[:-1]
+    readable = len(written) - 1  # the lines read before the damage, then its empty line
+    assert 0 <= readable < len(lines) and written[-1] == ""
+    if suffix == ".gz":  # gzip streams: about half the lines come out before the cut
+        assert readable > len(lines) // 4
+    assert written[:-1] == (_run(parser, "\n".join(lines[:readable])) if readable else [])
+    (error,) = errors_path.read_text(encoding="utf-8").splitlines()
+    assert error.startswith(f"line {readable + 1}: damaged: the file is damaged from here on")
+    assert error.endswith(f"; {readable} lines were read before it")
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"parsed {readable} of {readable + 1} lines; skipped 1 (damaged: 1), listed in "
+        f"{errors_path}")
+    # --on_error=fail: exit 2 naming the damaged line; no output file.
+    os.unlink(output_path)
+    result = _cli(f"--model_dir={export_dir}", f"--input={input_path}",
+                  f"--output={output_path}")
+    assert result.returncode == 2
+    (message,) = result.stderr.strip().splitlines()[-1:]
+    assert message.startswith(f"error: line {readable + 1}: damaged: the file is damaged")
+    assert f"stopped: {output_path} was not created" in message
+    assert not output_path.exists() and "Traceback" not in result.stderr
+
+
+def test_a_failing_model_stops_the_run():
+    from tetra_tf.parser import ModelError  # pylint: disable=import-outside-toplevel
+
+    class FailingParser(FakeParser):
+        def _call(self, joined):
+            self.calls.append(len(joined))
+            raise ModelError("the model failed: RuntimeError: the device is gone")
+
+    fake = FailingParser()
+    output, errors = io.StringIO(), io.StringIO()
+    with pytest.raises(ModelError):
+        parse.run("unused", io.StringIO("a b\nc\nd e f\n"), output, parser=fake,
+                  on_error="skip", errors_file=errors, batch_size=2)
+    assert fake.calls == [2]  # no retries, no dead letters
+    assert output.getvalue() == errors.getvalue() == ""
 
 
 # The CLI tests below fail before any sentence needs the model, so they do not load it.
 def test_cli_bad_bytes_name_the_line_on_stdin_and_in_files(export_dir, tmp_path):
-    expected = ("error: line 1: not UTF-8 (byte 0xE9 at byte 4 of the line); stopped: "
+    expected = ("error: line 1: not_utf8: not UTF-8 (byte 0xE9 at byte 4); stopped: "
                 "no tree went to stdout")
     result = _cli(f"--model_dir={export_dir}", stdin=b"caf\xe9\nok\n")
     assert result.returncode == 2 and result.stderr.startswith(expected), result.stderr
@@ -293,8 +383,8 @@ def test_cli_failure_leaves_an_existing_output_untouched(export_dir, tmp_path):
     output_path.write_text("old trees\n", encoding="utf-8")
     result = _cli(f"--model_dir={export_dir}", f"--output={output_path}", stdin="\nok\n")
     assert result.returncode == 2
-    assert f"line 1: empty (give one sentence per line); stopped: {output_path} was left " \
-           "unchanged" in result.stderr
+    assert f"line 1: empty: no words (give one sentence per line); stopped: {output_path} " \
+           "was left unchanged" in result.stderr
     assert output_path.read_text(encoding="utf-8") == "old trees\n"
     assert os.listdir(tmp_path) == ["out.txt"]  # no temporary file left behind
 
