@@ -41,7 +41,6 @@ import urllib.error
 import urllib.request
 
 REPO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-sys.path.insert(0, REPO)
 
 import tetra_tf  # noqa: E402,F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
@@ -182,7 +181,7 @@ def run_server(export_dir: str, cases, repeats: int):
     process = subprocess.Popen(
         [sys.executable, os.path.join(REPO, "serving", "server.py"),
          f"--model_base_path={base}", f"--model_name={MODEL_NAME}",
-         f"--rest_api_port={port}"],
+         f"--rest_api_port={port}", "--max_words_per_sentence=1000"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + SERVER_START_TIMEOUT_S

@@ -1,4 +1,4 @@
-"""Tests for serving/server.py (TF Serving's REST API) and serving/client.py.
+"""Tests for the server (tetra_tf.serving, run as serving/server.py) and its client.
 
 The server runs as a subprocess on a free 127.0.0.1 port, serving a toy SavedModel with the
 same interface as the parser's export (a [B] string `sentences` input; num_words, words,
@@ -13,7 +13,6 @@ import base64
 import concurrent.futures
 import contextlib
 import http.client
-import importlib.util
 import json
 import logging
 import os
@@ -35,6 +34,9 @@ for _module in ("waitress", "grpc", "tensorflow_serving", "prometheus_client"):
     pytest.importorskip(_module, reason="needs the 'serving' extra: pip install -e "
                         '".[serving]"')
 
+from tetra_tf.serving import batching, codecs, metrics  # noqa: E402
+from tetra_tf.serving import client as serving_client  # noqa: E402
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SERVER_SCRIPT = os.path.join(REPO_ROOT, "serving", "server.py")
 CLIENT_SCRIPT = os.path.join(REPO_ROOT, "serving", "client.py")
@@ -46,23 +48,6 @@ HTTP_TIMEOUT_S = 60.0  # Generous: the test machine is shared and often loaded.
 READ_TIMEOUT_S = 2.0
 
 
-def _load_serving_script(module_name, file_name):
-    """A script of serving/ as a module; serving/ is on sys.path while it loads, as when it
-    runs (server.py imports batching.py by name)."""
-    serving_dir = os.path.join(REPO_ROOT, "serving")
-    sys.path.insert(0, serving_dir)
-    try:
-        spec = importlib.util.spec_from_file_location(
-            module_name, os.path.join(serving_dir, file_name))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module  # dataclasses look their module up.
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path.remove(serving_dir)
-
-
-serving_client = _load_serving_script("tetra_serving_client", os.path.basename(CLIENT_SCRIPT))
 
 
 class ToyParser(tf.Module):
@@ -219,7 +204,7 @@ def server_process(model_base_path, tmp_path_factory):
     log_path = tmp_path_factory.mktemp("server_log") / "server.log"
     with _running_server(model_base_path, MODEL_NAME, log_path,
                          f"--max_request_bytes={MAX_REQUEST_BYTES}",
-                         "--max_batch_size=16",
+                         "--max_batch_size=16", "--max_words_per_sentence=1000",
                          f"--request_read_timeout_s={READ_TIMEOUT_S}") as port:
         yield port, log_path
 
@@ -486,9 +471,6 @@ def test_stalled_body_is_cut_off(server):
     assert status == 200
 
 
-server_module = _load_serving_script("tetra_serving_server", "server.py")
-
-
 def test_access_log_writes_every_line_in_order_off_the_request_threads():
     written = []
 
@@ -496,7 +478,7 @@ def test_access_log_writes_every_line_in_order_off_the_request_threads():
         def emit(self, record):
             written.append((record.getMessage(), record.funcName, threading.get_ident()))
 
-    access_log = server_module.AccessLog(Collect(), level=logging.INFO)
+    access_log = metrics.AccessLog(Collect(), level=logging.INFO)
     lines_per_thread = 300
 
     def request_thread(k):
@@ -529,7 +511,7 @@ def test_access_log_writes_every_line_in_order_off_the_request_threads():
     np.array(["ab", "c"]),  # numpy unicode: tf.make_tensor_proto's way
 ], ids=lambda array: f"{array.dtype}{list(array.shape)}")
 def test_output_tensor_protos_read_back_as_tf_makes_them(array):
-    proto = server_module.tensor_proto(array)
+    proto = codecs.tensor_proto(array)
     reference = tf.make_tensor_proto(array)
     assert proto.dtype == reference.dtype
     assert proto.tensor_shape == reference.tensor_shape
@@ -595,8 +577,6 @@ def test_server_usage_errors(tmp_path, base_path):
 # ----------------------------------------------------------------------------------------
 # Cross-request batching (--enable_batching), metrics.
 
-
-batching = _load_serving_script("tetra_serving_batching", "batching.py")
 
 # TF Serving's documented examples (tensorflow_serving/batching/README.md): its CPU
 # starting point, and allowed_batch_sizes with pad_variable_length_inputs.
