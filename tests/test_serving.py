@@ -619,10 +619,26 @@ def test_shipped_batching_parameters_parse():
     ("max_batch_size { value: 8 } allowed_batch_sizes: 4", "must equal max_batch_size"),
     ("max_batch_size { value: 8 } allowed_batch_sizes: 8 allowed_batch_sizes: 4",
      "increasing"),
+    # Accepted and silently dropped before: refused by name.
+    ('thread_pool_name { value: "shared" }', "thread_pool_name is not supported"),
+    ("pad_variable_length_inputs { value: false }", "pad_variable_length_inputs is not"),
 ])
 def test_batching_parameters_errors(text, message):
     with pytest.raises(batching.BatchingParametersError, match=message):
         batching.parse_batching_parameters(text)
+
+
+def test_batching_parameters_file_not_utf8_is_one_line_usage_error(tmp_path, model_base_path):
+    parameters = tmp_path / "batching.txt"
+    parameters.write_bytes(b"max_batch_size { value: 8 } # caf\xe9\n")
+    result = subprocess.run(
+        [sys.executable, SERVER_SCRIPT, f"--model_base_path={model_base_path}",
+         f"--rest_api_port={_free_port()}", f"--port={_free_port()}", "--enable_batching",
+         f"--batching_parameters_file={parameters}"],
+        capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().splitlines() == [
+        f"error: --batching_parameters_file: {parameters} is not UTF-8 text (byte 34)"]
 
 
 def test_split_outputs_cuts_each_request_to_its_own_width():
