@@ -46,6 +46,7 @@ MAX_REQUEST_BYTES = 200_000
 STARTUP_TIMEOUT_S = 90.0
 HTTP_TIMEOUT_S = 60.0  # Generous: the test machine is shared and often loaded.
 READ_TIMEOUT_S = 2.0
+SERVER_PIDS = {}  # REST port → the server process's id
 
 
 
@@ -180,6 +181,7 @@ def _running_server(base_path, model_name, log_path, *flags, while_starting=None
             if time.monotonic() > deadline:
                 pytest.fail(f"server not ready in {STARTUP_TIMEOUT_S} s:\n{log_path.read_text()}")
             time.sleep(0.2)
+        SERVER_PIDS[port] = process.pid
         yield port
         in_flight = None
         if in_flight_at_shutdown is not None:
@@ -1154,3 +1156,136 @@ def test_real_export_over_rest_matches_parser(tetra_export, tmp_path):
             "signature_name": "parse_words",
             "instances": [{"words": ["abc!!!!!!!!!!"] * 13, "num_words": 13}] * 2})
         assert status == 400 and "pieces" in body["error"], body
+
+
+# ----------------------------------------------------------------------------------------
+# Hostile clients (issue 23).
+
+
+def _rss_mib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024
+
+
+def _grpc_code(call, request):
+    import grpc
+
+    with pytest.raises(grpc.RpcError) as error:
+        call(request, HTTP_TIMEOUT_S)
+    return error.value.code(), error.value.details()
+
+
+@pytest.mark.parametrize("signature, name, dims", [
+    ("serving_default", "sentences", [100_000_000]),
+    ("serving_default", "sentences", [4_000_000, 25]),
+    ("parse_words", "words", [1, 100_000_000]),
+])
+def test_huge_declared_shape_is_refused_before_any_tensor(batching_server, signature, name,
+                                                          dims):
+    """A few bytes declaring 10^8 values (tf.make_ndarray would expand them: 635 MiB)."""
+    import grpc
+    from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
+
+    port, _, grpc_port = batching_server
+    pid = SERVER_PIDS[port]
+    request = predict_pb2.PredictRequest()
+    request.model_spec.name = MODEL_NAME
+    request.model_spec.signature_name = signature
+    tensor = request.inputs[name]
+    tensor.CopyFrom(tf.make_tensor_proto(["x"]))
+    tensor.tensor_shape.Clear()
+    for size in dims:
+        tensor.tensor_shape.dim.add(size=size)
+    if signature == "parse_words":
+        request.inputs["num_words"].CopyFrom(tf.make_tensor_proto([1], dtype=tf.int32))
+    with grpc.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
+        stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+        _grpc_code(stub.Predict, predict_pb2.PredictRequest())  # Connected before timing.
+        before = _rss_mib(pid)
+        started = time.perf_counter()
+        code, details = _grpc_code(stub.Predict, request)
+        elapsed = time.perf_counter() - started
+        grown = _rss_mib(pid) - before
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "declares" in details, details
+    assert elapsed < 0.1 and grown < 10, (elapsed, grown)
+
+
+def test_rest_declared_rows_are_refused_before_any_array(batching_server):
+    port = batching_server[0]
+    before = _rss_mib(SERVER_PIDS[port])
+    started = time.perf_counter()
+    status, body = _http(port, "POST", _PREDICT, {"inputs": {"sentences": ["a"] * 150_000}})
+    assert time.perf_counter() - started < 0.5
+    assert status == 400 and "declares 150000 rows, more than --max_batch_size=32" in \
+        body["error"], body
+    assert _rss_mib(SERVER_PIDS[port]) - before < 10
+
+
+def test_refused_sentence_carries_its_reason_over_rest_and_grpc(batching_server):
+    import grpc
+    from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
+
+    from tetra_tf import sentences
+
+    port, _, grpc_port = batching_server
+    status, body = _http(port, "POST", _PREDICT, {"instances": ["ok", "\u3000\u2029"]})
+    assert status == 400 and body["error"].startswith("sentence 1: empty: "), body
+    request = predict_pb2.PredictRequest()
+    request.model_spec.name = MODEL_NAME
+    request.inputs["sentences"].CopyFrom(
+        tf.make_tensor_proto(np.array([b"ok", b"caf\xe9"], dtype=object)))
+    with grpc.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
+        stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+        code, details = _grpc_code(stub.Predict, request)
+    assert code == grpc.StatusCode.INVALID_ARGUMENT
+    assert details.startswith("sentence 1: ") and sentences.reason_in(details) == "not_utf8"
+
+
+def test_refused_calls_are_counted_and_logged_in_one_line(batching_server):
+    """REST's 413, gRPC's oversized (RESOURCE_EXHAUSTED) and undecodable (INTERNAL)
+    messages and its unimplemented methods: each counted, each one log line; and a negative
+    version is NOT_FOUND."""
+    import grpc
+    from tensorflow_serving.apis import (classification_pb2, inference_pb2, predict_pb2,
+                                         prediction_service_pb2_grpc, regression_pb2)
+
+    port, log_path, grpc_port = batching_server
+    before = _metric_values(port)
+    status, _ = _http(port, "POST", _PREDICT, {"instances": ["x" * (1 << 20)]})
+    assert status == 413
+    with grpc.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
+        stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+        big = predict_pb2.PredictRequest()
+        big.model_spec.name = MODEL_NAME
+        big.inputs["sentences"].CopyFrom(tf.make_tensor_proto(["x" * (1 << 20)]))
+        assert _grpc_code(stub.Predict, big)[0] == grpc.StatusCode.RESOURCE_EXHAUSTED
+        raw = channel.unary_unary("/tensorflow.serving.PredictionService/Predict")
+        assert _grpc_code(raw, b"\xff\xff\xff")[0] == grpc.StatusCode.INTERNAL
+        for call, request in [(stub.Classify, classification_pb2.ClassificationRequest()),
+                              (stub.Regress, regression_pb2.RegressionRequest()),
+                              (stub.MultiInference, inference_pb2.MultiInferenceRequest())]:
+            assert _grpc_code(call, request)[0] == grpc.StatusCode.UNIMPLEMENTED
+        negative = predict_pb2.PredictRequest()
+        negative.model_spec.name = MODEL_NAME
+        negative.model_spec.version.value = -1
+        negative.inputs["sentences"].CopyFrom(tf.make_tensor_proto(["a"]))
+        assert _grpc_code(stub.Predict, negative)[0] == grpc.StatusCode.NOT_FOUND
+    after = _metric_values(port)
+    for api, method, code in [("rest", "predict", "RESOURCE_EXHAUSTED"),
+                              ("grpc", "predict", "RESOURCE_EXHAUSTED"),
+                              ("grpc", "predict", "INTERNAL"),
+                              ("grpc", "classify", "UNIMPLEMENTED"),
+                              ("grpc", "regress", "UNIMPLEMENTED"),
+                              ("grpc", "multi_inference", "UNIMPLEMENTED"),
+                              ("grpc", "predict", "NOT_FOUND")]:
+        name = f'tetra_serving_requests_total{{api="{api}",method="{method}",status="{code}"}}'
+        assert _metric_delta(before, after, name) == 1, name
+    deadline = time.monotonic() + 10
+    while "multi_inference" not in log_path.read_text() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    log = log_path.read_text()
+    assert "Traceback" not in log and "Exception" not in log
+    for method, code in [("predict", "INTERNAL"), ("classify", "UNIMPLEMENTED"),
+                         ("regress", "UNIMPLEMENTED"), ("multi_inference", "UNIMPLEMENTED")]:
+        assert len([line for line in log.splitlines()
+                    if f" grpc {method} {code} " in line]) == 1, (method, code)
