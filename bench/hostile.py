@@ -47,6 +47,8 @@ import tetra_tf  # noqa: E402,F401  (sets TF_USE_LEGACY_KERAS before TensorFlow 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from absl import app, flags, logging  # noqa: E402
+
+from tetra_tf.serving.servable import saved_model_file  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import tensorflow_text  # noqa: E402,F401
 
@@ -228,7 +230,7 @@ def main(argv) -> int:
             temporary = tempfile.mkdtemp(prefix="hostile-")
             export_dir = default_export(temporary)
             print("model: all-MiniLM-L6-v2 with random heads (exported to a temporary dir)")
-        elif not os.path.isfile(os.path.join(export_dir, "saved_model.pb")):
+        elif saved_model_file(export_dir) is None:
             print(f"error: {export_dir} holds no SavedModel", file=sys.stderr)
             return 2
         else:

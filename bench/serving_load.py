@@ -362,8 +362,9 @@ def main(argv: list[str]) -> int:
         return 2
     export_dir = args.export_dir or (DEFAULT_EXPORT if os.path.isdir(DEFAULT_EXPORT)
                                      else None)
-    if args.export_dir and not os.path.isfile(os.path.join(args.export_dir,
-                                                           "saved_model.pb")):
+    from tetra_tf.serving.servable import saved_model_file  # pylint: disable=import-outside-toplevel
+
+    if args.export_dir and saved_model_file(args.export_dir) is None:
         print(f"serving_load.py: error: no saved_model.pb in {args.export_dir}",
               file=sys.stderr)
         return 2
