@@ -1080,6 +1080,26 @@ def test_new_version_is_warmed_up_before_it_serves(tmp_path):
     assert max(first) <= 2 * p99, (first, p99)
 
 
+def test_limits_come_from_the_export_and_flags_only_lower_them(tmp_path):
+    """assets.extra/limits.json's max_pieces_per_call bounds a sentence (each word is at
+    least one piece) even with a higher --max_pieces_per_request."""
+    from tetra_tf import sentences
+
+    base = tmp_path / "models" / MODEL_NAME
+    base.mkdir(parents=True)
+    _save_toy_version(base, 1, "S")
+    (base / "1" / "assets.extra").mkdir()
+    (base / "1" / "assets.extra" / "limits.json").write_text(json.dumps(
+        {"max_pieces_per_word": 8, "max_pieces_per_call": 5,
+         "max_window_positions_per_call": 2560}))
+    with _running_server(base, MODEL_NAME, tmp_path / "server.log",
+                         "--max_pieces_per_request=1000") as port:
+        assert _http(port, "POST", _PREDICT, {"instances": ["a b c d e"]})[0] == 200
+        status, body = _http(port, "POST", _PREDICT, {"instances": ["a b c d e f"]})
+    assert status == 400 and body["error"].startswith("sentence 0: too_many_pieces: "), body
+    assert sentences.reason_in(body["error"]) == sentences.TOO_MANY_PIECES
+
+
 # ----------------------------------------------------------------------------------------
 # The real export (tetra_tf/export.py) of a tiny random model, served and parsed over REST.
 
