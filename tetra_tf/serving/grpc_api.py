@@ -52,8 +52,9 @@ def create_grpc_server(predictor: Predictor, metrics: Metrics | None, host: str,
 
     import grpc
     from google.protobuf import message as protobuf_message
-    from tensorflow_serving.apis import (get_model_metadata_pb2, get_model_status_pb2,
-                                         model_management_pb2, predict_pb2)
+    from tensorflow_serving.apis import (classification_pb2, get_model_metadata_pb2,
+                                         get_model_status_pb2, inference_pb2,
+                                         model_management_pb2, predict_pb2, regression_pb2)
 
     manager = predictor.manager
 
@@ -145,8 +146,6 @@ def create_grpc_server(predictor: Predictor, metrics: Metrics | None, host: str,
             raise RequestError(f"Unimplemented: this server implements Predict, not {method}",
                                501)
         return refuse
-
-    from tensorflow_serving.apis import classification_pb2, inference_pb2, regression_pb2
 
     prediction_methods = {
         "Predict": handler("predict", predict_pb2.PredictRequest, predict),
