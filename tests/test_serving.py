@@ -1,4 +1,4 @@
-"""Tests for serving/server.py (TF Serving's REST API) and serving/client.py.
+"""Tests for the server (tetra_tf.serving, run as serving/server.py) and its client.
 
 The server runs as a subprocess on a free 127.0.0.1 port, serving a toy SavedModel with the
 same interface as the parser's export (a [B] string `sentences` input; num_words, words,
@@ -13,7 +13,6 @@ import base64
 import concurrent.futures
 import contextlib
 import http.client
-import importlib.util
 import json
 import logging
 import os
@@ -35,6 +34,10 @@ for _module in ("waitress", "grpc", "tensorflow_serving", "prometheus_client"):
     pytest.importorskip(_module, reason="needs the 'serving' extra: pip install -e "
                         '".[serving]"')
 
+from tetra_tf.serving import codecs, metrics  # noqa: E402
+from tetra_tf.serving import client as serving_client  # noqa: E402
+
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SERVER_SCRIPT = os.path.join(REPO_ROOT, "serving", "server.py")
 CLIENT_SCRIPT = os.path.join(REPO_ROOT, "serving", "client.py")
@@ -44,25 +47,7 @@ MAX_REQUEST_BYTES = 200_000
 STARTUP_TIMEOUT_S = 90.0
 HTTP_TIMEOUT_S = 60.0  # Generous: the test machine is shared and often loaded.
 READ_TIMEOUT_S = 2.0
-
-
-def _load_serving_script(module_name, file_name):
-    """A script of serving/ as a module; serving/ is on sys.path while it loads, as when it
-    runs (server.py imports batching.py by name)."""
-    serving_dir = os.path.join(REPO_ROOT, "serving")
-    sys.path.insert(0, serving_dir)
-    try:
-        spec = importlib.util.spec_from_file_location(
-            module_name, os.path.join(serving_dir, file_name))
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module  # dataclasses look their module up.
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path.remove(serving_dir)
-
-
-serving_client = _load_serving_script("tetra_serving_client", os.path.basename(CLIENT_SCRIPT))
+SERVER_PIDS = {}  # REST port → the server process's id
 
 
 class ToyParser(tf.Module):
@@ -195,6 +180,7 @@ def _running_server(base_path, model_name, log_path, *flags, while_starting=None
             if time.monotonic() > deadline:
                 pytest.fail(f"server not ready in {STARTUP_TIMEOUT_S} s:\n{log_path.read_text()}")
             time.sleep(0.2)
+        SERVER_PIDS[port] = process.pid
         yield port
         in_flight = None
         if in_flight_at_shutdown is not None:
@@ -219,7 +205,7 @@ def server_process(model_base_path, tmp_path_factory):
     log_path = tmp_path_factory.mktemp("server_log") / "server.log"
     with _running_server(model_base_path, MODEL_NAME, log_path,
                          f"--max_request_bytes={MAX_REQUEST_BYTES}",
-                         "--max_batch_size=16",
+                         "--max_batch_size=16", "--max_words_per_sentence=1000",
                          f"--request_read_timeout_s={READ_TIMEOUT_S}") as port:
         yield port, log_path
 
@@ -486,9 +472,6 @@ def test_stalled_body_is_cut_off(server):
     assert status == 200
 
 
-server_module = _load_serving_script("tetra_serving_server", "server.py")
-
-
 def test_access_log_writes_every_line_in_order_off_the_request_threads():
     written = []
 
@@ -496,7 +479,7 @@ def test_access_log_writes_every_line_in_order_off_the_request_threads():
         def emit(self, record):
             written.append((record.getMessage(), record.funcName, threading.get_ident()))
 
-    access_log = server_module.AccessLog(Collect(), level=logging.INFO)
+    access_log = metrics.AccessLog(Collect(), level=logging.INFO)
     lines_per_thread = 300
 
     def request_thread(k):
@@ -529,7 +512,7 @@ def test_access_log_writes_every_line_in_order_off_the_request_threads():
     np.array(["ab", "c"]),  # numpy unicode: tf.make_tensor_proto's way
 ], ids=lambda array: f"{array.dtype}{list(array.shape)}")
 def test_output_tensor_protos_read_back_as_tf_makes_them(array):
-    proto = server_module.tensor_proto(array)
+    proto = codecs.tensor_proto(array)
     reference = tf.make_tensor_proto(array)
     assert proto.dtype == reference.dtype
     assert proto.tensor_shape == reference.tensor_shape
@@ -596,108 +579,17 @@ def test_server_usage_errors(tmp_path, base_path):
 # Cross-request batching (--enable_batching), metrics.
 
 
-batching = _load_serving_script("tetra_serving_batching", "batching.py")
-
-# TF Serving's documented examples (tensorflow_serving/batching/README.md): its CPU
-# starting point, and allowed_batch_sizes with pad_variable_length_inputs.
-_TF_SERVING_EXAMPLES = {
-    """max_batch_size { value: 128 }
-batch_timeout_micros { value: 0 }
-max_enqueued_batches { value: 1000000 }
-num_batch_threads { value: 8 }
-""": dict(max_batch_size=128, batch_timeout_micros=0, max_enqueued_batches=1_000_000,
-          num_batch_threads=8, allowed_batch_sizes=()),
-    """max_batch_size { value: 32 }
-batch_timeout_micros { value: 1000 }
-num_batch_threads { value: 4 }
-allowed_batch_sizes: 8
-allowed_batch_sizes: 16
-allowed_batch_sizes: 32
-pad_variable_length_inputs: { value: true }
-""": dict(max_batch_size=32, batch_timeout_micros=1000, max_enqueued_batches=10,
-          num_batch_threads=4, allowed_batch_sizes=(8, 16, 32)),
-}
-
-
-@pytest.mark.parametrize("text", sorted(_TF_SERVING_EXAMPLES))
-def test_batching_parameters_parse_tf_serving_examples(text):
-    params = batching.parse_batching_parameters(text)
-    for name, value in _TF_SERVING_EXAMPLES[text].items():
-        assert getattr(params, name) == value, name
-
-
-def test_shipped_batching_parameters_parse():
-    params = batching.read_batching_parameters(
-        os.path.join(REPO_ROOT, "serving", "batching_parameters.txt"))
-    assert params.max_batch_size >= 32 and params.num_batch_threads >= 1
-
-
-@pytest.mark.parametrize("text, message", [
-    ("max_batch_size { value: 0 }", "positive"),
-    ("max_batch_siz { value: 8 }", "no field named"),
-    ("max_batch_size: 8", 'Expected "{"'),
-    ("max_batch_size { value: 8 } allowed_batch_sizes: 4", "must equal max_batch_size"),
-    ("max_batch_size { value: 8 } allowed_batch_sizes: 8 allowed_batch_sizes: 4",
-     "increasing"),
-])
-def test_batching_parameters_errors(text, message):
-    with pytest.raises(batching.BatchingParametersError, match=message):
-        batching.parse_batching_parameters(text)
-
-
-def test_split_outputs_cuts_each_request_to_its_own_width():
-    # Two requests merged: rows of 2 and 3 words, the batch padded to 3.
-    outputs = {"words": np.array([[b"a", b"b", b""], [b"c", b"d", b"e"]], dtype=object),
-               "num_words": np.array([2, 3], np.int32)}
-    first, second = batching.split_outputs(outputs, [1, 1], [2, 3], 3)
-    assert first["words"].tolist() == [[b"a", b"b"]] and first["num_words"].tolist() == [2]
-    assert second["words"].tolist() == [[b"c", b"d", b"e"]]
-    joined = batching.join_outputs([first, second], 3)
-    assert joined["words"].tolist() == outputs["words"].tolist()
-
-
-def test_scheduler_merges_waiting_tasks_and_runs_a_lone_one_inline():
-    params = batching.BatchingParameters(max_batch_size=4, batch_timeout_micros=0,
-                                         max_enqueued_batches=2, num_batch_threads=1)
-    release = threading.Event()
-    batches = []
-
-    def run_batch(tasks):
-        batches.append(([t.payload for t in tasks], threading.current_thread().name))
-        if tasks[0].payload == "first":
-            release.wait(HTTP_TIMEOUT_S)
-        for task in tasks:
-            task.finish(task.payload.upper())
-
-    scheduler = batching.BatchScheduler(params, run_batch, name="test-batch")
-
-    def submit_and_wait(payload):
-        task = batching.Task("key", 1, 0, payload)
-        scheduler.submit(task)
-        return task.wait(), threading.current_thread().name
-
-    def wait_until(condition):
-        deadline = time.monotonic() + HTTP_TIMEOUT_S
-        while not condition():
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
-
-    with concurrent.futures.ThreadPoolExecutor(max_workers=9) as pool:
-        first = pool.submit(submit_and_wait, "first")  # Alone: runs inline, holds the slot.
-        wait_until(lambda: len(batches) == 1)
-        others = [pool.submit(submit_and_wait, name) for name in "abcdefgh"]
-        wait_until(lambda: scheduler.queued_rows() == 8)  # Two full batches wait...
-        with pytest.raises(batching.QueueFullError):  # ...so the queue is full.
-            scheduler.submit(batching.Task("key", 1, 0, "refused"))
-        release.set()
-        assert first.result()[0] == "FIRST"
-        results = [future.result() for future in others]
-    scheduler.stop()
-    assert batches[0] == (["first"], first.result()[1])  # On the caller's own thread.
-    assert [result for result, _ in results] == list("ABCDEFGH")
-    assert sorted(len(payloads) for payloads, _ in batches[1:]) == [4, 4]
-    assert sorted(p for payloads, _ in batches[1:] for p in payloads) == list("abcdefgh")
-    assert all(thread.startswith("test-batch") for _, thread in batches[1:])
+def test_batching_parameters_file_not_utf8_is_one_line_usage_error(tmp_path, model_base_path):
+    parameters = tmp_path / "batching.txt"
+    parameters.write_bytes(b"max_batch_size { value: 8 } # caf\xe9\n")
+    result = subprocess.run(
+        [sys.executable, SERVER_SCRIPT, f"--model_base_path={model_base_path}",
+         f"--rest_api_port={_free_port()}", f"--port={_free_port()}", "--enable_batching",
+         f"--batching_parameters_file={parameters}"],
+        capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().splitlines() == [
+        f"error: --batching_parameters_file: {parameters} is not UTF-8 text (byte 34)"]
 
 
 BATCHING_PARAMETERS = """max_batch_size { value: 8 }
@@ -1048,6 +940,60 @@ def test_new_version_is_served_without_a_restart_and_loses_no_request(tmp_path):
         assert logged_at("unloaded version 1") >= slow_sent_at + 4.0
 
 
+def test_new_version_is_warmed_up_before_it_serves(tmp_path):
+    """The first requests a new version serves cost what steady requests cost (at most 2x
+    their p99): its signatures ran once before the switch, as TF Serving's warm-up does."""
+    base = tmp_path / "models" / MODEL_NAME
+    base.mkdir(parents=True)
+    _save_toy_version(base, 1, "V1")
+    with _running_server(base, MODEL_NAME, tmp_path / "server.log",
+                         "--file_system_poll_wait_seconds=0.2") as port:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=HTTP_TIMEOUT_S)
+
+        def timed(sentence):
+            started = time.perf_counter()
+            connection.request("POST", _PREDICT, body=json.dumps({"instances": [sentence]}))
+            response = connection.getresponse()
+            answer = json.loads(response.read())
+            assert response.status == 200, answer
+            return time.perf_counter() - started, answer["predictions"][0]["tree"][1:3]
+
+        for i in range(10):
+            timed(f"warm {i}")
+        steady = sorted(timed(f"steady {i}")[0] for i in range(50))
+        p99 = steady[int(0.99 * (len(steady) - 1))]
+        _save_toy_version(base, 2, "V2")
+        first = []
+        deadline = time.monotonic() + 60
+        while len(first) < 3 and time.monotonic() < deadline:
+            seconds, root = timed("new version")
+            if root == "V2":
+                first.append(seconds)
+        connection.close()
+    assert len(first) == 3
+    assert max(first) <= 2 * p99, (first, p99)
+
+
+def test_limits_come_from_the_export_and_flags_only_lower_them(tmp_path):
+    """assets.extra/limits.json's max_pieces_per_call bounds a sentence (each word is at
+    least one piece) even with a higher --max_pieces_per_request."""
+    from tetra_tf import sentences
+
+    base = tmp_path / "models" / MODEL_NAME
+    base.mkdir(parents=True)
+    _save_toy_version(base, 1, "S")
+    (base / "1" / "assets.extra").mkdir()
+    (base / "1" / "assets.extra" / "limits.json").write_text(json.dumps(
+        {"max_pieces_per_word": 8, "max_pieces_per_call": 5,
+         "max_window_positions_per_call": 2560}))
+    with _running_server(base, MODEL_NAME, tmp_path / "server.log",
+                         "--max_pieces_per_request=1000") as port:
+        assert _http(port, "POST", _PREDICT, {"instances": ["a b c d e"]})[0] == 200
+        status, body = _http(port, "POST", _PREDICT, {"instances": ["a b c d e f"]})
+    assert status == 400 and body["error"].startswith("sentence 0: too_many_pieces: "), body
+    assert sentences.reason_in(body["error"]) == sentences.TOO_MANY_PIECES
+
+
 # ----------------------------------------------------------------------------------------
 # The real export (tetra_tf/export.py) of a tiny random model, served and parsed over REST.
 
@@ -1158,3 +1104,136 @@ def test_real_export_over_rest_matches_parser(tetra_export, tmp_path):
             "signature_name": "parse_words",
             "instances": [{"words": ["abc!!!!!!!!!!"] * 13, "num_words": 13}] * 2})
         assert status == 400 and "pieces" in body["error"], body
+
+
+# ----------------------------------------------------------------------------------------
+# Hostile clients (issue 23).
+
+
+def _rss_mib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024
+
+
+def _grpc_code(call, request):
+    import grpc
+
+    with pytest.raises(grpc.RpcError) as error:
+        call(request, HTTP_TIMEOUT_S)
+    return error.value.code(), error.value.details()
+
+
+@pytest.mark.parametrize("signature, name, dims", [
+    ("serving_default", "sentences", [100_000_000]),
+    ("serving_default", "sentences", [4_000_000, 25]),
+    ("parse_words", "words", [1, 100_000_000]),
+])
+def test_huge_declared_shape_is_refused_before_any_tensor(batching_server, signature, name,
+                                                          dims):
+    """A few bytes declaring 10^8 values (tf.make_ndarray would expand them: 635 MiB)."""
+    import grpc
+    from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
+
+    port, _, grpc_port = batching_server
+    pid = SERVER_PIDS[port]
+    request = predict_pb2.PredictRequest()
+    request.model_spec.name = MODEL_NAME
+    request.model_spec.signature_name = signature
+    tensor = request.inputs[name]
+    tensor.CopyFrom(tf.make_tensor_proto(["x"]))
+    tensor.tensor_shape.Clear()
+    for size in dims:
+        tensor.tensor_shape.dim.add(size=size)
+    if signature == "parse_words":
+        request.inputs["num_words"].CopyFrom(tf.make_tensor_proto([1], dtype=tf.int32))
+    with grpc.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
+        stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+        _grpc_code(stub.Predict, predict_pb2.PredictRequest())  # Connected before timing.
+        before = _rss_mib(pid)
+        started = time.perf_counter()
+        code, details = _grpc_code(stub.Predict, request)
+        elapsed = time.perf_counter() - started
+        grown = _rss_mib(pid) - before
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "declares" in details, details
+    assert elapsed < 0.1 and grown < 10, (elapsed, grown)
+
+
+def test_rest_declared_rows_are_refused_before_any_array(batching_server):
+    port = batching_server[0]
+    before = _rss_mib(SERVER_PIDS[port])
+    started = time.perf_counter()
+    status, body = _http(port, "POST", _PREDICT, {"inputs": {"sentences": ["a"] * 150_000}})
+    assert time.perf_counter() - started < 0.5
+    assert status == 400 and "declares 150000 rows, more than --max_batch_size=32" in \
+        body["error"], body
+    assert _rss_mib(SERVER_PIDS[port]) - before < 10
+
+
+def test_refused_sentence_carries_its_reason_over_rest_and_grpc(batching_server):
+    import grpc
+    from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
+
+    from tetra_tf import sentences
+
+    port, _, grpc_port = batching_server
+    status, body = _http(port, "POST", _PREDICT, {"instances": ["ok", "\u3000\u2029"]})
+    assert status == 400 and body["error"].startswith("sentence 1: empty: "), body
+    request = predict_pb2.PredictRequest()
+    request.model_spec.name = MODEL_NAME
+    request.inputs["sentences"].CopyFrom(
+        tf.make_tensor_proto(np.array([b"ok", b"caf\xe9"], dtype=object)))
+    with grpc.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
+        stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+        code, details = _grpc_code(stub.Predict, request)
+    assert code == grpc.StatusCode.INVALID_ARGUMENT
+    assert details.startswith("sentence 1: ") and sentences.reason_in(details) == "not_utf8"
+
+
+def test_refused_calls_are_counted_and_logged_in_one_line(batching_server):
+    """REST's 413, gRPC's oversized (RESOURCE_EXHAUSTED) and undecodable (INTERNAL)
+    messages and its unimplemented methods: each counted, each one log line; and a negative
+    version is NOT_FOUND."""
+    import grpc
+    from tensorflow_serving.apis import (classification_pb2, inference_pb2, predict_pb2,
+                                         prediction_service_pb2_grpc, regression_pb2)
+
+    port, log_path, grpc_port = batching_server
+    before = _metric_values(port)
+    status, _ = _http(port, "POST", _PREDICT, {"instances": ["x" * (1 << 20)]})
+    assert status == 413
+    with grpc.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
+        stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+        big = predict_pb2.PredictRequest()
+        big.model_spec.name = MODEL_NAME
+        big.inputs["sentences"].CopyFrom(tf.make_tensor_proto(["x" * (1 << 20)]))
+        assert _grpc_code(stub.Predict, big)[0] == grpc.StatusCode.RESOURCE_EXHAUSTED
+        raw = channel.unary_unary("/tensorflow.serving.PredictionService/Predict")
+        assert _grpc_code(raw, b"\xff\xff\xff")[0] == grpc.StatusCode.INTERNAL
+        for call, request in [(stub.Classify, classification_pb2.ClassificationRequest()),
+                              (stub.Regress, regression_pb2.RegressionRequest()),
+                              (stub.MultiInference, inference_pb2.MultiInferenceRequest())]:
+            assert _grpc_code(call, request)[0] == grpc.StatusCode.UNIMPLEMENTED
+        negative = predict_pb2.PredictRequest()
+        negative.model_spec.name = MODEL_NAME
+        negative.model_spec.version.value = -1
+        negative.inputs["sentences"].CopyFrom(tf.make_tensor_proto(["a"]))
+        assert _grpc_code(stub.Predict, negative)[0] == grpc.StatusCode.NOT_FOUND
+    after = _metric_values(port)
+    for api, method, code in [("rest", "predict", "RESOURCE_EXHAUSTED"),
+                              ("grpc", "predict", "RESOURCE_EXHAUSTED"),
+                              ("grpc", "predict", "INTERNAL"),
+                              ("grpc", "classify", "UNIMPLEMENTED"),
+                              ("grpc", "regress", "UNIMPLEMENTED"),
+                              ("grpc", "multi_inference", "UNIMPLEMENTED"),
+                              ("grpc", "predict", "NOT_FOUND")]:
+        name = f'tetra_serving_requests_total{{api="{api}",method="{method}",status="{code}"}}'
+        assert _metric_delta(before, after, name) == 1, name
+    deadline = time.monotonic() + 10
+    while "multi_inference" not in log_path.read_text() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    log = log_path.read_text()
+    assert "Traceback" not in log and "Exception" not in log
+    for method, code in [("predict", "INTERNAL"), ("classify", "UNIMPLEMENTED"),
+                         ("regress", "UNIMPLEMENTED"), ("multi_inference", "UNIMPLEMENTED")]:
+        assert len([line for line in log.splitlines()
+                    if f" grpc {method} {code} " in line]) == 1, (method, code)

@@ -1,4 +1,4 @@
-"""Cross-request batching for serving/server.py, with TensorFlow Serving's semantics.
+"""Cross-request batching for the server, with TensorFlow Serving's semantics.
 
 TF Serving's `--enable_batching` merges concurrent requests into one model call
 (BasicBatchScheduler): requests join the open batch of their signature until it holds
@@ -35,7 +35,8 @@ from typing import Any, Callable, Hashable, Sequence
 import numpy as np
 
 # TF Serving's BatchingParameters: (field, number, wrapper type); allowed_batch_sizes is a
-# repeated int64. Only the fields this server implements are accepted.
+# repeated int64. Fields this server does not implement parse, then are refused by name
+# (rather than silently dropped).
 _WRAPPED_FIELDS = [
     ("max_batch_size", 1, "Int64Value"),
     ("batch_timeout_micros", 2, "Int64Value"),
@@ -118,10 +119,18 @@ def parse_batching_parameters(text: str) -> BatchingParameters:
     except text_format.ParseError as e:
         raise BatchingParametersError(str(e).splitlines()[0]) from None
     values: dict[str, Any] = {}
+    implemented = {f.name for f in dataclasses.fields(BatchingParameters)}
     for name, _, _ in _WRAPPED_FIELDS:
-        if proto.HasField(name) and name in {f.name for f in
-                                             dataclasses.fields(BatchingParameters)}:
-            values[name] = getattr(proto, name).value
+        if not proto.HasField(name):
+            continue
+        value = getattr(proto, name).value
+        if name == "pad_variable_length_inputs" and value:
+            continue  # This server always pads rows of words: true is what it does.
+        if name not in implemented:
+            raise BatchingParametersError(f"{name} is not supported by this server"
+                                          + (" (it always pads rows of words)"
+                                             if name == "pad_variable_length_inputs" else ""))
+        values[name] = value
     values["allowed_batch_sizes"] = tuple(proto.allowed_batch_sizes)
     params = BatchingParameters(**values)
     for name in ("max_batch_size", "max_enqueued_batches", "num_batch_threads"):
@@ -153,6 +162,9 @@ def read_batching_parameters(path: str) -> BatchingParameters:
             text = f.read()
     except OSError as e:
         raise BatchingParametersError(f"cannot read {path}: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise BatchingParametersError(f"{path} is not UTF-8 text (byte {e.start + 1})"
+                                      ) from None
     try:
         return parse_batching_parameters(text)
     except BatchingParametersError as e:

@@ -1,0 +1,120 @@
+"""Tests for the server's cross-request batching (tetra_tf.serving.batching): TF Serving's
+batching parameters, the scheduler, merging and splitting outputs."""
+
+import concurrent.futures
+import os
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from tetra_tf.serving import batching
+
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TIMEOUT_S = 60.0
+
+# TF Serving's documented examples (tensorflow_serving/batching/README.md): its CPU
+# starting point, and allowed_batch_sizes with pad_variable_length_inputs.
+_TF_SERVING_EXAMPLES = {
+    """max_batch_size { value: 128 }
+batch_timeout_micros { value: 0 }
+max_enqueued_batches { value: 1000000 }
+num_batch_threads { value: 8 }
+""": dict(max_batch_size=128, batch_timeout_micros=0, max_enqueued_batches=1_000_000,
+          num_batch_threads=8, allowed_batch_sizes=()),
+    """max_batch_size { value: 32 }
+batch_timeout_micros { value: 1000 }
+num_batch_threads { value: 4 }
+allowed_batch_sizes: 8
+allowed_batch_sizes: 16
+allowed_batch_sizes: 32
+pad_variable_length_inputs: { value: true }
+""": dict(max_batch_size=32, batch_timeout_micros=1000, max_enqueued_batches=10,
+          num_batch_threads=4, allowed_batch_sizes=(8, 16, 32)),
+}
+
+
+@pytest.mark.parametrize("text", sorted(_TF_SERVING_EXAMPLES))
+def test_batching_parameters_parse_tf_serving_examples(text):
+    params = batching.parse_batching_parameters(text)
+    for name, value in _TF_SERVING_EXAMPLES[text].items():
+        assert getattr(params, name) == value, name
+
+
+def test_shipped_batching_parameters_parse():
+    params = batching.read_batching_parameters(
+        os.path.join(REPO_ROOT, "serving", "batching_parameters.txt"))
+    assert params.max_batch_size >= 32 and params.num_batch_threads >= 1
+
+
+@pytest.mark.parametrize("text, message", [
+    ("max_batch_size { value: 0 }", "positive"),
+    ("max_batch_siz { value: 8 }", "no field named"),
+    ("max_batch_size: 8", 'Expected "{"'),
+    ("max_batch_size { value: 8 } allowed_batch_sizes: 4", "must equal max_batch_size"),
+    ("max_batch_size { value: 8 } allowed_batch_sizes: 8 allowed_batch_sizes: 4",
+     "increasing"),
+    # Accepted and silently dropped before: refused by name.
+    ('thread_pool_name { value: "shared" }', "thread_pool_name is not supported"),
+    ("pad_variable_length_inputs { value: false }", "pad_variable_length_inputs is not"),
+])
+def test_batching_parameters_errors(text, message):
+    with pytest.raises(batching.BatchingParametersError, match=message):
+        batching.parse_batching_parameters(text)
+
+
+def test_split_outputs_cuts_each_request_to_its_own_width():
+    # Two requests merged: rows of 2 and 3 words, the batch padded to 3.
+    outputs = {"words": np.array([[b"a", b"b", b""], [b"c", b"d", b"e"]], dtype=object),
+               "num_words": np.array([2, 3], np.int32)}
+    first, second = batching.split_outputs(outputs, [1, 1], [2, 3], 3)
+    assert first["words"].tolist() == [[b"a", b"b"]] and first["num_words"].tolist() == [2]
+    assert second["words"].tolist() == [[b"c", b"d", b"e"]]
+    joined = batching.join_outputs([first, second], 3)
+    assert joined["words"].tolist() == outputs["words"].tolist()
+
+
+def test_scheduler_merges_waiting_tasks_and_runs_a_lone_one_inline():
+    params = batching.BatchingParameters(max_batch_size=4, batch_timeout_micros=0,
+                                         max_enqueued_batches=2, num_batch_threads=1)
+    release = threading.Event()
+    batches = []
+
+    def run_batch(tasks):
+        batches.append(([t.payload for t in tasks], threading.current_thread().name))
+        if tasks[0].payload == "first":
+            release.wait(TIMEOUT_S)
+        for task in tasks:
+            task.finish(task.payload.upper())
+
+    scheduler = batching.BatchScheduler(params, run_batch, name="test-batch")
+
+    def submit_and_wait(payload):
+        task = batching.Task("key", 1, 0, payload)
+        scheduler.submit(task)
+        return task.wait(), threading.current_thread().name
+
+    def wait_until(condition):
+        deadline = time.monotonic() + TIMEOUT_S
+        while not condition():
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=9) as pool:
+        first = pool.submit(submit_and_wait, "first")  # Alone: runs inline, holds the slot.
+        wait_until(lambda: len(batches) == 1)
+        others = [pool.submit(submit_and_wait, name) for name in "abcdefgh"]
+        wait_until(lambda: scheduler.queued_rows() == 8)  # Two full batches wait...
+        with pytest.raises(batching.QueueFullError):  # ...so the queue is full.
+            scheduler.submit(batching.Task("key", 1, 0, "refused"))
+        release.set()
+        assert first.result()[0] == "FIRST"
+        results = [future.result() for future in others]
+    scheduler.stop()
+    assert batches[0] == (["first"], first.result()[1])  # On the caller's own thread.
+    assert [result for result, _ in results] == list("ABCDEFGH")
+    assert sorted(len(payloads) for payloads, _ in batches[1:]) == [4, 4]
+    assert sorted(p for payloads, _ in batches[1:] for p in payloads) == list("abcdefgh")
+    assert all(thread.startswith("test-batch") for _, thread in batches[1:])

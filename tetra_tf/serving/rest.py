@@ -1,0 +1,341 @@
+"""The REST front end: TF Serving's HTTP/JSON API, a Flask app served by waitress.
+
+waitress (a production WSGI server) owns the sockets: it reads each request body whole and
+within --max_request_bytes before a worker thread runs the app, and answers an oversized
+body with 413 itself (counted in the metrics here). The Flask app routes the paths, fills a
+`PredictRequest` for the one predict path (predictor.py), and answers in TF Serving's JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import signal
+import socket
+import threading
+import time
+import traceback
+from typing import Any, Callable, Iterable
+
+import flask
+from absl import logging as absl_logging
+from werkzeug import exceptions as http_errors
+
+from tetra_tf.serving import codecs
+from tetra_tf.serving.errors import STATUS_CODES, RequestError, log_safe
+from tetra_tf.serving.manager import parse_version
+from tetra_tf.serving.metrics import Metrics
+from tetra_tf.serving.predictor import PredictRequest, Predictor
+from tetra_tf.serving.servable import DEFAULT_SIGNATURE
+
+
+_PREDICT_PATH = re.compile(r"/v1/models/([^/:]+)(?:/versions/(\d+))?:(classify|regress|predict)",
+                           re.IGNORECASE)
+_METADATA_PATH = re.compile(r"/v1/models/([^/:]+)(?:/versions/(\d+))?/metadata", re.IGNORECASE)
+_STATUS_PATH = re.compile(r"/v1/models(?:/([^/:]+))?(?:/versions/(\d+))?", re.IGNORECASE)
+
+
+def _json_response(payload: Any, status: int = 200) -> flask.Response:
+    body = json.dumps(payload, ensure_ascii=False, indent=None).encode("utf-8")
+    return flask.Response(body, status=status, mimetype="application/json")
+
+
+def _rest_method(path: str) -> str:
+    """The metrics' method label for a REST path."""
+    if _PREDICT_PATH.fullmatch(path):
+        return "predict"
+    if _METADATA_PATH.fullmatch(path):
+        return "metadata"
+    if _STATUS_PATH.fullmatch(path):
+        return "status"
+    return "metrics" if path == METRICS_PATH else "other"
+
+
+METRICS_PATH = "/monitoring/prometheus/metrics"
+
+
+def create_app(predictor: Predictor, max_request_bytes: int = 1 << 20,
+               metrics: Metrics | None = None,
+               log_request: Callable[..., None] = absl_logging.info) -> flask.Flask:
+    """A Flask app serving the predictor's model with TF Serving's REST paths and JSON.
+
+    Args:
+      log_request: logs a request's line (format, *args), e.g. `AccessLog.info`.
+    """
+    manager = predictor.manager
+    flask_app = flask.Flask("tetra_serving")
+    flask_app.config["MAX_CONTENT_LENGTH"] = max_request_bytes
+    methods = ["GET", "POST", "PUT", "PATCH", "DELETE"]
+
+    @flask_app.before_request
+    def _start_clock() -> None:
+        flask.g.start_time = time.perf_counter()
+        flask.g.batch_size = None
+
+    @flask_app.after_request
+    def _log_request(response: flask.Response) -> flask.Response:
+        elapsed_ms = (time.perf_counter() - flask.g.get("start_time", time.perf_counter())) * 1e3
+        batch = flask.g.get("batch_size")
+        # The path is request data: escaped, so that it cannot forge log lines.
+        log_request("%s %s %s %d %.1fms%s", flask.request.remote_addr,
+                    log_safe(flask.request.method, 20), log_safe(flask.request.path),
+                    response.status_code, elapsed_ms,
+                    f" batch={batch}" if batch is not None else "")
+        if metrics is not None:
+            metrics.observe("rest", _rest_method(flask.request.path),
+                            STATUS_CODES.get(response.status_code,
+                                             str(response.status_code)), elapsed_ms / 1e3)
+        return response
+
+    @flask_app.errorhandler(RequestError)
+    def _request_error(error: RequestError) -> flask.Response:
+        return _json_response({"error": str(error)}, error.status)
+
+    @flask_app.errorhandler(http_errors.HTTPException)
+    def _http_error(error: http_errors.HTTPException) -> flask.Response:
+        message = error.description or error.name
+        if isinstance(error, http_errors.RequestEntityTooLarge):
+            message = f"Request body is larger than --max_request_bytes={max_request_bytes}"
+        response = _json_response({"error": message}, error.code or 500)
+        if isinstance(error, http_errors.MethodNotAllowed) and error.valid_methods:
+            response.headers["Allow"] = ", ".join(error.valid_methods)
+        return response
+
+    @flask_app.errorhandler(Exception)
+    def _internal_error(error: Exception) -> flask.Response:
+        absl_logging.error("internal error:\n%s", traceback.format_exc())
+        return _json_response({"error": f"Internal: {type(error).__name__}: {error}"}, 500)
+
+    @flask_app.route("/", defaults={"path": ""}, methods=methods)
+    @flask_app.route("/<path:path>", methods=methods)
+    def _dispatch(path: str) -> flask.Response:
+        path = flask.request.path
+        method = flask.request.method
+        if path == METRICS_PATH and metrics is not None:
+            _require_method(method, "GET")
+            body, content_type = metrics.exposition()
+            return flask.Response(body, status=200, content_type=content_type)
+        match = _PREDICT_PATH.fullmatch(path)
+        if match:
+            _require_method(method, "POST")
+            model_name, version, verb = match.groups()
+            number = parse_version(version) if version is not None else None
+            if verb.lower() != "predict":
+                with manager.acquire(model_name, number):
+                    raise RequestError(f"Unimplemented: this server supports :predict only, "
+                                       f"not :{verb}", 501)
+            payload, flask.g.batch_size = predict_json(
+                predictor, model_name, number, flask.request.get_data(cache=False))
+            return _json_response(payload)
+        match = _METADATA_PATH.fullmatch(path)
+        if match:
+            _require_method(method, "GET")
+            model_name, version = match.groups()
+            with manager.acquire(model_name, _version(version)) as model:
+                return _json_response(model.metadata_json())
+        match = _STATUS_PATH.fullmatch(path)
+        if match:
+            _require_method(method, "GET")
+            model_name, version = match.groups()
+            if not model_name:
+                raise RequestError("Missing model name in request.")
+            return _json_response(manager.status_json(model_name, _version(version)))
+        raise RequestError(f"Malformed request: {log_safe(method, 20)} {log_safe(path)} "
+                           "(no such endpoint)", 404)
+
+    return flask_app
+
+
+def _version(text: str | None) -> int | None:
+    return parse_version(text) if text is not None else None
+
+
+def predict_json(predictor: Predictor, model_name: str, version: int | None, body: bytes
+             ) -> tuple[dict[str, Any], int]:
+    """Runs a TF Serving REST predict body; returns (response JSON, batch size)."""
+    request = codecs.parse_json_object(body)
+    signature_name = request.get("signature_name", DEFAULT_SIGNATURE)
+    if not isinstance(signature_name, str):
+        raise RequestError("'signature_name' must be a string")
+    row_format = []
+
+    def decode(specs: dict[str, Any], limits: Any) -> dict[str, Any]:
+        arrays, rows = codecs.request_inputs(request, specs, limits)
+        row_format.append(rows)
+        return arrays
+
+    result = predictor.predict(PredictRequest(model_name, version, signature_name, decode))
+    outputs, batch_size = result.outputs, result.batch_size
+    if row_format[0]:
+        return {"predictions": codecs.rows_json(outputs, batch_size)}, batch_size
+    if len(outputs) == 1:
+        return {"outputs": codecs.array_json(*next(iter(outputs.items())))}, batch_size
+    return {"outputs": {name: codecs.array_json(name, value)
+                        for name, value in outputs.items()}}, batch_size
+
+
+def _require_method(method: str, allowed: str) -> None:
+    if method != allowed and not (method == "HEAD" and allowed == "GET"):
+        raise http_errors.MethodNotAllowed(
+            valid_methods=[allowed],
+            description=f"Malformed request: {method} is not allowed here, use {allowed}")
+
+
+class _InFlightCounter:
+    """WSGI middleware counting requests in progress, so shutdown can wait for them."""
+
+    def __init__(self, wsgi_app: Callable[..., Iterable[bytes]]) -> None:
+        self._wsgi_app = wsgi_app
+        self._count = 0
+        self._idle = threading.Condition()
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        with self._idle:
+            self._count += 1
+        try:
+            return self._wsgi_app(environ, start_response)
+        finally:
+            with self._idle:
+                self._count -= 1
+                self._idle.notify_all()
+
+    def wait_idle(self, timeout_s: float) -> bool:
+        with self._idle:
+            return self._idle.wait_for(lambda: self._count == 0, timeout=timeout_s)
+
+
+def _json_error_task_class(metrics: Metrics | None) -> type:
+    """waitress's ErrorTask answering {"error": ...} as JSON, like the app's own errors,
+    and counting the refusal (e.g. 413) in the metrics."""
+    from waitress import task as waitress_task
+
+    class JsonErrorTask(waitress_task.ErrorTask):
+        def execute(self) -> None:
+            error = self.request.error
+            message = f"{error.reason}: {error.body}"
+            if error.code == 413:
+                message = ("Request body is larger than --max_request_bytes="
+                           f"{self.channel.server.adj.max_request_body_size - 1}")
+            body = json.dumps({"error": message}).encode("utf-8")
+            self.status = f"{error.code} {error.reason}"
+            self.response_headers.extend([("Content-Type", "application/json"),
+                                          ("Connection", "close")])
+            self.set_close_on_finish()
+            self.channel.linger_on_close = True
+            self.content_length = len(body)
+            self.write(body)
+            if metrics is not None:
+                metrics.count("rest", _rest_method(self.request.path or ""),
+                              STATUS_CODES.get(error.code, str(error.code)))
+
+    return JsonErrorTask
+
+
+# After an error answer (e.g. 413 mid-body), the rest of the client's body is read and
+# dropped for at most this long before the socket closes: closing with unread data sends a
+# TCP reset, which makes the client lose the answer (Apache's "lingering close").
+LINGER_AFTER_ERROR_S = 2.0
+
+
+def _lingering_channel_class(base: type) -> type:
+    """A waitress channel that half-closes after an error answer, then drains its input."""
+
+    class LingeringChannel(base):
+        linger_on_close = False
+        _linger_until: float | None = None
+
+        def handle_close(self) -> None:
+            if self.linger_on_close and self._linger_until is None and self.connected:
+                try:
+                    self.socket.shutdown(socket.SHUT_WR)  # the answer is sent; FIN follows
+                except OSError:
+                    return super().handle_close()
+                self._linger_until = time.monotonic() + LINGER_AFTER_ERROR_S
+                self.will_close = self.close_when_flushed = False
+                return None
+            return super().handle_close()
+
+        def readable(self) -> bool:
+            return self._linger_until is not None or super().readable()
+
+        def writable(self) -> bool:
+            if self._linger_until is not None:  # only to close when maintenance says so
+                return bool(self.will_close)
+            return super().writable()
+
+        def handle_read(self) -> None:
+            if self._linger_until is None:
+                return super().handle_read()
+            try:
+                data = self.socket.recv(1 << 16)
+            except OSError:
+                data = b""
+            if not data or time.monotonic() > self._linger_until:
+                super().handle_close()
+            return None
+
+    return LingeringChannel
+
+
+def serve(flask_app: flask.Flask, host: str, port: int, shutdown_timeout_s: float,
+          on_ready: Callable[[int], None] | None = None, *, threads: int = 16,
+          max_request_bytes: int = 1 << 20, read_timeout_s: float = 30.0,
+          stop: threading.Event | None = None, grpc_server: Any = None,
+          on_stop: Callable[[], None] | None = None, metrics: Metrics | None = None) -> None:
+    """Serves flask_app with waitress until SIGINT or SIGTERM (or `stop` is set).
+
+    waitress reads each request fully (Content-Length or chunked, at most
+    max_request_bytes) before a worker thread runs the app, keeps HTTP/1.1 connections
+    alive, and closes a connection silent for read_timeout_s (a stalled body included).
+    On a signal it stops accepting, waits up to shutdown_timeout_s for requests in
+    progress, then closes every connection.
+    """
+    import waitress
+    from waitress import channel as waitress_channel
+    from waitress import wasyncore
+
+    counter = _InFlightCounter(flask_app.wsgi_app)
+    flask_app.wsgi_app = counter  # type: ignore[method-assign]
+    logging.getLogger("waitress.queue").setLevel(logging.ERROR)  # "Task queue depth" notes.
+    server = waitress.create_server(
+        flask_app, host=host, port=port, threads=threads, ident="tetra-serving",
+        # waitress rejects bodies of max_request_body_size bytes or more: one over ours.
+        max_request_body_size=max_request_bytes + 1, channel_timeout=read_timeout_s,
+        cleanup_interval=max(0.5, min(30.0, read_timeout_s / 4)), connection_limit=1000,
+        clear_untrusted_proxy_headers=True)
+
+    class JsonErrorChannel(_lingering_channel_class(waitress_channel.HTTPChannel)):
+        error_task_class = _json_error_task_class(metrics)
+
+    server.channel_class = JsonErrorChannel
+    stop = stop or threading.Event()
+    previous = {sig: signal.signal(sig, lambda *_: stop.set())
+                for sig in (signal.SIGINT, signal.SIGTERM)}
+    thread = threading.Thread(target=server.run, name="http", daemon=True)
+    thread.start()
+    if grpc_server is not None:
+        grpc_server.start()
+    if on_ready:
+        on_ready(int(server.effective_port))
+    try:
+        while not stop.wait(0.5) and thread.is_alive():
+            pass
+    finally:
+        absl_logging.info("shutting down: no new connections; waiting up to %.0f s for "
+                          "requests in progress", shutdown_timeout_s)
+        # Everything that touches waitress's sockets runs on its event loop thread.
+        server.trigger.pull_trigger(lambda: wasyncore.dispatcher.close(server))
+        grpc_stopped = grpc_server.stop(shutdown_timeout_s) if grpc_server else None
+        if on_stop:
+            on_stop()
+        if not counter.wait_idle(shutdown_timeout_s):
+            absl_logging.warning("requests still in progress at shutdown were abandoned")
+        time.sleep(0.2)  # Let the loop send the last answers.
+        server.trigger.pull_trigger(lambda: wasyncore.close_all(server._map))
+        thread.join(timeout=5)
+        server.task_dispatcher.shutdown(cancel_pending=True, timeout=5)
+        if grpc_stopped is not None:
+            grpc_stopped.wait(shutdown_timeout_s)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
