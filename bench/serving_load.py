@@ -362,7 +362,7 @@ def main(argv: list[str]) -> int:
         return 2
     export_dir = args.export_dir or (DEFAULT_EXPORT if os.path.isdir(DEFAULT_EXPORT)
                                      else None)
-    from tetra_tf.serving.servable import saved_model_file  # pylint: disable=C0415
+    from tetra_tf.export_layout import saved_model_file  # pylint: disable=C0415
 
     if args.export_dir and saved_model_file(args.export_dir) is None:
         print(f"serving_load.py: error: no saved_model.pb in {args.export_dir}",

@@ -12,6 +12,7 @@ import json
 import os
 
 SAVED_MODEL_FILE = "saved_model.pb"
+SAVED_MODEL_FILES = (SAVED_MODEL_FILE, "saved_model.pbtxt")  # binary, or text (TF Serving's)
 LIMITS_FILE = os.path.join("assets.extra", "limits.json")
 
 
@@ -19,15 +20,23 @@ def _is_remote(path: str) -> bool:
     return "://" in path
 
 
+def saved_model_file(export_dir: str) -> str | None:
+    """The SavedModel's saved_model.pb (or .pbtxt) in a local export_dir, None if none."""
+    for name in SAVED_MODEL_FILES:
+        path = os.path.join(export_dir, name)
+        if os.path.isfile(path):
+            return path
+    return None
+
+
 def has_saved_model(export_dir: str) -> bool:
     """Whether export_dir holds a SavedModel: a local path without loading TensorFlow, or
     gs://... and the other file systems TensorFlow reads."""
-    path = os.path.join(export_dir, SAVED_MODEL_FILE)
     if not _is_remote(export_dir):
-        return os.path.isfile(path)
+        return saved_model_file(export_dir) is not None
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
-    return tf.io.gfile.exists(path)
+    return any(tf.io.gfile.exists(os.path.join(export_dir, name)) for name in SAVED_MODEL_FILES)
 
 
 def no_saved_model_message(export_dir: str) -> str:
@@ -60,6 +69,7 @@ def read_limits(export_dir: str) -> dict[str, int]:
     except json.JSONDecodeError as e:
         raise ValueError(f"{path}: not JSON ({e})") from None
     if not isinstance(limits, dict) or not all(
-            isinstance(value, int) and not isinstance(value, bool) for value in limits.values()):
-        raise ValueError(f"{path}: expected a JSON object of integers")
+            isinstance(value, int) and not isinstance(value, bool) and value > 0
+            for value in limits.values()):
+        raise ValueError(f"{path}: expected a JSON object of positive integers")
     return limits

@@ -17,7 +17,8 @@ from absl import logging as absl_logging
 
 from tetra_tf.cli import UsageError
 from tetra_tf.serving.errors import RequestError, first_line, log_safe
-from tetra_tf.serving.servable import ServedModel, saved_model_file
+from tetra_tf.export_layout import saved_model_file
+from tetra_tf.serving.servable import ServedModel
 
 MAX_INT64 = (1 << 63) - 1
 

@@ -13,42 +13,12 @@ from typing import Any, Callable
 import numpy as np
 from absl import logging as absl_logging
 
+from tetra_tf import export_layout
 from tetra_tf.serving.admission import Limits, ModelLimits
 from tetra_tf.serving.errors import RequestError, first_line, log_safe
 
 DEFAULT_SIGNATURE = "serving_default"
-SAVED_MODEL_FILES = ("saved_model.pb", "saved_model.pbtxt")
 ENCODER_VOCAB_ASSET = os.path.join("assets", "encoder_vocab.txt")
-LIMITS_ASSET = os.path.join("assets.extra", "limits.json")  # tetra_tf.export.LIMITS_FILE
-
-
-def saved_model_file(export_dir: str) -> str | None:
-    """The SavedModel's saved_model.pb (or .pbtxt) in export_dir, None if there is none.
-
-    The one "is there a SavedModel here?" check of the serving package (no TensorFlow).
-    """
-    for name in SAVED_MODEL_FILES:
-        path = os.path.join(export_dir, name)
-        if os.path.isfile(path):
-            return path
-    return None
-
-
-def read_export_limits(export_dir: str) -> dict[str, int]:
-    """The export's work bounds (assets.extra/limits.json); {} for an export without them.
-
-    Raises:
-      ValueError: the file is there but is not a JSON object of integers.
-    """
-    path = os.path.join(export_dir, LIMITS_ASSET)
-    if not os.path.isfile(path):
-        return {}
-    with open(path, encoding="utf-8") as f:
-        limits = json.load(f)
-    if not isinstance(limits, dict) or not all(
-            isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in limits.values()):
-        raise ValueError(f"{path}: expected a JSON object of positive integers")
-    return limits
 
 
 class PieceCounter:
@@ -92,7 +62,7 @@ def read_signature_defs(export_dir: str, tags: str = "serve") -> dict[str, Any]:
     from tensorflow.core.protobuf import saved_model_pb2
 
     saved_model = saved_model_pb2.SavedModel()
-    path = saved_model_file(export_dir)
+    path = export_layout.saved_model_file(export_dir)
     if path is None:
         raise FileNotFoundError(f"{export_dir}: no saved_model.pb")
     if path.endswith(".pb"):
@@ -144,7 +114,7 @@ class ServedModel:
         self.export_dir = export_dir
         self._tf = tf
         self.signature_defs = read_signature_defs(export_dir)
-        export_limits = read_export_limits(export_dir)
+        export_limits = export_layout.read_limits(export_dir)
         self.limits = ModelLimits.of(limits, export_limits)
         self._loaded = tf.saved_model.load(export_dir, tags=["serve"])
         self._functions = dict(self._loaded.signatures)
