@@ -1,8 +1,8 @@
 """Tests for tetra_tf/beam.py and tetra_tf/beam_parse.py: the Apache Beam parsing pipeline.
 
-One pipeline run (module-scoped) over several files, a .gz, bad lines and a model that
-fails on one sentence serves most assertions; Beam's start-up is slow. Runs locally with
-FnApiRunner.
+One pipeline run (module-scoped) over several files, a .gz, a truncated .gz, bad lines and
+a model that refuses one sentence serves most assertions; Beam's start-up is slow. Runs
+locally with FnApiRunner.
 """
 
 import bz2
@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import tracemalloc
+import zlib
 
 import pytest
 
@@ -26,15 +27,20 @@ from apache_beam.io import fileio  # noqa: E402
 from apache_beam.io.filesystem import FileMetadata  # noqa: E402
 from apache_beam.options.pipeline_options import PipelineOptions  # noqa: E402
 
-from tetra_tf import beam, beam_parse, parse  # noqa: E402
-from tetra_tf.parse import escape_brackets  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from tetra_tf import beam, beam_parse, cli, sentences  # noqa: E402
 from tetra_tf.parser import Parser  # noqa: E402
+from tetra_tf.sentences import SentenceError, escape_leaf  # noqa: E402
 from conftest import subprocess_env  # noqa: E402
 
 MAX_WORDS = 12
 MAX_LINE_BYTES = 100
 LONG_LINE = b"long " * 20_000  # over MAX_LINE_BYTES
-TRIGGER = "KABOOM"  # the failing handler's model raises on any batch holding this word
+TRIGGER = "KABOOM"  # the refusing handler's model refuses any call holding this word
+CUT_LINES = [f"w{i} is {i * 7919 % 10007} ." for i in range(400)]
+_CUT_WHOLE = gzip.compress(("\n".join(CUT_LINES) + "\n").encode(), mtime=0)
+CUT_GZ = _CUT_WHOLE[:len(_CUT_WHOLE) // 2]  # a .gz cut short halfway
 # (file name, raw bytes, {line number: expected reason} for the lines to reject).
 GOOD_LINES = ["The cat sat on the mat .", "Hi", "-LRB- 1\\/2 -RRB-  ``quoted''", "a :-) b",
               "She says he even left early .", "Büro 東京 naïve", "3 dogs , 2 cats and a bird"]
@@ -46,19 +52,37 @@ INPUTS = {
                  + b"\nno final newline",
     "sub/zipped.txt.gz": gzip.compress(b"Running is fun !\n" + LONG_LINE
                                        + b"\n\nMr. Smith ?\n"),
+    "sub/cut.txt.gz": CUT_GZ,
 }
+
+
+def _readable_cut_lines() -> int:
+    """The whole lines a reader gets from CUT_GZ before it ends (independently of Python's
+    gzip module)."""
+    data = zlib.decompressobj(wbits=31).decompress(CUT_GZ)
+    return data.count(b"\n")
+
+
+CUT_READABLE = _readable_cut_lines()
 EXPECTED_REJECTED = {
-    ("mixed.txt", 2): beam.EMPTY, ("mixed.txt", 3): beam.EMPTY,
-    ("mixed.txt", 4): beam.NOT_UTF8, ("mixed.txt", 5): beam.TOO_MANY_WORDS,
-    ("mixed.txt", 6): beam.MODEL_ERROR, ("mixed.txt", 8): beam.TOO_LONG,
-    ("sub/zipped.txt.gz", 2): beam.TOO_LONG, ("sub/zipped.txt.gz", 3): beam.EMPTY,
+    ("mixed.txt", 2): sentences.EMPTY, ("mixed.txt", 3): sentences.EMPTY,
+    ("mixed.txt", 4): sentences.NOT_UTF8, ("mixed.txt", 5): sentences.TOO_MANY_WORDS,
+    ("mixed.txt", 6): sentences.REJECTED, ("mixed.txt", 8): sentences.TOO_LONG,
+    ("sub/zipped.txt.gz", 2): sentences.TOO_LONG, ("sub/zipped.txt.gz", 3): sentences.EMPTY,
+    ("sub/cut.txt.gz", CUT_READABLE + 1): sentences.DAMAGED,
 }
 
 
-def _input_lines(corpus: str) -> dict[tuple[str, int], bytes]:
-    """(file name, line number) → raw line, read independently of the pipeline."""
+def _input_lines(corpus: str) -> dict[tuple[str, int], bytes | None]:
+    """(file name, line number) → raw line, read independently of the pipeline (None: the
+    truncated file's damaged line)."""
     lines = {}
     for name, data in INPUTS.items():
+        if data is CUT_GZ:
+            for number, line in enumerate(CUT_LINES[:CUT_READABLE], start=1):
+                lines[(name, number)] = line.encode()
+            lines[(name, CUT_READABLE + 1)] = None
+            continue
         data = gzip.decompress(data) if name.endswith(".gz") else data
         for number, raw in enumerate(data.split(b"\n"), start=1):
             if number == len(data.split(b"\n")) and raw == b"":
@@ -67,20 +91,35 @@ def _input_lines(corpus: str) -> dict[tuple[str, int], bytes]:
     return lines
 
 
-class FailingParser(Parser):
-    """A Parser whose model calls raise on any batch holding TRIGGER."""
+class RefusingParser(Parser):
+    """A Parser whose graph refuses any call holding TRIGGER (InvalidArgumentError, as its
+    checks do): Parser.parse_each parses that batch again alone, so only TRIGGER's
+    sentence is refused."""
 
-    def parse_to_scored_strings(self, sentences, batch_size=64, progress=None):
-        if any(TRIGGER in words for words in sentences):
-            raise RuntimeError(f"{TRIGGER} in the batch")
-        return super().parse_to_scored_strings(sentences, batch_size, progress)
+    def _call(self, joined):
+        if any(TRIGGER in sentence.split(" ") for sentence in joined):
+            raise tf.errors.InvalidArgumentError(None, None, f"{TRIGGER} refused")
+        return super()._call(joined)
 
 
-class FailingHandler(beam.ParseModelHandler):
-    """A handler whose model raises on any batch holding TRIGGER."""
+class RefusingHandler(beam.ParseModelHandler):
+    """A handler whose model refuses any call holding TRIGGER."""
 
     def load_model(self):
-        return FailingParser(self._model_dir)
+        return RefusingParser(self._model_dir)
+
+
+class BrokenHandler(beam.ParseModelHandler):
+    """A handler whose model fails on every call (the model itself, not a sentence)."""
+
+    def load_model(self):
+        parser = Parser(self._model_dir)
+
+        def failing(**inputs):
+            raise RuntimeError("the device is gone")
+
+        parser._serve = failing  # pylint: disable=protected-access
+        return parser
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +143,8 @@ def corpus(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def pipeline_run(export_dir, corpus, tmp_path_factory):
-    """One run over all inputs with the failing handler: (counters, records, dead letters, out)."""
+    """One run over all inputs with the refusing handler: (counters, records, dead letters,
+    out)."""
     output = os.path.join(str(tmp_path_factory.mktemp("out")), "trees")
     options = beam.ParseOptions(
         model_dir=export_dir, inputs=[os.path.join(corpus, "*.txt"),
@@ -112,7 +152,7 @@ def pipeline_run(export_dir, corpus, tmp_path_factory):
         output=output, max_words=MAX_WORDS, max_line_bytes=MAX_LINE_BYTES, batch_size=4,
         ordered=True)
     totals = beam.run(options, PipelineOptions(runner="FnApiRunner"),
-                      handler=FailingHandler(export_dir, batch_size=4))
+                      handler=RefusingHandler(export_dir, batch_size=4))
     records = _read_jsonl(f"{output}-[0-9]*.jsonl")
     errors = _read_jsonl(f"{output}-errors-*.jsonl")
     return totals, records, errors, output
@@ -143,17 +183,34 @@ def test_dead_letters_hold_exactly_the_bad_lines_with_reasons(pipeline_run, corp
     _, _, errors, _ = pipeline_run
     assert {_key(corpus, e): e["reason"] for e in errors} == EXPECTED_REJECTED
     by_key = {_key(corpus, e): e["error"] for e in errors}
-    assert by_key[("mixed.txt", 2)] == "empty (give one sentence per line)"
-    assert by_key[("mixed.txt", 4)] == "not UTF-8 (byte 0xFF at byte 6 of the line)"
-    assert by_key[("mixed.txt", 5)] == f"{MAX_WORDS + 1} words, more than --max_words={MAX_WORDS}"
-    assert by_key[("mixed.txt", 6)] == f"RuntimeError: {TRIGGER} in the batch"
+    assert by_key[("mixed.txt", 2)] == "empty: no words (give one sentence per line)"
+    assert by_key[("mixed.txt", 4)] == "not_utf8: not UTF-8 (byte 0xFF at byte 6)"
+    assert by_key[("mixed.txt", 5)] == (f"too_many_words: {MAX_WORDS + 1} words, more than "
+                                        f"max_words={MAX_WORDS}")
+    assert by_key[("mixed.txt", 6)] == f"rejected: {TRIGGER} refused"
+    for key, error in by_key.items():
+        assert error.startswith(EXPECTED_REJECTED[key] + ": ")
+
+
+def test_a_truncated_gz_keeps_its_readable_lines_and_one_damaged_dead_letter(pipeline_run,
+                                                                              corpus):
+    _, records, errors, _ = pipeline_run
+    assert len(CUT_LINES) // 4 < CUT_READABLE < len(CUT_LINES)
+    parsed = sorted(r["line"] for r in records if _key(corpus, r)[0] == "sub/cut.txt.gz")
+    assert parsed == list(range(1, CUT_READABLE + 1))
+    (damaged,) = [e for e in errors if _key(corpus, e)[0] == "sub/cut.txt.gz"]
+    assert damaged["reason"] == sentences.DAMAGED
+    assert damaged["line"] == CUT_READABLE + 1
+    assert damaged["error"].startswith("damaged: the file is damaged from here on")
+    assert damaged["error"].endswith(f"; {CUT_READABLE} lines were read before it")
 
 
 def test_an_over_long_line_is_a_dead_letter_between_parsed_neighbours(pipeline_run, corpus):
     _, records, errors, _ = pipeline_run
     parsed = {_key(corpus, r) for r in records}
-    too_long = {_key(corpus, e): e["error"] for e in errors if e["reason"] == beam.TOO_LONG}
-    assert too_long == {key: f"longer than --max_line_bytes={MAX_LINE_BYTES}"
+    too_long = {_key(corpus, e): e["error"] for e in errors
+                if e["reason"] == sentences.TOO_LONG}
+    assert too_long == {key: f"too_long: longer than max_line_bytes={MAX_LINE_BYTES}"
                         for key in (("mixed.txt", 8), ("sub/zipped.txt.gz", 2))}
     assert {("mixed.txt", 7), ("mixed.txt", 9), ("sub/zipped.txt.gz", 1)} <= parsed
 
@@ -163,19 +220,20 @@ def test_each_tree_is_the_parsers_tree_for_its_line(pipeline_run, corpus, parser
     lines = _input_lines(corpus)
     lines[("mixed.txt", 1)] = lines[("mixed.txt", 1)].removeprefix(b"\xef\xbb\xbf")
     records.sort(key=lambda r: _key(corpus, r))
-    sentences = [[escape_brackets(w) for w in lines[_key(corpus, r)].decode().split()]
-                 for r in records]
-    assert [r["tree"] for r in records] == parser.parse_to_strings(sentences)
-    for record, words, tree in zip(records, sentences, parser.parse_sents(sentences)):
-        assert nltk.Tree.fromstring(record["tree"]) == tree
-        assert tree.leaves() == words
+    # The model gets each line's words as given; only the tree's leaves are escaped.
+    word_lists = [lines[_key(corpus, r)].decode().split() for r in records]
+    results = parser.parse_each(word_lists)
+    assert [r["tree"] for r in records] == [result.bracketed for result in results]
+    for record, words, result in zip(records, word_lists, results):
+        assert nltk.Tree.fromstring(record["tree"]) == result.tree
+        assert result.tree.leaves() == [escape_leaf(word) for word in words]
         assert isinstance(record["score"], float) and record["score"] <= 0
+        assert record["score"] == pytest.approx(result.score, abs=1e-4)
 
 
-def test_a_failing_batch_loses_only_the_failing_sentence(pipeline_run, corpus):
+def test_a_refused_batch_loses_only_the_refused_sentence(pipeline_run, corpus):
     totals, records, _, _ = pipeline_run
-    assert totals["batches_retried"] >= 1
-    assert totals["rejected_model_error"] == 1
+    assert totals["rejected_rejected"] == 1
     parsed = {_key(corpus, r) for r in records}
     good = set(_input_lines(corpus)) - set(EXPECTED_REJECTED)
     assert parsed == good
@@ -189,10 +247,10 @@ def test_metrics_add_up(pipeline_run, corpus):
     assert totals["sentences_parsed"] == len(records)
     assert totals["words_parsed"] == sum(len(nltk.Tree.fromstring(r["tree"]).leaves())
                                          for r in records)
-    for reason in beam.REJECT_REASONS:
+    for reason in sentences.REASONS:
         assert totals[f"rejected_{reason}"] == list(EXPECTED_REJECTED.values()).count(reason)
     assert totals["sentences_parsed"] + sum(
-        totals[f"rejected_{reason}"] for reason in beam.REJECT_REASONS) == totals["lines_read"]
+        totals[f"rejected_{reason}"] for reason in sentences.REASONS) == totals["lines_read"]
     assert len(errors) == len(EXPECTED_REJECTED)
 
 
@@ -225,6 +283,72 @@ def test_cli_ordered_output_equals_parse_byte_for_byte(export_dir, corpus, tmp_p
     assert os.path.getsize(glob.glob(f"{output}-errors-*.jsonl")[0]) == 0
 
 
+def test_cli_finishes_with_a_truncated_gz_among_good_files(export_dir, corpus, tmp_path,
+                                                         capsys):
+    output = str(tmp_path / "trees")
+    code = beam_parse.main([f"--model_dir={export_dir}",
+                            f"--input={os.path.join(corpus, 'good.txt')}",
+                            f"--input={os.path.join(corpus, 'sub', 'cut.txt.gz')}",
+                            f"--output={output}", "--batch_size=16"])
+    printed = capsys.readouterr().out
+    assert code == 0
+    lines = len(GOOD_LINES) + CUT_READABLE + 1
+    assert f"{len(GOOD_LINES) + CUT_READABLE} of {lines} lines parsed" in printed
+    records = _read_jsonl(f"{output}-[0-9]*.jsonl")
+    assert sorted(_key(corpus, r) for r in records) == sorted(
+        [("good.txt", n) for n in range(1, len(GOOD_LINES) + 1)]
+        + [("sub/cut.txt.gz", n) for n in range(1, CUT_READABLE + 1)])
+    (damaged,) = _read_jsonl(f"{output}-errors-*.jsonl")
+    assert (_key(corpus, damaged), damaged["reason"]) == (
+        ("sub/cut.txt.gz", CUT_READABLE + 1), sentences.DAMAGED)
+
+
+def test_a_failing_model_fails_the_pipeline_instead_of_dead_lettering(export_dir, corpus,
+                                                                      tmp_path):
+    output = str(tmp_path / "trees")
+    options = beam.ParseOptions(model_dir=export_dir,
+                                inputs=[os.path.join(corpus, "good.txt")], output=output)
+    with pytest.raises(Exception, match="the model failed: RuntimeError: the device is gone"):
+        beam.run(options, PipelineOptions(runner="FnApiRunner"),
+                 handler=BrokenHandler(export_dir, batch_size=4))
+    assert not glob.glob(f"{output}-errors-*.jsonl") or all(
+        os.path.getsize(path) == 0 for path in glob.glob(f"{output}-errors-*.jsonl"))
+
+
+# beam_parse with a Parser whose model fails on every call (patched in the child process,
+# whose FnApiRunner runs the workers in-process).
+_BROKEN_MODEL_MAIN = """
+import sys
+from tetra_tf import beam_parse, cli, parser
+
+_init = parser.Parser.__init__
+
+def _broken_init(self, *args, **kwargs):
+    _init(self, *args, **kwargs)
+    def failing(**inputs):
+        raise RuntimeError("the device is gone")
+    self._serve = failing
+
+parser.Parser.__init__ = _broken_init
+cli.run_argv(beam_parse.main)
+"""
+
+
+def test_cli_model_failure_is_exit_1_in_one_line(export_dir, corpus, tmp_path):
+    output = str(tmp_path / "trees")
+    result = subprocess.run(
+        [sys.executable, "-c", _BROKEN_MODEL_MAIN, f"--model_dir={export_dir}",
+         f"--input={os.path.join(corpus, 'good.txt')}", f"--output={output}"],
+        capture_output=True, env=subprocess_env(), timeout=600, check=False)
+    stderr = result.stderr.decode("utf-8")
+    assert result.returncode == 1, stderr[-3000:]
+    assert "Traceback" not in stderr, stderr[-3000:]
+    (line,) = stderr.strip().splitlines()
+    assert line.startswith("error: the pipeline failed: ")
+    assert "the model failed: RuntimeError: the device is gone" in line
+    assert b"lines parsed" not in result.stdout
+
+
 @pytest.mark.parametrize("args, message", [
     (["--input=X", "--output=Y"], "--model_dir"),
     (["--model_dir=MISSING", "--input=X", "--output=Y"], "holds no SavedModel"),
@@ -236,15 +360,16 @@ def test_cli_ordered_output_equals_parse_byte_for_byte(export_dir, corpus, tmp_p
 ])
 def test_cli_usage_errors_are_one_line(export_dir, args, message, capsys):
     args = [a.replace("EXPORT", export_dir) for a in args]
-    assert beam_parse.main(args) == 2
+    assert cli.guarded(beam_parse.main, args) == 2  # as cli.run_argv runs it
     err = capsys.readouterr().err
     assert err.startswith("error: ") and message in err and err.count("\n") == 1
 
 
 def _read_sentences(path, tokenize=False, max_words=0,
-                    max_line_bytes=parse.DEFAULT_MAX_LINE_BYTES) -> list:
+                    max_line_bytes=sentences.DEFAULT_MAX_LINE_BYTES) -> list:
     """ReadSentences' outputs for one file, without a pipeline."""
-    read = beam.ReadSentences(tokenize, max_words, max_line_bytes)
+    read = beam.ReadSentences(tokenize, sentences.SentenceLimits().lowered(
+        max_words, max_line_bytes))
     read.setup()
     readable = fileio.ReadableFile(FileMetadata(str(path), os.path.getsize(path)))
     return list(read.process(readable))
@@ -256,11 +381,24 @@ def test_read_sentences_tokenizes_escapes_and_rejects(tmp_path):
     sentence, rejected = _read_sentences(path, tokenize=True, max_words=7)
     assert sentence == beam.Sentence(str(path), 1, "Hi -LRB- there -RRB- `` you ''", 7)
     assert rejected.tag == beam.ReadSentences.REJECTED
-    assert rejected.value == beam.dead_letter(str(path), 2, beam.TOO_MANY_WORDS,
-                                              "8 words, more than --max_words=7")
+    assert rejected.value == beam.dead_letter(str(path), 2, SentenceError(
+        sentences.TOO_MANY_WORDS, "8 words, more than max_words=7"))
+    assert rejected.value == {"file": str(path), "line": 2, "reason": "too_many_words",
+                              "error": "too_many_words: 8 words, more than max_words=7"}
+    # Words go to the model as given (the tree's leaves are escaped by the graph).
     path.write_bytes(b"a:-) b " + b"w " * 1000)
     (sentence,) = _read_sentences(path)
-    assert sentence.text.startswith("a:--RRB- b w") and sentence.num_words == 1002
+    assert sentence.text.startswith("a:-) b w") and sentence.num_words == 1002
+
+
+def test_read_sentences_gives_a_truncated_file_one_damaged_dead_letter(tmp_path):
+    path = tmp_path / "cut.txt.gz"
+    path.write_bytes(CUT_GZ)
+    outputs = _read_sentences(path)
+    assert [o.text for o in outputs[:-1]] == CUT_LINES[:CUT_READABLE]
+    assert outputs[-1].tag == beam.ReadSentences.REJECTED
+    assert outputs[-1].value["reason"] == sentences.DAMAGED
+    assert outputs[-1].value["line"] == CUT_READABLE + 1
 
 
 @pytest.mark.parametrize("suffix, compress", [
@@ -278,7 +416,7 @@ def test_an_over_long_line_is_skipped_without_being_held(tmp_path, suffix, compr
     finally:
         tracemalloc.stop()
     assert [o.text if isinstance(o, beam.Sentence) else o.value["reason"]
-            for o in outputs] == ["before", beam.TOO_LONG, "after"]
+            for o in outputs] == ["before", sentences.TOO_LONG, "after"]
     assert peak < 2 * 1024 * 1024, peak  # the line is 32 MiB
 
 
