@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tetra_tf import decoding, encoders, export, parse, tags as tags_lib, tokenization, treebank
+from tetra_tf import cli, decoding, encoders, export, tags as tags_lib, tokenization, treebank
+from tetra_tf.sentences import WHITESPACE, escape_leaf, split_words
 from tetra_tf.inference_encoder import InferenceEncoder
 from tetra_tf.tree_writer import TreeWriter
 from tetra_tf.parser import Parser
@@ -103,8 +104,8 @@ def _tree_writer_output(taggings, vocabs, extra_empty_rows=0):
 
 
 def _expected_line(tagging) -> str:
-    """tags_to_tree's tree, its words escaped as the parse CLI escapes them."""
-    words = [parse.escape_brackets(word) for word in tagging.words]
+    """tags_to_tree's tree, its words escaped by the sentence contract (escape_leaf)."""
+    words = [escape_leaf(word) for word in tagging.words]
     return treebank.tree_to_line(tags_lib.tags_to_tree(
         words, tagging.pos_tags, tagging.leaf_tags, tagging.internal_tags))
 
@@ -314,7 +315,7 @@ def test_bfloat16_encoder_export_stays_close_to_float32(model_dir, loaded, tmp_p
     out = bf16.signatures["serving_default"](sentences=tf.constant(SENTENCES))
     for tree, sentence in zip(_strings(out["tree"]), SENTENCES):
         assert (nltk.Tree.fromstring(tree).leaves() if tree else []) == sentence.split()
-    with pytest.raises(export.ExportError, match="encoder_dtype"):
+    with pytest.raises(cli.UsageError, match="encoder_dtype"):
         export.export(model_dir, str(tmp_path / "fp16" / "1"), encoder_dtype="float16")
 
 
@@ -354,8 +355,12 @@ def test_parse_words_equals_serving_default(loaded):
 
 def test_parse_words_rejects_bad_input(loaded):
     parse_words = loaded.signatures["parse_words"]
-    with pytest.raises(tf.errors.InvalidArgumentError, match="empty word"):
+    with pytest.raises(tf.errors.InvalidArgumentError, match="bad_words: empty word"):
         parse_words(words=tf.constant([["a", ""]]), num_words=tf.constant([2]))
+    for word in ("g h", "a\u00a0b", "c\u3000d", "e\x1cf", "x\u2028", "\t"):
+        with pytest.raises(tf.errors.InvalidArgumentError,
+                           match="bad_words: a word contains whitespace"):
+            parse_words(words=tf.constant([["ok", word]]), num_words=tf.constant([2]))
     with pytest.raises(tf.errors.InvalidArgumentError, match="num_words exceeds"):
         parse_words(words=tf.constant([["a", "b"]]), num_words=tf.constant([3]))
     # Padding past num_words may be anything, including empty strings.
@@ -454,7 +459,7 @@ def test_cli_errors_are_one_line(model_dir, export_dir, tmp_path):
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1].startswith("error: ")
     assert "Traceback" not in result.stderr
-    with pytest.raises(export.ExportError, match="already exists"):
+    with pytest.raises(cli.UsageError, match="already exists"):
         export.export(model_dir, export_dir)
 
 
@@ -524,18 +529,32 @@ def test_limits_are_stored_in_the_saved_model(export_dir, loaded):
 
 
 def test_tree_strings_read_back_with_one_leaf_per_word(loaded):
-    """Brackets become -LRB-/-RRB- (as in the parse CLI); whitespace inside a word '_'."""
+    """All six brackets become their PTB escapes (sentences.escape_leaf's table)."""
     rows = [["f(x)", "(", ")", "((", "[a]", "{b}", ":-)"],
-            ["a\u00a0b", "c\u3000d", "e\x1cf", "g h", "東京"]]
+            ["]", "[", "}", "{", "東京", "\u200b", "-LRB-"]]
     out = loaded.signatures["parse_words"](
         words=tf.constant(_pad(rows, "", object)),
         num_words=tf.constant([len(r) for r in rows], tf.int32))
     for words, line in zip(rows, _strings(out["tree"])):
         leaves = nltk.Tree.fromstring(line).leaves()
-        assert len(leaves) == len(words)
-        assert leaves == [parse.escape_brackets(w) if not any(c.isspace() for c in w)
-                          else "".join("_" if c.isspace() else c for c in w) for w in words]
+        assert leaves == [escape_leaf(w) for w in words]
+    assert escape_leaf("[a]") == "-LSB-a-RSB-" and escape_leaf("{b}") == "-LCB-b-RCB-"
     assert _strings(out["words"])[:7] == rows[0]  # the words output stays verbatim
+
+
+def test_serving_default_splits_on_the_contracts_whitespace(loaded):
+    """The graph splits sentences on every character of sentences.WHITESPACE (what Python's
+    str.split splits on), so that a line gets the words it gets in Python."""
+    separators = sorted(WHITESPACE)
+    text = "".join(f"w{i}{c}" for i, c in enumerate(separators)) + "end"
+    sentences = [text, "a\u00a0b\u3000c\x1cd\u2028e  f", "\u200bzero\u200dwidth \ufeff"]
+    out = loaded.signatures["serving_default"](sentences=tf.constant(sentences))
+    assert out["num_words"].numpy().tolist() == [len(split_words(s)) for s in sentences]
+    assert out["num_words"].numpy().tolist()[:2] == [len(separators) + 1, 6]
+    for sentence, words, line in zip(sentences, out["words"].numpy(), _strings(out["tree"])):
+        expected = split_words(sentence)
+        assert [w.decode() for w in words[:len(expected)]] == expected
+        assert nltk.Tree.fromstring(line).leaves() == [escape_leaf(w) for w in expected]
 
 
 def test_tree_writer_on_a_wide_sentence_is_linear_in_words():

@@ -21,7 +21,8 @@ def test_export_as_a_keras_layer_saves_and_loads(tiny_export_dir, tmp_path):
                                        name="num_words")(sentences)
     model = tf_keras.Model(sentences, {"tree": trees, "num_words": num_words})
 
-    expected = Parser(tiny_export_dir).parse_to_strings([s.split() for s in SENTENCES])
+    expected = [r.bracketed for r in
+                Parser(tiny_export_dir).parse_each([s.split() for s in SENTENCES])]
     outputs = model(tf.constant(SENTENCES))
     assert [t.decode() for t in outputs["tree"].numpy()] == expected
     assert outputs["num_words"].numpy().tolist() == [len(s.split()) for s in SENTENCES]

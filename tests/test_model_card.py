@@ -68,8 +68,8 @@ def test_export_without_a_card_still_loads_and_says_so(tiny_export_dir, tmp_path
     shutil.rmtree(os.path.join(old, model_card.CARD_DIR))
     parser = Parser(old)
     assert parser.card is None
-    assert parser.parse_to_strings([["The", "cat", "."]]) == Parser(
-        tiny_export_dir).parse_to_strings([["The", "cat", "."]])
+    assert parser.parse_sents([["The", "cat", "."]]) == Parser(
+        tiny_export_dir).parse_sents([["The", "cat", "."]])
     result = run_module("tetra_tf.parse", f"--model_dir={old}", "--describe")
     assert result.returncode == 0 and "no model card" in result.stdout
     result = run_module("tetra_tf.parse", f"--model_dir={tmp_path}", "--describe")

@@ -1,4 +1,4 @@
-"""Tests for Parser.parse_results (tetra_tf/parser.py) and parse --scores (tetra_tf/parse.py)."""
+"""Tests for Parser.parse_each's results (tetra_tf/parser.py) and parse --scores (tetra_tf/parse.py)."""
 
 import io
 import math
@@ -24,9 +24,9 @@ def _log_softmax(x):
 
 def test_results_hold_trees_tags_and_the_log_probability_of_the_tags(tiny_export_dir):
     parser = Parser(tiny_export_dir)
-    results = parser.parse_results(SENTENCES, batch_size=3)
+    results = parser.parse_each(SENTENCES, batch_size=3)
     assert [r.tree for r in results] == parser.parse_sents(SENTENCES)
-    assert [r.bracketed for r in results] == parser.parse_to_strings(SENTENCES)
+    assert [r.bracketed for r in results] == [r.bracketed for r in parser.parse_each(SENTENCES)]
     model = parser.model
     leaf_vocab = [t.decode() for t in model.leaf_tags.numpy()]
     internal_vocab = [t.decode() for t in model.internal_tags.numpy()]
@@ -56,7 +56,7 @@ def test_parse_scores_writes_score_tab_tree(tiny_export_dir):
     summary = parse.run(tiny_export_dir, io.StringIO(lines), output, parser=parser,
                         scores=True)
     assert summary.trees == summary.lines == len(SENTENCES)
-    results = parser.parse_results(SENTENCES)
+    results = parser.parse_each(SENTENCES)
     written = output.getvalue().splitlines()
     assert len(written) == len(SENTENCES)
     for line, result in zip(written, results):

@@ -12,10 +12,11 @@ spacy = pytest.importorskip("spacy")
 import nltk  # noqa: E402
 
 from conftest import REPO_ROOT  # noqa: E402
-from tetra_tf import spacy_component  # noqa: E402
-from tetra_tf.parser import Parser  # noqa: E402
+import tetra_tf_spacy  # noqa: E402
+from tetra_tf.parser import ModelError, Parser  # noqa: E402
+from tetra_tf.sentences import escape_leaf  # noqa: E402
 from tetra_tf.spacy_component import (MissingSentencesError, NonConstituentError,  # noqa: E402
-                                      ptb_tokens)
+                                      sentence_words)
 
 TEXTS = [
     'She said "hello (and goodbye)" to me. The cat sat on the mat!',
@@ -71,17 +72,17 @@ def _spans_of(tree: nltk.Tree, token_indices: list[int]) -> list[tuple[int, int,
     return spans
 
 
-def test_ptb_tokens_map_brackets_and_quotes():
+def test_sentence_words_are_the_token_texts():
+    """Words as every way in takes them: each non-whitespace token's text, as given (no
+    quote or bracket mapping; brackets are escaped only in the tree's leaves)."""
     nlp = spacy.blank("en")
     doc = nlp('"Hi (there)," he said, "it\u2019s [a] {test}" \u201cok\u201d :-)')
-    words = ptb_tokens(_word_tokens(doc))
-    assert words[0] == "``" and words[:5] == ["``", "Hi", "-LRB-", "there", "-RRB-"]
-    assert "''" in words[5:8]  # the closing quote after the comma
-    assert words.count("``") == 3 and words.count("''") == 3
-    assert {"-LSB-", "-RSB-", "-LCB-", "-RCB-"} <= set(words)
-    assert "'s" in words  # curly apostrophe inside a token
-    assert words[-1] == ":--RRB-"  # as tetra_tf.parse escapes brackets inside tokens
-    assert not any(c in w for w in words for c in "()[]{}\u201c\u201d\u2019")
+    tokens = _word_tokens(doc)
+    words = sentence_words(tokens)
+    assert words == [token.text for token in tokens]
+    assert words[:5] == ['"', "Hi", "(", "there", ")"]
+    assert "\u201c" in words and ":-)" in words
+    assert all(word and not any(c.isspace() for c in word) for word in words)
 
 
 def test_sentences_get_the_parsers_trees_over_their_tokens(nlp, parser):
@@ -95,13 +96,14 @@ def test_sentences_get_the_parsers_trees_over_their_tokens(nlp, parser):
                 assert sent._.parse_score is None and list(sent._.constituents) == []
                 continue
             parsed += 1
-            result = parser.parse_results([ptb_tokens(words)])[0]
+            result = parser.parse_each([sentence_words(words)])[0]
             expected = _spans_of(result.tree, [t.i for t in words])
             found = [(c.start, c.end, c._.labels) for c in sent._.constituents]
             assert found == expected
             tree = nltk.Tree.fromstring(sent._.parse_string)
-            # Leaves are the PTB forms of exactly the sentence's non-space tokens.
-            assert tree.leaves() == ptb_tokens(words)
+            # Leaves are exactly the sentence's non-space tokens, brackets PTB-escaped.
+            assert tree.leaves() == [escape_leaf(w) for w in sentence_words(words)]
+            assert sent._.parse_error is None
             assert [pos for _, pos in tree.pos()] == result.pos_tags
             root = result.tree if len(result.tree) > 1 else result.tree[0]
             assert tree == root
@@ -202,7 +204,7 @@ def test_pipe_batches_sentences_of_many_docs_shortest_together(nlp, tiny_export_
     for before, after in zip(lengths, lengths[1:]):
         assert max(before) <= min(after)  # shortest together
     # A model call mixes sentences of different docs.
-    owners = {" ".join(ptb_tokens(_word_tokens(s))): i for i, doc in enumerate(docs)
+    owners = {" ".join(sentence_words(_word_tokens(s))): i for i, doc in enumerate(docs)
               for s in doc.sents}
     assert any(len({owners[s] for s in call}) > 1 for call in calls)
 
@@ -266,4 +268,89 @@ def test_bad_config_is_reported(tiny_export_dir, tmp_path):
         nlp.add_pipe("tetra_tf", config={"model_dir": str(tmp_path)})
     with pytest.raises(Exception, match="model_dir"):
         spacy.blank("en").add_pipe("tetra_tf")
-    assert spacy_component.FACTORY_NAME == "tetra_tf"
+    assert tetra_tf_spacy.FACTORY_NAME == "tetra_tf"
+
+
+def _with_sentences(doc):
+    """The doc with one sentence per "." (as a sentencizer would set them)."""
+    for token in doc:
+        token.is_sent_start = token.i == 0 or doc[token.i - 1].text == "."
+    return doc
+
+
+def test_error_handler_gets_a_doc_without_sentences_and_the_others_parse(tiny_export_dir):
+    nlp = spacy.blank("en")  # no sentencizer: docs come with or without boundaries
+    nlp.add_pipe("tetra_tf", config={"model_dir": tiny_export_dir, "batch_size": 4})
+    handled = []
+    nlp.set_error_handler(lambda name, component, docs, error: handled.append(
+        (name, [doc.text for doc in docs], error)))
+    docs = [_with_sentences(nlp.make_doc("The cat sat . She left .")),
+            nlp.make_doc("No boundaries here ."),
+            _with_sentences(nlp.make_doc("Hi ."))]
+    out = list(nlp.pipe(docs, batch_size=3))
+    assert [doc.text for doc in out] == [docs[0].text, docs[2].text]
+    ((name, texts, error),) = handled
+    assert name == "tetra_tf" and texts == ["No boundaries here ."]
+    assert isinstance(error, MissingSentencesError)
+    for doc in out:
+        for sent in doc.sents:
+            assert sent._.parse_string is not None and sent._.parse_error is None
+    assert [s._.parse_string for s in out[0].sents] == [
+        s._.parse_string for s in nlp(_with_sentences(nlp.make_doc(docs[0].text))).sents]
+
+
+def test_refused_sentences_get_their_reason_and_the_rest_of_the_doc_parses(nlp):
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    component = nlp.get_pipe("tetra_tf")
+    serve = component.parser._serve
+
+    def refusing_serve(sentences):  # the graph refuses a call holding REJECT
+        if any(b"REJECT" in s.split(b" ") for s in sentences.numpy()):
+            raise tf.errors.InvalidArgumentError(None, None, "REJECT refused")
+        return serve(sentences=sentences)
+
+    many = 33_000  # more words than the export's pieces per call (32,768)
+    text = "The cat sat . " + "w " * many + ". She said REJECT here . Hi ."
+    component.parser._serve = refusing_serve
+    try:
+        doc = nlp(text)
+    finally:
+        component.parser._serve = serve
+    sents = list(doc.sents)
+    assert [len(_word_tokens(s)) for s in sents] == [4, many + 1, 5, 2]
+    over, refused = sents[1], sents[2]
+    assert over._.parse_error.startswith(f"too_many_pieces: {many + 1} words")
+    assert refused._.parse_error == "rejected: REJECT refused"
+    for sent in (over, refused):
+        assert sent._.parse_string is None and sent._.labels == ()
+        assert list(sent._.constituents) == [] and sent._.parse_score is None
+        assert sent[0:2]._.parse_error == sent._.parse_error  # any span inside it
+    for sent in (sents[0], sents[3]):
+        assert sent._.parse_error is None
+        assert sent._.parse_string == next(nlp(sent.text).sents)._.parse_string
+    assert math.isclose(doc._.tetra_score, sents[0]._.parse_score + sents[3]._.parse_score,
+                        abs_tol=1e-4)
+
+
+def test_a_failing_model_goes_to_the_error_handler(tiny_export_dir):
+    nlp = spacy.blank("en")
+    nlp.add_pipe("sentencizer")
+    nlp.add_pipe("tetra_tf", config={"model_dir": tiny_export_dir, "batch_size": 4})
+    calls = []
+
+    def failing(**inputs):
+        calls.append(1)
+        raise RuntimeError("the device is gone")
+
+    nlp.get_pipe("tetra_tf").parser._serve = failing
+    nlp.get_pipe("tetra_tf").parser.concurrent_calls = 1
+    with pytest.raises(ModelError, match="the model failed: RuntimeError: the device is gone"):
+        nlp("The cat sat . She left .")  # spaCy's default handler raises
+    handled = []
+    nlp.set_error_handler(lambda name, component, docs, error: handled.append(
+        ([doc.text for doc in docs], error)))
+    assert list(nlp.pipe(["A b .", "C d ."], batch_size=2)) == []
+    ((texts, error),) = handled
+    assert texts == ["A b .", "C d ."] and isinstance(error, ModelError)
+    assert len(calls) == 2  # one call each time; no retries
