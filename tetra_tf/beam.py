@@ -367,7 +367,7 @@ def run(options: ParseOptions, pipeline_options, handler: Optional[ModelHandler]
     result = pipeline.run()
     result.wait_until_finish()
     totals = counters(result)
-    for name in ("lines_read", "sentences_parsed", "words_parsed", "batches_retried",
+    for name in ("lines_read", "sentences_parsed", "words_parsed",
                  "files_read") + tuple(f"rejected_{r}" for r in sentences.REASONS):
         totals.setdefault(name, 0)
     return totals
