@@ -14,8 +14,8 @@ One run, against the local server on one export:
   answers every sentence once, untimed (TensorFlow sets up its kernels per new shape on
   first use).
 * the offline ceiling: `tetra_tf.Parser` at batch 64 over the same sentences, two
-  batches' model calls at once (its default; `parse_to_strings`: `parse_sents` without
-  building nltk.Tree objects, so a slightly higher ceiling).
+  batches' model calls at once (its default; `parse_each`, keeping the graph's tree strings
+  without building nltk.Tree objects, so a slightly higher ceiling than `parse_sents`).
 
 The speed of a shared machine drifts by 10-15% within minutes, so a ceiling and a load
 run taken at different moments compare unlike moments. So each configuration's requests
@@ -394,17 +394,18 @@ def _run(args: argparse.Namespace, export_dir: str, word_lists: list[list[str]],
     # chunk, one between every two chunks (the servers idle) and one after the last.
     parser = Parser(export_dir)
     split = [s.split() for s in sentences]
-    parser.parse_to_strings(split[:OFFLINE_BATCH_SIZE], batch_size=OFFLINE_BATCH_SIZE)
+    parser.parse_each(split[:OFFLINE_BATCH_SIZE], batch_size=OFFLINE_BATCH_SIZE)
 
     def ceiling_pass() -> tuple[float, list[str]]:
-        """Seconds for one pass of Parser.parse_to_strings over the sentences, and trees."""
+        """Seconds for one pass of Parser.parse_each over the sentences, and trees."""
         started = time.perf_counter()
-        trees = parser.parse_to_strings(split, batch_size=OFFLINE_BATCH_SIZE)
-        return time.perf_counter() - started, trees
+        results = parser.parse_each(split, batch_size=OFFLINE_BATCH_SIZE)
+        elapsed = time.perf_counter() - started
+        return elapsed, [result.bracketed for result in results]
 
     first_pass, offline_trees = ceiling_pass()
     expected = dict(zip(sentences, offline_trees))
-    print(f"offline ceiling before: Parser.parse_to_strings, batch {OFFLINE_BATCH_SIZE}, "
+    print(f"offline ceiling before: Parser.parse_each, batch {OFFLINE_BATCH_SIZE}, "
           f"{parser.concurrent_calls} calls at once: "
           f"{len(sentences) / first_pass:.1f} sents/s, one pass (load average "
           f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; the ratios below use the "

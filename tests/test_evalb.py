@@ -1,4 +1,4 @@
-"""Tests for tetra_tf.evalb, the EVALB-equivalent scorer (and its earlier name, tetra_tf.evaluate).
+"""Tests for tetra_tf.evalb, the EVALB-equivalent scorer.
 
 The oracle is the real EVALB output shipped with EVALB (sample.rsl for sample.gld vs
 sample.tst under sample.prm) plus small cases whose figures are worked out by hand from
@@ -51,16 +51,6 @@ def _run_cli(*args, module="tetra_tf.evalb"):
     env = dict(os.environ, PYTHONPATH=REPO_ROOT)
     return subprocess.run([sys.executable, "-m", module, *args], cwd=REPO_ROOT,
                           env=env, capture_output=True, text=True, timeout=60)
-
-
-def test_the_earlier_module_name_still_scores():
-    gold, test = _evalb_file("sample.gld"), _evalb_file("sample.tst")
-    old, new = _run_cli(gold, test, module="tetra_tf.evaluate"), _run_cli(gold, test)
-    assert old.returncode == new.returncode == 0, old.stderr
-    assert "-- All --" in new.stdout and old.stdout == new.stdout
-    from tetra_tf import evaluate
-
-    assert evaluate.evaluate_lines is evalb.evaluate_lines
 
 
 @pytest.fixture(scope="module")

@@ -1028,7 +1028,7 @@ def test_real_export_over_rest_matches_parser(tetra_export, tmp_path):
 
     def parse_in_process():
         parser = Parser(str(tetra_export / "1"))
-        expected["strings"] = parser.parse_to_strings(word_lists)
+        expected["strings"] = [result.bracketed for result in parser.parse_each(word_lists, 64)]
         expected["trees"] = parser.parse_sents(word_lists)
 
     grpc_port = _free_port()
