@@ -1,0 +1,358 @@
+r"""Parsing on Apache Spark: parse columns for a DataFrame of sentences, and the reading of
+text files into one (`python -m tetra_tf.spark_parse` is the command line).
+
+  from tetra_tf import spark as tetra_spark
+  parsed = tetra_spark.parse_column(df, "models/tetra/1", text_column="sentence")
+  # df's columns, then tree (one-line bracketed tree), score (its log-probability),
+  # reason and error (why a row was refused; null for a parsed row)
+
+The sentence contract is `tetra_tf.sentences`': a row's text becomes words with
+`sentences.text_to_words` (or it is refused with one of `sentences.REASONS`); the model
+refuses a sentence alone with a reason too. Each row gets exactly one of (tree, score) and
+(reason, error). A row whose `reason` is already set (a line the reader refused) is passed
+through unparsed.
+
+How it runs: `DataFrame.mapInArrow` hands each Python worker its partition's rows in Arrow
+batches (at most spark.sql.execution.arrow.maxRecordsPerBatch rows, 10,000 by default);
+`Parser.parse_each` sorts each batch's sentences by length and parses them in model calls of
+`batch_size`, shortest together. The `Parser` is cached in this module, keyed by model
+directory: with Spark's Python worker reuse (spark.python.worker.reuse, on by default) the
+model is loaded once per Python worker process, not per task or per batch (a cache in a
+function pickled from ``__main__`` would be reloaded for every task). Every load is counted
+in `loads` (an accumulator of (host, pid, seconds)) and reported on the worker's stderr.
+A model failure (anything but a refused sentence) fails the task, and so, after Spark's
+retries, the job: it does not turn every row into an error row.
+
+Files: `read_files` reads text files (plain, or .gz/.bz2/.xz by extension) with
+`SparkContext.binaryFiles`, each file whole by one task, so line numbers are exact; its
+lines go through `sentences.read_lines`, so a damaged compressed file gives its readable
+lines, then one `damaged` row where the damage starts.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import socket
+import sys
+import threading
+import time
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
+
+from tetra_tf import sentences
+
+if TYPE_CHECKING:  # pyspark and TensorFlow are imported where they are used
+    import pyarrow as pa
+    from pyspark import Accumulator, SparkContext
+    from pyspark.sql import DataFrame, SparkSession
+
+    from tetra_tf.parser import Parser
+
+# The columns `parse_column` adds (replacing any of the same names, except a set reason).
+TREE, SCORE, REASON, ERROR = "tree", "score", "reason", "error"
+PARSE_COLUMNS = (TREE, SCORE, REASON, ERROR)
+# The rows `read_files` makes: one per input line.
+FILE, LINE, SENTENCE = "file", "line", "sentence"
+LINES_SCHEMA = "file string, line long, sentence string, reason string, error string"
+DEFAULT_BATCH_SIZE = 64
+
+_parsers: dict[str, "Parser"] = {}
+_parsers_lock = threading.Lock()
+
+
+# --------------------------------------------------------------------------------------
+# Loading the model: once per Python worker process
+
+
+class LoadsParam:
+    """An AccumulatorParam for `loads`: lists of (host, pid, seconds), concatenated."""
+
+    # pyspark.AccumulatorParam's protocol (not subclassed: importing this module must not
+    # need pyspark).
+    @staticmethod
+    def zero(value: list) -> list:
+        del value
+        return []
+
+    @staticmethod
+    def addInPlace(value1: list, value2: list) -> list:  # noqa: N802 - pyspark's name
+        value1.extend(value2)
+        return value1
+
+
+def loads_accumulator(context: "SparkContext") -> "Accumulator":
+    """An accumulator that `parse_column` adds one (host, pid, seconds) to per model load."""
+    return context.accumulator([], LoadsParam())
+
+
+def get_parser(model_dir: str, loads: "Accumulator | None" = None) -> "Parser":
+    """The `Parser` of model_dir, loaded on the first call in this process and cached."""
+    with _parsers_lock:
+        parser = _parsers.get(model_dir)
+        if parser is None:
+            from tetra_tf.parser import Parser  # pylint: disable=import-outside-toplevel
+
+            start = time.perf_counter()
+            parser = Parser(model_dir)
+            seconds = time.perf_counter() - start
+            _parsers[model_dir] = parser
+            host, pid = socket.gethostname(), os.getpid()
+            print(f"tetra_tf.spark: loaded the parser from {model_dir} in {seconds:.1f} s "
+                  f"(host {host}, process {pid})", file=sys.stderr, flush=True)
+            if loads is not None:
+                loads.add([(host, pid, seconds)])
+        return parser
+
+
+# --------------------------------------------------------------------------------------
+# Parser API shim. TODO(merge): delete this block when main's Parser API lands
+# (`parser.sentence_limits`; `parse_each` returning ParseResult | SentenceError and raising
+# ModelError) and call those directly in `_parse_texts`.
+
+
+def _sentence_limits(parser: "Parser") -> sentences.SentenceLimits:
+    limits = getattr(parser, "sentence_limits", None)
+    if limits is not None:
+        return limits
+    return sentences.SentenceLimits.from_export(parser.limits)
+
+
+def _parse_each(parser: "Parser", words: list[list[str]], batch_size: int
+                ) -> list[Any]:
+    """Per sentence: an object with .bracketed and .score, or a SentenceError."""
+    results = parser.parse_each(words, batch_size=batch_size)
+    out: list[Any] = []
+    for result in results:
+        if isinstance(result, Exception) and not isinstance(result, sentences.SentenceError):
+            message = str(result)
+            reason = sentences.reason_in(message) or (
+                sentences.TOO_MANY_PIECES if "max_pieces_per_call" in message
+                else sentences.REJECTED)
+            result = sentences.SentenceError(reason, message)
+        out.append(result)
+    return out
+
+# End of the Parser API shim.
+# --------------------------------------------------------------------------------------
+
+
+def parse_texts(parser: "Parser", texts: Sequence[str | None], batch_size: int = DEFAULT_BATCH_SIZE,
+                max_words: int = 0, tokenize: bool = False
+                ) -> list[tuple[str, float] | sentences.SentenceError]:
+    """Per text: (bracketed tree, score), or the SentenceError that refuses it.
+
+    Raises:
+      Whatever the model raises for a failure that is not a refused sentence.
+    """
+    limits = _sentence_limits(parser).lowered(max_words=max_words)
+    results: list[Any] = [None] * len(texts)
+    todo: list[int] = []
+    words: list[list[str]] = []
+    for index, text in enumerate(texts):
+        if text is None:
+            results[index] = sentences.SentenceError(sentences.EMPTY, "no text (null)")
+            continue
+        try:
+            words.append(sentences.text_to_words(text, limits, tokenize))
+            todo.append(index)
+        except sentences.SentenceError as e:
+            results[index] = e
+    if words:
+        for index, result in zip(todo, _parse_each(parser, words, batch_size)):
+            results[index] = (result if isinstance(result, sentences.SentenceError)
+                              else (result.bracketed, float(result.score)))
+    return results
+
+
+class _ParsePartition:
+    """mapInArrow's function: Arrow batches of rows → the same rows with the parse columns."""
+
+    def __init__(self, model_dir: str, text_column: str, batch_size: int, max_words: int,
+                 tokenize: bool, loads: "Accumulator | None"):
+        self.model_dir, self.text_column = model_dir, text_column
+        self.batch_size, self.max_words, self.tokenize = batch_size, max_words, tokenize
+        self.loads = loads
+
+    def __call__(self, batches: Iterable["pa.RecordBatch"]) -> Iterator["pa.RecordBatch"]:
+        import pyarrow as pa  # pylint: disable=import-outside-toplevel
+
+        for batch in batches:
+            names = batch.schema.names
+            texts = batch.column(names.index(self.text_column)).to_pylist()
+            given = (batch.column(names.index(REASON)).to_pylist() if REASON in names
+                     else [None] * len(texts))
+            given_errors = (batch.column(names.index(ERROR)).to_pylist() if ERROR in names
+                            else [None] * len(texts))
+            todo = [i for i, reason in enumerate(given) if reason is None]
+            trees: list[str | None] = [None] * len(texts)
+            scores: list[float | None] = [None] * len(texts)
+            reasons, errors = list(given), list(given_errors)
+            if todo:
+                parser = get_parser(self.model_dir, self.loads)
+                parsed = parse_texts(parser, [texts[i] for i in todo], self.batch_size,
+                                     self.max_words, self.tokenize)
+                for index, result in zip(todo, parsed):
+                    if isinstance(result, sentences.SentenceError):
+                        reasons[index], errors[index] = result.reason, result.detail
+                    else:
+                        trees[index], scores[index] = result
+            kept = [name for name in names if name not in PARSE_COLUMNS]
+            yield pa.RecordBatch.from_arrays(
+                [batch.column(names.index(name)) for name in kept]
+                + [pa.array(trees, pa.string()), pa.array(scores, pa.float64()),
+                   pa.array(reasons, pa.string()), pa.array(errors, pa.string())],
+                names=kept + list(PARSE_COLUMNS))
+
+
+def parse_column(df: "DataFrame", model_dir: str, text_column: str = SENTENCE,
+                 batch_size: int = DEFAULT_BATCH_SIZE, max_words: int = 0,
+                 tokenize: bool = False, loads: "Accumulator | None" = None) -> "DataFrame":
+    """df with the parse of its text_column: tree, score, reason, error (see the module doc).
+
+    Args:
+      df: one sentence per row in text_column (words separated by whitespace, PTB tokens;
+        raw text with tokenize). A row whose `reason` column is set is passed through.
+      model_dir: the export, a path every worker reads (local, gs://, ...).
+      batch_size: sentences per model call.
+      max_words: a sentence of more words is refused (too_many_words); 0: no limit.
+      loads: a `loads_accumulator`, to count the model loads.
+
+    Raises:
+      ValueError: no such column.
+    """
+    from pyspark.sql.types import (  # pylint: disable=import-outside-toplevel
+        DoubleType, StringType, StructField, StructType)
+
+    if text_column not in df.columns:
+        raise ValueError(f"no column {text_column!r} (columns: {', '.join(df.columns)})")
+    fields = [field for field in df.schema.fields if field.name not in PARSE_COLUMNS]
+    schema = StructType(fields + [StructField(TREE, StringType()),
+                                  StructField(SCORE, DoubleType()),
+                                  StructField(REASON, StringType()),
+                                  StructField(ERROR, StringType())])
+    return df.mapInArrow(_ParsePartition(model_dir, text_column, batch_size, max_words,
+                                         tokenize, loads), schema)
+
+
+# --------------------------------------------------------------------------------------
+# Reading files
+
+
+class _ReadFile:
+    """binaryFiles' (path, bytes) → one row per line: (file, line, sentence, reason, error)."""
+
+    def __init__(self, limits: sentences.SentenceLimits, tokenize: bool):
+        self.limits, self.tokenize = limits, tokenize
+
+    def __call__(self, item: tuple[str, bytes]) -> Iterator[tuple]:
+        path, data = item
+        stream = sentences.decompressed(io.BytesIO(data), path)
+        for line in sentences.read_lines(stream, self.limits, self.tokenize):
+            if line.error is not None:
+                yield (path, line.number, None, line.error.reason, line.error.detail)
+            else:
+                yield (path, line.number, " ".join(line.words or []), None, None)
+
+
+def read_files(session: "SparkSession", paths: Sequence[str], max_words: int = 0,
+               max_line_bytes: int = sentences.DEFAULT_MAX_LINE_BYTES,
+               tokenize: bool = False, partitions: int = 0) -> "DataFrame":
+    """The lines of text files as rows (LINES_SCHEMA): a sentence, or a reader's refusal.
+
+    Args:
+      paths: files, folders or globs Spark reads (Hadoop paths: local, hdfs://, s3a://, ...).
+      partitions: the lines are spread over this many partitions (0: 4 per core).
+    """
+    context = session.sparkContext
+    limits = sentences.SentenceLimits(max_line_bytes=max_line_bytes).lowered(
+        max_words=max_words)
+    files = context.binaryFiles(",".join(paths), minPartitions=max(
+        1, min(len(paths), context.defaultParallelism)))
+    lines = session.createDataFrame(files.flatMap(_ReadFile(limits, tokenize)), LINES_SCHEMA)
+    return lines.repartition(partitions or 4 * context.defaultParallelism)
+
+
+# --------------------------------------------------------------------------------------
+# Writing each file's trees in input order
+
+ORDERED_SUFFIX = ".trees"
+
+
+def _local(path: str) -> str:
+    """A Hadoop "file:" URI as a local path; other paths as they are."""
+    if path.startswith("file://"):
+        return path[len("file://"):]
+    if path.startswith("file:"):
+        return path[len("file:"):]
+    return path
+
+
+def common_folder(paths: Iterable[str]) -> str:
+    """The deepest folder holding every path ("" for none), ending in "/"."""
+    folders = [path.rsplit("/", 1)[0].split("/") for path in paths]
+    if not folders:
+        return ""
+    common: list[str] = []
+    for level in zip(*folders):
+        if any(part != level[0] for part in level):
+            break
+        common.append(level[0])
+    return "/".join(common) + "/"
+
+
+def ordered_path(target: str, root: str, path: str) -> str:
+    """Where the trees of input `path` go: below target, at its place below root."""
+    relative = path[len(root):] if path.startswith(root) else path.split(":", 1)[-1].lstrip("/")
+    return target.rstrip("/") + "/" + relative + ORDERED_SUFFIX
+
+
+class _WriteOrdered:
+    """foreachPartition's function: rows (file, line, tree) sorted by file and line → one
+    file per input file, a tree or an empty line per line."""
+
+    def __init__(self, target: str, root: str):
+        self.target, self.root = target, root
+
+    def __call__(self, rows: Iterable[Any]) -> None:
+        current, expected, out = None, 1, None
+        try:
+            for file, line, tree in rows:
+                if file != current:
+                    if out is not None:
+                        out.close()
+                    current, expected = file, 1
+                    out = _open_for_writing(ordered_path(self.target, self.root, file))
+                if line != expected:
+                    raise RuntimeError(f"{file}: line {expected} is missing from the results "
+                                       f"(next is line {line})")
+                out.write((tree or "") + "\n")
+                expected += 1
+        finally:
+            if out is not None:
+                out.close()
+
+
+def _open_for_writing(path: str):
+    path = _local(path)
+    if "://" in path:  # gs:// and the other file systems TensorFlow writes
+        import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+        folder = path.rsplit("/", 1)[0]
+        tf.io.gfile.makedirs(folder)
+        return tf.io.gfile.GFile(path, "w")
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    return open(path, "w", encoding="utf-8", newline="\n")  # pylint: disable=consider-using-with
+
+
+def write_ordered(results: "DataFrame", target: str) -> list[str]:
+    """Writes each input file's trees in input order below `target` (see `ordered_path`),
+    one task per group of files; returns the input files.
+
+    results: rows with file, line and tree (null for a refused line), every line of each
+    file exactly once.
+    """
+    files = sorted(row[0] for row in results.select(FILE).distinct().collect())
+    root = common_folder(files)
+    (results.select(FILE, LINE, TREE).repartition(max(1, min(len(files), 64)), FILE).sortWithinPartitions(FILE, LINE)
+     .rdd.map(tuple).foreachPartition(_WriteOrdered(target, root)))
+    return files
