@@ -356,3 +356,134 @@ def write_ordered(results: "DataFrame", target: str) -> list[str]:
     (results.select(FILE, LINE, TREE).repartition(max(1, min(len(files), 64)), FILE).sortWithinPartitions(FILE, LINE)
      .rdd.map(tuple).foreachPartition(_WriteOrdered(target, root)))
     return files
+
+
+# --------------------------------------------------------------------------------------
+# A standalone cluster on this machine (for trying the CLI, the tests and bench/spark.py)
+
+
+class LocalCluster:
+    """A Spark standalone master and `workers` workers on 127.0.0.1, each a separate JVM
+    started with pyspark's bundled ``spark-class`` in its own process group; `stop` ends
+    those groups (the workers' executors and Python workers with them).
+
+    Attributes:
+      url: the master's URL (spark://127.0.0.1:PORT).
+      work_dir: the workers' folder: app-*/N/stderr holds each executor's (and its Python
+        workers') stderr.
+      pids: the started processes' ids.
+    """
+
+    def __init__(self, root: str, workers: int = 2, cores: int = 1, memory: str = "2g",
+                 timeout: float = 120, env: dict[str, str] | None = None):
+        """Starts the master, then the workers; returns when all workers registered.
+
+        Raises:
+          RuntimeError: a process exited or did not come up within timeout seconds.
+        """
+        import subprocess  # pylint: disable=import-outside-toplevel
+
+        import pyspark  # pylint: disable=import-outside-toplevel
+
+        self._subprocess = subprocess
+        self.root, self.timeout = root, timeout
+        os.makedirs(root, exist_ok=True)
+        self._processes: list[Any] = []
+        self._pids: list[int] = []
+        self._logs: list[str] = []
+        spark_home = os.path.dirname(pyspark.__file__)
+        self._spark_class = os.path.join(spark_home, "bin", "spark-class")
+        self.work_dir = os.path.join(root, "work")
+        self._env = dict(os.environ, SPARK_HOME=spark_home, SPARK_LOCAL_IP="127.0.0.1",
+                         PYSPARK_PYTHON=sys.executable, TF_CPP_MIN_LOG_LEVEL="3",
+                         SPARK_LOG_DIR=os.path.join(root, "logs"), **(env or {}))
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        self.url = f"spark://127.0.0.1:{port}"
+        try:
+            self._start("master", "org.apache.spark.deploy.master.Master", "--host",
+                        "127.0.0.1", "--port", str(port), "--webui-port", "0")
+            self._wait(0, "I have been elected leader")
+            for i in range(workers):
+                self._start(f"worker{i}", "org.apache.spark.deploy.worker.Worker", self.url,
+                            "--host", "127.0.0.1", "--cores", str(cores), "--memory", memory,
+                            "--webui-port", "0", "--work-dir", self.work_dir)
+            for i in range(workers):
+                self._wait(1 + i, "Successfully registered with master")
+        except BaseException:
+            self.stop()
+            raise
+
+    @property
+    def pids(self) -> list[int]:
+        return list(self._pids)
+
+    def _start(self, name: str, *args: str) -> None:
+        log = os.path.join(self.root, f"{name}.log")
+        with open(log, "wb") as out:
+            self._processes.append(self._subprocess.Popen(
+                [self._spark_class, *args], stdout=out, stderr=self._subprocess.STDOUT,
+                env=self._env, start_new_session=True))
+        self._pids.append(self._processes[-1].pid)
+        self._logs.append(log)
+
+    def _wait(self, index: int, text: str) -> None:
+        deadline = time.monotonic() + self.timeout
+        while time.monotonic() < deadline:
+            with open(self._logs[index], encoding="utf-8", errors="replace") as f:
+                if text in f.read():
+                    return
+            if self._processes[index].poll() is not None:
+                break
+            time.sleep(0.25)
+        with open(self._logs[index], encoding="utf-8", errors="replace") as f:
+            tail = " | ".join(f.read().strip().splitlines()[-5:])
+        raise RuntimeError(f"{os.path.basename(self._logs[index])}: no {text!r} within "
+                           f"{self.timeout:.0f} s: {tail[-1500:]}")
+
+    def stop(self) -> None:
+        """Ends each started process group (the JVM, its executors and their Python workers):
+        SIGTERM, then SIGKILL for what is left after 20 s."""
+        import signal  # pylint: disable=import-outside-toplevel
+
+        groups = [process.pid for process in reversed(self._processes)]
+        for group in groups:
+            _signal_group(group, signal.SIGTERM)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            for process in self._processes:
+                process.poll()  # reaps a leader that exited (a zombie still counts)
+            if not any(_signal_group(group, 0) for group in groups):
+                break
+            time.sleep(0.2)
+        for group in groups:
+            _signal_group(group, signal.SIGKILL)
+        for process in self._processes:
+            process.wait(timeout=10)
+        self._processes.clear()
+
+    def worker_stderr(self) -> str:
+        """The executors' stderr logs, concatenated."""
+        import glob  # pylint: disable=import-outside-toplevel
+
+        text = ""
+        for path in sorted(glob.glob(os.path.join(self.work_dir, "app-*", "*", "stderr"))):
+            with open(path, encoding="utf-8", errors="replace") as f:
+                text += f.read()
+        return text
+
+    def __enter__(self) -> "LocalCluster":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+
+def _signal_group(group: int, signal_number: int) -> bool:
+    """Sends a signal to a process group; whether it still had a process."""
+    try:
+        os.killpg(group, signal_number)
+        return True
+    except ProcessLookupError:
+        return False

@@ -36,6 +36,7 @@ import collections
 import logging
 import os
 import sys
+import tempfile
 import time
 import warnings
 
@@ -113,12 +114,37 @@ def session(master: str, conf: dict[str, str]):
     builder = (SparkSession.builder.master(master).appName("tetra_tf.spark_parse")
                .config("spark.executorEnv.TF_CPP_MIN_LOG_LEVEL", "3")
                .config("spark.ui.showConsoleProgress", "true"))
+    if "spark.driver.extraJavaOptions" not in conf:  # the driver's own logs: errors are
+        # reported in one line from the job's exception; the progress bar stays
+        builder = builder.config("spark.driver.extraJavaOptions",
+                                 f"-Dlog4j2.configurationFile=file:{_quiet_log4j()}")
     for key, value in conf.items():
         builder = builder.config(key, value)
     logging.getLogger("py4j").setLevel(logging.ERROR)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+_QUIET_LOG4J = """\
+rootLogger.level = off
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+"""
+
+
+def _quiet_log4j() -> str:
+    """A log4j2 configuration that keeps the driver JVM's log lines off the console."""
+    path = os.path.join(tempfile.gettempdir(), "tetra_tf_spark_log4j2.properties")
+    if not os.path.exists(path):
+        with open(path + f".{os.getpid()}", "w", encoding="utf-8") as f:
+            f.write(_QUIET_LOG4J)
+        os.replace(path + f".{os.getpid()}", path)
+    return path
 
 
 def _hadoop_fs(spark, path: str):
