@@ -97,12 +97,19 @@ def _check_flags() -> dict[str, str]:
         if not equals or not key:
             raise cli.UsageError(f"--conf {item!r}: expected KEY=VALUE")
         conf[key] = value
-    from tetra_tf.parser import has_saved_model  # pylint: disable=import-outside-toplevel
-
-    if not has_saved_model(FLAGS.model_dir):
+    if not _has_saved_model(FLAGS.model_dir):
         raise cli.UsageError(f"--model_dir: {FLAGS.model_dir} holds no SavedModel "
                              "(saved_model.pb); export one with python -m tetra_tf.export")
     return conf
+
+
+def _has_saved_model(model_dir: str) -> bool:
+    """Whether model_dir holds saved_model.pb (TensorFlow's file systems only for URLs)."""
+    if "://" not in model_dir:
+        return os.path.isfile(os.path.join(model_dir, "saved_model.pb"))
+    from tetra_tf.parser import has_saved_model  # pylint: disable=import-outside-toplevel
+
+    return has_saved_model(model_dir)
 
 
 def session(master: str, conf: dict[str, str]):
@@ -128,6 +135,12 @@ def session(master: str, conf: dict[str, str]):
 
 _QUIET_LOG4J = """\
 rootLogger.level = off
+logger.spark.name = org.apache.spark
+logger.spark.level = off
+logger.hadoop.name = org.apache.hadoop
+logger.hadoop.level = off
+logger.parquet.name = org.apache.parquet
+logger.parquet.level = off
 rootLogger.appenderRef.stderr.ref = console
 appender.console.type = Console
 appender.console.name = console
