@@ -205,8 +205,9 @@ def run(spark, model_dir: str, inputs: list[str], output: str, output_format: st
     counts = collections.Counter({row[0]: row[1] for row in
                                   written.groupBy(tetra_spark.REASON).count().collect()})
     files = []
-    if ordered:
-        files = tetra_spark.write_ordered(written, output.rstrip("/") + ORDERED_INFIX)
+    if ordered:  # qualified here: a relative path would be relative to each executor
+        fs, path = _hadoop_fs(spark, output.rstrip("/") + ORDERED_INFIX)
+        files = tetra_spark.write_ordered(written, str(fs.makeQualified(path).toString()))
     refused = {reason: n for reason, n in counts.items() if reason is not None}
     return {"lines": sum(counts.values()), "parsed": counts.get(None, 0), "refused": refused,
             "loads": list(loads.value), "seconds": time.perf_counter() - start,
@@ -240,7 +241,8 @@ def main(argv: list[str]) -> int:
                           FLAGS.max_line_bytes, FLAGS.batch_size, FLAGS.partitions,
                           FLAGS.overwrite)
         except Exception as e:  # pylint: disable=broad-except
-            raise JobFailed(_job_error(e)) from None
+            print(f"error: {_job_error(e)}", file=sys.stderr)
+            return cli.EXIT_FAILURE
     finally:
         spark.stop()
     refused = sum(summary["refused"].values())
@@ -253,10 +255,6 @@ def main(argv: list[str]) -> int:
           + (f"; in input order → {ordered_dir}/ ({len(summary['ordered_files'])} files)"
              if FLAGS.ordered else ""))
     return cli.EXIT_OK
-
-
-class JobFailed(Exception):
-    """The Spark job failed: one line naming the first cause."""
 
 
 def _job_error(error: Exception) -> str:
