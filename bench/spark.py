@@ -115,8 +115,9 @@ def time_spark(export_dir: str, corpus: str, output: str, batch_size: int, worke
         try:
             # Wait for the executors to register, so that the timed job is the parse alone.
             deadline = time.monotonic() + 120
-            while (len(spark.sparkContext._jsc.sc().getExecutorMemoryStatus())  # pylint: disable=protected-access
-                   < workers + 1 and time.monotonic() < deadline):
+            status = spark.sparkContext._jsc.sc()  # pylint: disable=protected-access
+            while (len(status.getExecutorMemoryStatus()) < workers + 1
+                   and time.monotonic() < deadline):
                 time.sleep(0.2)
             up = time.perf_counter()
             start = time.perf_counter()

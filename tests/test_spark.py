@@ -18,7 +18,6 @@ import random
 import re
 import subprocess
 import sys
-import time
 import zlib
 
 import pytest
@@ -88,31 +87,35 @@ def _corpus_files() -> dict[str, tuple[bytes, dict[int, str]]]:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    """A master and two one-core workers, as separate processes (ended at teardown)."""
-    try:
-        cluster = tetra_spark.LocalCluster(str(tmp_path_factory.mktemp("spark_cluster")),
-                                           workers=2, cores=1, memory="2g",
-                                           timeout=START_TIMEOUT, env={"PYTHONPATH": REPO_ROOT})
-    except RuntimeError as e:
-        pytest.fail(f"the Spark cluster did not start: {e}")
-    assert len(cluster.pids) == 3
+    """A master and two one-core workers, as separate processes (ended at teardown); they
+    start while the tests' model is built (the `spark` fixture waits for them)."""
+    cluster = tetra_spark.LocalCluster(str(tmp_path_factory.mktemp("spark_cluster")),
+                                       workers=2, cores=1, memory="2g", timeout=START_TIMEOUT,
+                                       env={"PYTHONPATH": REPO_ROOT}, wait=False)
     yield cluster
     cluster.stop()
+    assert len(cluster.pids) == 3
     for pid in cluster.pids:  # the process groups are gone
         with pytest.raises(ProcessLookupError):
             os.killpg(pid, 0)
 
 
 @pytest.fixture(scope="module")
-def spark(cluster):
-    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    session = spark_parse.session(cluster.url, {
-        "spark.executor.cores": "1", "spark.cores.max": "2", "spark.executor.memory": "1g",
-        "spark.executorEnv.PYTHONPATH": REPO_ROOT, "spark.ui.enabled": "false",
-        "spark.ui.showConsoleProgress": "false", "spark.task.maxFailures": "1"})
-    yield session
-    session.stop()
+def spark(cluster, tiny_export_dir):
+    del tiny_export_dir  # built while the cluster starts
+    try:
+        cluster.wait()
+    except RuntimeError as e:
+        pytest.fail(f"the Spark cluster did not start: {e}")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SPARK_LOCAL_IP", "127.0.0.1")  # else the driver binds the outside address
+        patch.setenv("PYSPARK_PYTHON", sys.executable)
+        session = spark_parse.session(cluster.url, {
+            "spark.executor.cores": "1", "spark.cores.max": "2", "spark.executor.memory": "1g",
+            "spark.executorEnv.PYTHONPATH": REPO_ROOT, "spark.ui.enabled": "false",
+            "spark.ui.showConsoleProgress": "false", "spark.task.maxFailures": "1"})
+        yield session
+        session.stop()
 
 
 @pytest.fixture(scope="module")
@@ -129,13 +132,14 @@ def corpus(tmp_path_factory):
 def job(spark, corpus, tiny_export_dir, tmp_path_factory):
     """One run of spark_parse.run over the corpus: (summary, rows by (name, line), output)."""
     root, _ = corpus
-    output = os.path.join(str(tmp_path_factory.mktemp("spark_out")), "trees")
-    start = time.perf_counter()
+    folder = str(tmp_path_factory.mktemp("spark_out"))
+    output = os.path.join(folder, "trees")
+    # A relative output is relative to the driver's folder (this process's and its JVM's),
+    # not to each executor's.
     summary = spark_parse.run(
         spark, tiny_export_dir, [os.path.join(root, "*.txt"), os.path.join(root, "sub")],
-        output, output_format="json", ordered=True, max_words=MAX_WORDS,
+        os.path.relpath(output), output_format="json", ordered=True, max_words=MAX_WORDS,
         max_line_bytes=MAX_LINE_BYTES, batch_size=8, partitions=PARTITIONS)
-    summary["wall"] = time.perf_counter() - start
     rows = []
     for path in glob.glob(os.path.join(output, "part-*.json")):
         with open(path, encoding="utf-8") as f:

@@ -37,6 +37,7 @@ import socket
 import sys
 import threading
 import time
+import warnings
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
 from tetra_tf import sentences
@@ -136,8 +137,8 @@ def _parse_each(parser: "Parser", words: list[list[str]], batch_size: int
 # --------------------------------------------------------------------------------------
 
 
-def parse_texts(parser: "Parser", texts: Sequence[str | None], batch_size: int = DEFAULT_BATCH_SIZE,
-                max_words: int = 0, tokenize: bool = False
+def parse_texts(parser: "Parser", texts: Sequence[str | None],
+                batch_size: int = DEFAULT_BATCH_SIZE, max_words: int = 0, tokenize: bool = False
                 ) -> list[tuple[str, float] | sentences.SentenceError]:
     """Per text: (bracketed tree, score), or the SentenceError that refuses it.
 
@@ -230,8 +231,10 @@ def parse_column(df: "DataFrame", model_dir: str, text_column: str = SENTENCE,
                                   StructField(SCORE, DoubleType()),
                                   StructField(REASON, StringType()),
                                   StructField(ERROR, StringType())])
-    return df.mapInArrow(_ParsePartition(model_dir, text_column, batch_size, max_words,
-                                         tokenize, loads), schema)
+    with warnings.catch_warnings():  # mapInArrow passes Arrow batches: pandas is not used
+        warnings.filterwarnings("ignore", message=".*PySpark does not yet fully support pandas")
+        return df.mapInArrow(_ParsePartition(model_dir, text_column, batch_size, max_words,
+                                             tokenize, loads), schema)
 
 
 # --------------------------------------------------------------------------------------
@@ -266,10 +269,11 @@ def read_files(session: "SparkSession", paths: Sequence[str], max_words: int = 0
     context = session.sparkContext
     limits = sentences.SentenceLimits(max_line_bytes=max_line_bytes).lowered(
         max_words=max_words)
-    files = context.binaryFiles(",".join(paths), minPartitions=max(
-        1, min(len(paths), context.defaultParallelism)))
+    partitions = partitions or 4 * context.defaultParallelism
+    # Files are never split: more partitions only means fewer files read by each task.
+    files = context.binaryFiles(",".join(paths), minPartitions=partitions)
     lines = session.createDataFrame(files.flatMap(_ReadFile(limits, tokenize)), LINES_SCHEMA)
-    return lines.repartition(partitions or 4 * context.defaultParallelism)
+    return lines.repartition(partitions)
 
 
 # --------------------------------------------------------------------------------------
@@ -353,7 +357,8 @@ def write_ordered(results: "DataFrame", target: str) -> list[str]:
     """
     files = sorted(row[0] for row in results.select(FILE).distinct().collect())
     root = common_folder(files)
-    (results.select(FILE, LINE, TREE).repartition(max(1, min(len(files), 64)), FILE).sortWithinPartitions(FILE, LINE)
+    (results.select(FILE, LINE, TREE).repartition(max(1, min(len(files), 64)), FILE)
+     .sortWithinPartitions(FILE, LINE)
      .rdd.map(tuple).foreachPartition(_WriteOrdered(target, root)))
     return files
 
@@ -375,11 +380,12 @@ class LocalCluster:
     """
 
     def __init__(self, root: str, workers: int = 2, cores: int = 1, memory: str = "2g",
-                 timeout: float = 120, env: dict[str, str] | None = None):
-        """Starts the master, then the workers; returns when all workers registered.
+                 timeout: float = 120, env: dict[str, str] | None = None,
+                 wait: bool = True):
+        """Starts the master; with wait, also `wait` (else the caller calls it later).
 
         Raises:
-          RuntimeError: a process exited or did not come up within timeout seconds.
+          RuntimeError: with wait, as `wait`.
         """
         import subprocess  # pylint: disable=import-outside-toplevel
 
@@ -401,15 +407,26 @@ class LocalCluster:
             probe.bind(("127.0.0.1", 0))
             port = probe.getsockname()[1]
         self.url = f"spark://127.0.0.1:{port}"
+        self._port, self._workers, self._cores, self._memory = port, workers, cores, memory
+        self._start("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                    "--port", str(port), "--webui-port", "0")
+        if wait:
+            self.wait()
+
+    def wait(self) -> None:
+        """Waits for the master, starts the workers, waits for them to register.
+
+        Raises:
+          RuntimeError: a process exited or did not come up within the timeout (the
+            cluster is stopped).
+        """
         try:
-            self._start("master", "org.apache.spark.deploy.master.Master", "--host",
-                        "127.0.0.1", "--port", str(port), "--webui-port", "0")
             self._wait(0, "I have been elected leader")
-            for i in range(workers):
+            for i in range(self._workers):
                 self._start(f"worker{i}", "org.apache.spark.deploy.worker.Worker", self.url,
-                            "--host", "127.0.0.1", "--cores", str(cores), "--memory", memory,
-                            "--webui-port", "0", "--work-dir", self.work_dir)
-            for i in range(workers):
+                            "--host", "127.0.0.1", "--cores", str(self._cores), "--memory",
+                            self._memory, "--webui-port", "0", "--work-dir", self.work_dir)
+            for i in range(self._workers):
                 self._wait(1 + i, "Successfully registered with master")
         except BaseException:
             self.stop()

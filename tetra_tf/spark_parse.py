@@ -20,7 +20,8 @@ gives its readable lines and one ``damaged`` row at the line where the damage st
 With --ordered, also OUTPUT-ordered/PATH.trees per input file (PATH below the inputs'
 common folder): one tree per line in input order, an empty line for a refused one.
 
-Spark: --master is any Spark master URL (default local[*]: this machine, no cluster);
+Spark: --master is any Spark master URL (default local[*]: this machine, no cluster; run
+by spark-submit, its --master); the module also runs as spark-submit's script;
 --conf KEY=VALUE (repeatable) sets any Spark property. The model directory must be
 readable by every worker (a shared or copied local path, gs://, ...). Each Python worker
 process loads the model once. A failure of the model (not a refused sentence) fails the
@@ -112,13 +113,15 @@ def _has_saved_model(model_dir: str) -> bool:
     return has_saved_model(model_dir)
 
 
-def session(master: str, conf: dict[str, str]):
-    """A SparkSession for parsing (quiet logs, TensorFlow quiet on the executors)."""
+def session(master: str | None, conf: dict[str, str]):
+    """A SparkSession for parsing (quiet logs, TensorFlow quiet on the executors); master
+    None: the one spark-submit set."""
     warnings.filterwarnings("ignore", message=".*PySpark does not yet fully support pandas")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession  # pylint: disable=import-outside-toplevel
 
-    builder = (SparkSession.builder.master(master).appName("tetra_tf.spark_parse")
+    builder = SparkSession.builder if master is None else SparkSession.builder.master(master)
+    builder = (builder.appName("tetra_tf.spark_parse")
                .config("spark.executorEnv.TF_CPP_MIN_LOG_LEVEL", "3")
                .config("spark.ui.showConsoleProgress", "true"))
     if "spark.driver.extraJavaOptions" not in conf:  # the driver's own logs: errors are
@@ -161,10 +164,11 @@ def _quiet_log4j() -> str:
 
 
 def _hadoop_fs(spark, path: str):
-    jvm = spark.sparkContext._jvm  # pylint: disable=protected-access
-    hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
-    return hadoop_path.getFileSystem(
-        spark.sparkContext._jsc.hadoopConfiguration()), hadoop_path  # pylint: disable=protected-access
+    """(Hadoop FileSystem, Path) of a Spark path, through the driver's JVM."""
+    # pylint: disable=protected-access
+    hadoop_path = spark.sparkContext._jvm.org.apache.hadoop.fs.Path(path)
+    configuration = spark.sparkContext._jsc.hadoopConfiguration()
+    return hadoop_path.getFileSystem(configuration), hadoop_path
 
 
 def check_paths(spark, inputs: list[str], outputs: list[str], overwrite: bool) -> None:
@@ -230,7 +234,10 @@ def main(argv: list[str]) -> int:
         import pyspark  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
     except ImportError as e:
         raise cli.UsageError(f"PySpark is not installed ({e}); pip install -e \".[spark]\"")
-    spark = session(FLAGS.master, conf)
+    # Under spark-submit (which starts the JVM first), its --master stands unless --master
+    # is given here too.
+    submitted = "PYSPARK_GATEWAY_PORT" in os.environ and not FLAGS["master"].present
+    spark = session(None if submitted else FLAGS.master, conf)
     try:
         ordered_dir = FLAGS.output.rstrip("/") + ORDERED_INFIX
         check_paths(spark, FLAGS.input, [FLAGS.output] + ([ordered_dir] if FLAGS.ordered
