@@ -42,9 +42,9 @@ import warnings
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-import tetra_tf  # noqa: E402,F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before tetra_tf sets 2
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+import tetra_tf  # noqa: E402,F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
 from bench.beam import model_export, sample_sentences  # noqa: E402
 
@@ -116,7 +116,7 @@ def time_spark(export_dir: str, corpus: str, output: str, batch_size: int, worke
             # Wait for the executors to register, so that the timed job is the parse alone.
             deadline = time.monotonic() + 120
             status = spark.sparkContext._jsc.sc()  # pylint: disable=protected-access
-            while (len(status.getExecutorMemoryStatus()) < workers + 1
+            while (status.getExecutorMemoryStatus().size() < workers + 1
                    and time.monotonic() < deadline):
                 time.sleep(0.2)
             up = time.perf_counter()
