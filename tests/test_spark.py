@@ -287,3 +287,33 @@ def test_cli_usage_errors_are_one_line(tmp_path, tiny_export_dir):
     assert result.returncode == 2 and result.stderr.startswith("error: ")
     result = run_module("tetra_tf.spark_parse", "--help")
     assert result.returncode == 0 and "--ordered" in result.stdout
+
+
+class _RecordingParser:
+    """A Parser stand-in that records the words it is given and refuses "REFUSE"."""
+    sentence_limits = sentences.SentenceLimits(max_pieces=50)
+
+    def __init__(self):
+        self.calls = []
+
+    def parse_each(self, words, batch_size=64, progress=None):
+        self.calls.append((words, batch_size))
+        return [sentences.SentenceError(sentences.REJECTED, "no") if "REFUSE" in sentence
+                else type("Result", (), {"bracketed": " ".join(sentence), "score": -1.0})()
+                for sentence in words]
+
+
+def test_parse_texts_applies_the_sentence_contract():
+    parser = _RecordingParser()
+    results = tetra_spark.parse_texts(
+        parser, ["Hello, (world).", None, " \t", "a b c d e f g", "x REFUSE", "w " * 60],
+        batch_size=3, max_words=6, tokenize=True)
+    assert parser.calls == [([["Hello", ",", "-LRB-", "world", "-RRB-", "."],
+                              ["x", "REFUSE"]], 3)]
+    assert results[0] == ("Hello , -LRB- world -RRB- .", -1.0)
+    reasons = [getattr(result, "reason", None) for result in results]
+    assert reasons == [None, sentences.EMPTY, sentences.EMPTY, sentences.TOO_MANY_WORDS,
+                       sentences.REJECTED, sentences.TOO_MANY_WORDS]
+    parser = _RecordingParser()  # the export's limit: 60 words are at least 60 pieces
+    (result,) = tetra_spark.parse_texts(parser, ["w " * 60])
+    assert result.reason == sentences.TOO_MANY_PIECES and parser.calls == []

@@ -257,11 +257,16 @@ def main(argv: list[str]) -> int:
     print(f"{summary['parsed']} of {summary['lines']} lines parsed, {refused} refused"
           + (" (" + ", ".join(f"{reason}: {n}" for reason, n in
                               sorted(summary["refused"].items())) + ")" if refused else "")
-          + f" → {FLAGS.output} ({FLAGS.format}); model loaded {len(summary['loads'])} times "
-          f"in {processes} worker processes; {summary['seconds']:.1f} s"
+          + f" → {FLAGS.output} ({FLAGS.format}); model loaded {_times(len(summary['loads']))} "
+          f"in {processes} worker process{'es' if processes != 1 else ''}; "
+          f"{summary['seconds']:.1f} s"
           + (f"; in input order → {ordered_dir}/ ({len(summary['ordered_files'])} files)"
              if FLAGS.ordered else ""))
     return cli.EXIT_OK
+
+
+def _times(count: int) -> str:
+    return "once" if count == 1 else f"{count} times"
 
 
 def _job_error(error: Exception) -> str:
