@@ -18,6 +18,7 @@ import random
 import re
 import subprocess
 import sys
+import threading
 import zlib
 
 import pytest
@@ -51,6 +52,7 @@ if _java_major() < JAVA_NEEDED:
                 "PATH); e.g. apt-get install openjdk-17-jre-headless", allow_module_level=True)
 
 START_TIMEOUT = 120  # seconds for the master and the workers to come up
+JOB_TIMEOUT = 300  # seconds for the job
 MAX_WORDS = 20
 MAX_LINE_BYTES = 200
 PARTITIONS = 8
@@ -136,10 +138,15 @@ def job(spark, corpus, tiny_export_dir, tmp_path_factory):
     output = os.path.join(folder, "trees")
     # A relative output is relative to the driver's folder (this process's and its JVM's),
     # not to each executor's.
-    summary = spark_parse.run(
-        spark, tiny_export_dir, [os.path.join(root, "*.txt"), os.path.join(root, "sub")],
-        os.path.relpath(output), output_format="json", ordered=True, max_words=MAX_WORDS,
-        max_line_bytes=MAX_LINE_BYTES, batch_size=8, partitions=PARTITIONS)
+    watchdog = threading.Timer(JOB_TIMEOUT, spark.sparkContext.cancelAllJobs)
+    watchdog.start()  # a job that hangs (no executors ...) is cancelled: the tests fail
+    try:
+        summary = spark_parse.run(
+            spark, tiny_export_dir, [os.path.join(root, "*.txt"), os.path.join(root, "sub")],
+            os.path.relpath(output), output_format="json", ordered=True, max_words=MAX_WORDS,
+            max_line_bytes=MAX_LINE_BYTES, batch_size=8, partitions=PARTITIONS)
+    finally:
+        watchdog.cancel()
     rows = []
     for path in glob.glob(os.path.join(output, "part-*.json")):
         with open(path, encoding="utf-8") as f:
