@@ -219,13 +219,16 @@ def parse_column(df: "DataFrame", model_dir: str, text_column: str = SENTENCE,
       loads: a `loads_accumulator`, to count the model loads.
 
     Raises:
-      ValueError: no such column.
+      ValueError: no such column, or not a string column.
     """
     from pyspark.sql.types import (  # pylint: disable=import-outside-toplevel
         DoubleType, StringType, StructField, StructType)
 
     if text_column not in df.columns:
         raise ValueError(f"no column {text_column!r} (columns: {', '.join(df.columns)})")
+    column_type = df.schema[text_column].dataType
+    if not isinstance(column_type, StringType):
+        raise ValueError(f"column {text_column!r} is {column_type.simpleString()}, not string")
     fields = [field for field in df.schema.fields if field.name not in PARSE_COLUMNS]
     schema = StructType(fields + [StructField(TREE, StringType()),
                                   StructField(SCORE, DoubleType()),
