@@ -324,3 +324,11 @@ def test_parse_texts_applies_the_sentence_contract():
     parser = _RecordingParser()  # the export's limit: 60 words are at least 60 pieces
     (result,) = tetra_spark.parse_texts(parser, ["w " * 60])
     assert result.reason == sentences.TOO_MANY_PIECES and parser.calls == []
+
+
+def test_parse_column_checks_its_column(spark, tiny_export_dir):
+    df = spark.createDataFrame([(1, b"bytes")], "id long, sentence binary")
+    with pytest.raises(ValueError, match="no column 'text' \\(columns: id, sentence\\)"):
+        tetra_spark.parse_column(df, tiny_export_dir, text_column="text")
+    with pytest.raises(ValueError, match="column 'sentence' is binary, not string"):
+        tetra_spark.parse_column(df, tiny_export_dir)
