@@ -37,6 +37,10 @@ setup(
                     "prometheus_client"],
         # Corpus-scale parsing (tetra_tf.beam); resolves protobuf to 6.x next to TF 2.20.
         "beam": ["apache-beam==2.77.*"],
+        # Parsing on Apache Spark (tetra_tf.spark): pyspark's [sql] extra brings pandas and
+        # pyarrow (mapInArrow); they resolve next to TF 2.20 and Beam 2.77 (pip check clean
+        # with pyspark 4.3, pandas 3.1, pyarrow 25). Spark needs a Java 17+ runtime.
+        "spark": ["pyspark[sql]>=3.5"],
     },
     # nlp.add_pipe("tetra_tf") finds the factory without importing tetra_tf first.
     entry_points={"spacy_factories": ["tetra_tf = tetra_tf_spacy:make_tetra_tf"]},

@@ -1,0 +1,509 @@
+r"""Parsing on Apache Spark: parse columns for a DataFrame of sentences, and the reading of
+text files into one (`python -m tetra_tf.spark_parse` is the command line).
+
+  from tetra_tf import spark as tetra_spark
+  parsed = tetra_spark.parse_column(df, "models/tetra/1", text_column="sentence")
+  # df's columns, then tree (one-line bracketed tree), score (its log-probability),
+  # reason and error (why a row was refused; null for a parsed row)
+
+The sentence contract is `tetra_tf.sentences`': a row's text becomes words with
+`sentences.text_to_words` (or it is refused with one of `sentences.REASONS`); the model
+refuses a sentence alone with a reason too. Each row gets exactly one of (tree, score) and
+(reason, error). A row whose `reason` is already set (a line the reader refused) is passed
+through unparsed.
+
+How it runs: `DataFrame.mapInArrow` hands each Python worker its partition's rows in Arrow
+batches (at most spark.sql.execution.arrow.maxRecordsPerBatch rows, 10,000 by default);
+`Parser.parse_each` sorts each batch's sentences by length and parses them in model calls of
+`batch_size`, shortest together. The `Parser` is cached in this module, keyed by model
+directory: with Spark's Python worker reuse (spark.python.worker.reuse, on by default) the
+model is loaded once per Python worker process, not per task or per batch (a cache in a
+function pickled from ``__main__`` would be reloaded for every task). Every load is counted
+in `loads` (an accumulator of (host, pid, seconds)) and reported on the worker's stderr.
+A model failure (anything but a refused sentence) fails the task, and so, after Spark's
+retries, the job: it does not turn every row into an error row.
+
+Files: `read_files` reads text files (plain, or .gz/.bz2/.xz by extension) with
+`SparkContext.binaryFiles`, each file whole by one task, so line numbers are exact; its
+lines go through `sentences.read_lines`, so a damaged compressed file gives its readable
+lines, then one `damaged` row where the damage starts.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import socket
+import sys
+import threading
+import time
+import warnings
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
+
+from tetra_tf import sentences
+
+if TYPE_CHECKING:  # pyspark and TensorFlow are imported where they are used
+    import pyarrow as pa
+    from pyspark import Accumulator, SparkContext
+    from pyspark.sql import DataFrame, SparkSession
+
+    from tetra_tf.parser import Parser
+
+# The columns `parse_column` adds (replacing any of the same names, except a set reason).
+TREE, SCORE, REASON, ERROR = "tree", "score", "reason", "error"
+PARSE_COLUMNS = (TREE, SCORE, REASON, ERROR)
+# The rows `read_files` makes: one per input line.
+FILE, LINE, SENTENCE = "file", "line", "sentence"
+LINES_SCHEMA = "file string, line long, sentence string, reason string, error string"
+DEFAULT_BATCH_SIZE = 64
+
+_parsers: dict[str, "Parser"] = {}
+_parsers_lock = threading.Lock()
+
+
+# --------------------------------------------------------------------------------------
+# Loading the model: once per Python worker process
+
+
+class LoadsParam:
+    """An AccumulatorParam for `loads`: lists of (host, pid, seconds), concatenated."""
+
+    # pyspark.AccumulatorParam's protocol (not subclassed: importing this module must not
+    # need pyspark).
+    @staticmethod
+    def zero(value: list) -> list:
+        del value
+        return []
+
+    @staticmethod
+    def addInPlace(value1: list, value2: list) -> list:  # noqa: N802 - pyspark's name
+        value1.extend(value2)
+        return value1
+
+
+def loads_accumulator(context: "SparkContext") -> "Accumulator":
+    """An accumulator that `parse_column` adds one (host, pid, seconds) to per model load."""
+    return context.accumulator([], LoadsParam())
+
+
+def get_parser(model_dir: str, loads: "Accumulator | None" = None) -> "Parser":
+    """The `Parser` of model_dir, loaded on the first call in this process and cached."""
+    with _parsers_lock:
+        parser = _parsers.get(model_dir)
+        if parser is None:
+            from tetra_tf.parser import Parser  # pylint: disable=import-outside-toplevel
+
+            start = time.perf_counter()
+            parser = Parser(model_dir)
+            seconds = time.perf_counter() - start
+            _parsers[model_dir] = parser
+            host, pid = socket.gethostname(), os.getpid()
+            print(f"tetra_tf.spark: loaded the parser from {model_dir} in {seconds:.1f} s "
+                  f"(host {host}, process {pid})", file=sys.stderr, flush=True)
+            if loads is not None:
+                loads.add([(host, pid, seconds)])
+        return parser
+
+
+# --------------------------------------------------------------------------------------
+# Parser API shim. TODO(merge): delete this block when main's Parser API lands
+# (`parser.sentence_limits`; `parse_each` returning ParseResult | SentenceError and raising
+# ModelError) and call those directly in `_parse_texts`.
+
+
+def _sentence_limits(parser: "Parser") -> sentences.SentenceLimits:
+    limits = getattr(parser, "sentence_limits", None)
+    if limits is not None:
+        return limits
+    return sentences.SentenceLimits.from_export(parser.limits)
+
+
+def _parse_each(parser: "Parser", words: list[list[str]], batch_size: int
+                ) -> list[Any]:
+    """Per sentence: an object with .bracketed and .score, or a SentenceError."""
+    results = parser.parse_each(words, batch_size=batch_size)
+    out: list[Any] = []
+    for result in results:
+        if isinstance(result, Exception) and not isinstance(result, sentences.SentenceError):
+            message = str(result)
+            reason = sentences.reason_in(message) or (
+                sentences.TOO_MANY_PIECES if "max_pieces_per_call" in message
+                else sentences.REJECTED)
+            result = sentences.SentenceError(reason, message)
+        out.append(result)
+    return out
+
+# End of the Parser API shim.
+# --------------------------------------------------------------------------------------
+
+
+def parse_texts(parser: "Parser", texts: Sequence[str | None],
+                batch_size: int = DEFAULT_BATCH_SIZE, max_words: int = 0, tokenize: bool = False
+                ) -> list[tuple[str, float] | sentences.SentenceError]:
+    """Per text: (bracketed tree, score), or the SentenceError that refuses it.
+
+    Raises:
+      Whatever the model raises for a failure that is not a refused sentence.
+    """
+    limits = _sentence_limits(parser).lowered(max_words=max_words)
+    results: list[Any] = [None] * len(texts)
+    todo: list[int] = []
+    words: list[list[str]] = []
+    for index, text in enumerate(texts):
+        if text is None:
+            results[index] = sentences.SentenceError(sentences.EMPTY, "no text (null)")
+            continue
+        try:
+            words.append(sentences.text_to_words(text, limits, tokenize))
+            todo.append(index)
+        except sentences.SentenceError as e:
+            results[index] = e
+    if words:
+        for index, result in zip(todo, _parse_each(parser, words, batch_size)):
+            results[index] = (result if isinstance(result, sentences.SentenceError)
+                              else (result.bracketed, float(result.score)))
+    return results
+
+
+class _ParsePartition:
+    """mapInArrow's function: Arrow batches of rows → the same rows with the parse columns."""
+
+    def __init__(self, model_dir: str, text_column: str, batch_size: int, max_words: int,
+                 tokenize: bool, loads: "Accumulator | None"):
+        self.model_dir, self.text_column = model_dir, text_column
+        self.batch_size, self.max_words, self.tokenize = batch_size, max_words, tokenize
+        self.loads = loads
+
+    def __call__(self, batches: Iterable["pa.RecordBatch"]) -> Iterator["pa.RecordBatch"]:
+        import pyarrow as pa  # pylint: disable=import-outside-toplevel
+
+        for batch in batches:
+            names = batch.schema.names
+            texts = batch.column(names.index(self.text_column)).to_pylist()
+            given = (batch.column(names.index(REASON)).to_pylist() if REASON in names
+                     else [None] * len(texts))
+            given_errors = (batch.column(names.index(ERROR)).to_pylist() if ERROR in names
+                            else [None] * len(texts))
+            todo = [i for i, reason in enumerate(given) if reason is None]
+            trees: list[str | None] = [None] * len(texts)
+            scores: list[float | None] = [None] * len(texts)
+            reasons, errors = list(given), list(given_errors)
+            if todo:
+                parser = get_parser(self.model_dir, self.loads)
+                parsed = parse_texts(parser, [texts[i] for i in todo], self.batch_size,
+                                     self.max_words, self.tokenize)
+                for index, result in zip(todo, parsed):
+                    if isinstance(result, sentences.SentenceError):
+                        reasons[index], errors[index] = result.reason, result.detail
+                    else:
+                        trees[index], scores[index] = result
+            kept = [name for name in names if name not in PARSE_COLUMNS]
+            yield pa.RecordBatch.from_arrays(
+                [batch.column(names.index(name)) for name in kept]
+                + [pa.array(trees, pa.string()), pa.array(scores, pa.float64()),
+                   pa.array(reasons, pa.string()), pa.array(errors, pa.string())],
+                names=kept + list(PARSE_COLUMNS))
+
+
+def parse_column(df: "DataFrame", model_dir: str, text_column: str = SENTENCE,
+                 batch_size: int = DEFAULT_BATCH_SIZE, max_words: int = 0,
+                 tokenize: bool = False, loads: "Accumulator | None" = None) -> "DataFrame":
+    """df with the parse of its text_column: tree, score, reason, error (see the module doc).
+
+    Args:
+      df: one sentence per row in text_column (words separated by whitespace, PTB tokens;
+        raw text with tokenize). A row whose `reason` column is set is passed through.
+      model_dir: the export, a path every worker reads (local, gs://, ...).
+      batch_size: sentences per model call.
+      max_words: a sentence of more words is refused (too_many_words); 0: no limit.
+      loads: a `loads_accumulator`, to count the model loads.
+
+    Raises:
+      ValueError: no such column, or not a string column.
+    """
+    from pyspark.sql.types import (  # pylint: disable=import-outside-toplevel
+        DoubleType, StringType, StructField, StructType)
+
+    if text_column not in df.columns:
+        raise ValueError(f"no column {text_column!r} (columns: {', '.join(df.columns)})")
+    column_type = df.schema[text_column].dataType
+    if not isinstance(column_type, StringType):
+        raise ValueError(f"column {text_column!r} is {column_type.simpleString()}, not string")
+    fields = [field for field in df.schema.fields if field.name not in PARSE_COLUMNS]
+    schema = StructType(fields + [StructField(TREE, StringType()),
+                                  StructField(SCORE, DoubleType()),
+                                  StructField(REASON, StringType()),
+                                  StructField(ERROR, StringType())])
+    with warnings.catch_warnings():  # mapInArrow passes Arrow batches: pandas is not used
+        warnings.filterwarnings("ignore", message=".*PySpark does not yet fully support pandas")
+        return df.mapInArrow(_ParsePartition(model_dir, text_column, batch_size, max_words,
+                                             tokenize, loads), schema)
+
+
+# --------------------------------------------------------------------------------------
+# Reading files
+
+
+class _ReadFile:
+    """binaryFiles' (path, bytes) → one row per line: (file, line, sentence, reason, error)."""
+
+    def __init__(self, limits: sentences.SentenceLimits, tokenize: bool):
+        self.limits, self.tokenize = limits, tokenize
+
+    def __call__(self, item: tuple[str, bytes]) -> Iterator[tuple]:
+        path, data = item
+        stream = sentences.decompressed(io.BytesIO(data), path)
+        for line in sentences.read_lines(stream, self.limits, self.tokenize):
+            if line.error is not None:
+                yield (path, line.number, None, line.error.reason, line.error.detail)
+            else:
+                yield (path, line.number, " ".join(line.words or []), None, None)
+
+
+def read_files(session: "SparkSession", paths: Sequence[str], max_words: int = 0,
+               max_line_bytes: int = sentences.DEFAULT_MAX_LINE_BYTES,
+               tokenize: bool = False, partitions: int = 0) -> "DataFrame":
+    """The lines of text files as rows (LINES_SCHEMA): a sentence, or a reader's refusal.
+
+    Args:
+      paths: files, folders or globs Spark reads (Hadoop paths: local, hdfs://, s3a://, ...).
+      partitions: the lines are spread over this many partitions (0: 4 per core).
+    """
+    context = session.sparkContext
+    limits = sentences.SentenceLimits(max_line_bytes=max_line_bytes).lowered(
+        max_words=max_words)
+    partitions = partitions or 4 * context.defaultParallelism
+    # Files are never split: more partitions only means fewer files read by each task.
+    files = context.binaryFiles(",".join(paths), minPartitions=partitions)
+    lines = session.createDataFrame(files.flatMap(_ReadFile(limits, tokenize)), LINES_SCHEMA)
+    return lines.repartition(partitions)
+
+
+# --------------------------------------------------------------------------------------
+# Writing each file's trees in input order
+
+ORDERED_SUFFIX = ".trees"
+
+
+def _local(path: str) -> str:
+    """A Hadoop "file:" URI as a local path; other paths as they are."""
+    if path.startswith("file://"):
+        return path[len("file://"):]
+    if path.startswith("file:"):
+        return path[len("file:"):]
+    return path
+
+
+def common_folder(paths: Iterable[str]) -> str:
+    """The deepest folder holding every path ("" for none), ending in "/"."""
+    folders = [path.rsplit("/", 1)[0].split("/") for path in paths]
+    if not folders:
+        return ""
+    common: list[str] = []
+    for level in zip(*folders):
+        if any(part != level[0] for part in level):
+            break
+        common.append(level[0])
+    return "/".join(common) + "/"
+
+
+def ordered_path(target: str, root: str, path: str) -> str:
+    """Where the trees of input `path` go: below target, at its place below root."""
+    relative = path[len(root):] if path.startswith(root) else path.split(":", 1)[-1].lstrip("/")
+    return target.rstrip("/") + "/" + relative + ORDERED_SUFFIX
+
+
+class _WriteOrdered:
+    """foreachPartition's function: rows (file, line, tree) sorted by file and line → one
+    file per input file, a tree or an empty line per line."""
+
+    def __init__(self, target: str, root: str):
+        self.target, self.root = target, root
+
+    def __call__(self, rows: Iterable[Any]) -> None:
+        current, expected, out = None, 1, None
+        try:
+            for file, line, tree in rows:
+                if file != current:
+                    if out is not None:
+                        out.close()
+                    current, expected = file, 1
+                    out = _open_for_writing(ordered_path(self.target, self.root, file))
+                if line != expected:
+                    raise RuntimeError(f"{file}: line {expected} is missing from the results "
+                                       f"(next is line {line})")
+                out.write((tree or "") + "\n")
+                expected += 1
+        finally:
+            if out is not None:
+                out.close()
+
+
+def _open_for_writing(path: str):
+    path = _local(path)
+    if "://" in path:  # gs:// and the other file systems TensorFlow writes
+        import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+        folder = path.rsplit("/", 1)[0]
+        tf.io.gfile.makedirs(folder)
+        return tf.io.gfile.GFile(path, "w")
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    return open(path, "w", encoding="utf-8", newline="\n")  # pylint: disable=consider-using-with
+
+
+def write_ordered(results: "DataFrame", target: str) -> list[str]:
+    """Writes each input file's trees in input order below `target` (see `ordered_path`),
+    one task per group of files; returns the input files.
+
+    results: rows with file, line and tree (null for a refused line), every line of each
+    file exactly once.
+    """
+    files = sorted(row[0] for row in results.select(FILE).distinct().collect())
+    root = common_folder(files)
+    (results.select(FILE, LINE, TREE).repartition(max(1, min(len(files), 64)), FILE)
+     .sortWithinPartitions(FILE, LINE)
+     .rdd.map(tuple).foreachPartition(_WriteOrdered(target, root)))
+    return files
+
+
+# --------------------------------------------------------------------------------------
+# A standalone cluster on this machine (for trying the CLI, the tests and bench/spark.py)
+
+
+class LocalCluster:
+    """A Spark standalone master and `workers` workers on 127.0.0.1, each a separate JVM
+    started with pyspark's bundled ``spark-class`` in its own process group; `stop` ends
+    those groups (the workers' executors and Python workers with them).
+
+    Attributes:
+      url: the master's URL (spark://127.0.0.1:PORT).
+      work_dir: the workers' folder: app-*/N/stderr holds each executor's (and its Python
+        workers') stderr.
+      pids: the started processes' ids.
+    """
+
+    def __init__(self, root: str, workers: int = 2, cores: int = 1, memory: str = "2g",
+                 timeout: float = 120, env: dict[str, str] | None = None,
+                 wait: bool = True):
+        """Starts the master; with wait, also `wait` (else the caller calls it later).
+
+        Raises:
+          RuntimeError: with wait, as `wait`.
+        """
+        import subprocess  # pylint: disable=import-outside-toplevel
+
+        import pyspark  # pylint: disable=import-outside-toplevel
+
+        self._subprocess = subprocess
+        self.root, self.timeout = root, timeout
+        os.makedirs(root, exist_ok=True)
+        self._processes: list[Any] = []
+        self._pids: list[int] = []
+        self._logs: list[str] = []
+        spark_home = os.path.dirname(pyspark.__file__)
+        self._spark_class = os.path.join(spark_home, "bin", "spark-class")
+        self.work_dir = os.path.join(root, "work")
+        self._env = dict(os.environ, SPARK_HOME=spark_home, SPARK_LOCAL_IP="127.0.0.1",
+                         PYSPARK_PYTHON=sys.executable, TF_CPP_MIN_LOG_LEVEL="3",
+                         SPARK_LOG_DIR=os.path.join(root, "logs"), **(env or {}))
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        self.url = f"spark://127.0.0.1:{port}"
+        self._port, self._workers, self._cores, self._memory = port, workers, cores, memory
+        self._start("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                    "--port", str(port), "--webui-port", "0")
+        if wait:
+            self.wait()
+
+    def wait(self) -> None:
+        """Waits for the master, starts the workers, waits for them to register.
+
+        Raises:
+          RuntimeError: a process exited or did not come up within the timeout (the
+            cluster is stopped).
+        """
+        try:
+            self._wait(0, "I have been elected leader")
+            for i in range(self._workers):
+                self._start(f"worker{i}", "org.apache.spark.deploy.worker.Worker", self.url,
+                            "--host", "127.0.0.1", "--cores", str(self._cores), "--memory",
+                            self._memory, "--webui-port", "0", "--work-dir", self.work_dir)
+            for i in range(self._workers):
+                self._wait(1 + i, "Successfully registered with master")
+        except BaseException:
+            self.stop()
+            raise
+
+    @property
+    def pids(self) -> list[int]:
+        return list(self._pids)
+
+    def _start(self, name: str, *args: str) -> None:
+        log = os.path.join(self.root, f"{name}.log")
+        with open(log, "wb") as out:
+            self._processes.append(self._subprocess.Popen(
+                [self._spark_class, *args], stdout=out, stderr=self._subprocess.STDOUT,
+                env=self._env, start_new_session=True))
+        self._pids.append(self._processes[-1].pid)
+        self._logs.append(log)
+
+    def _wait(self, index: int, text: str) -> None:
+        deadline = time.monotonic() + self.timeout
+        while time.monotonic() < deadline:
+            with open(self._logs[index], encoding="utf-8", errors="replace") as f:
+                if text in f.read():
+                    return
+            if self._processes[index].poll() is not None:
+                break
+            time.sleep(0.25)
+        with open(self._logs[index], encoding="utf-8", errors="replace") as f:
+            tail = " | ".join(f.read().strip().splitlines()[-5:])
+        raise RuntimeError(f"{os.path.basename(self._logs[index])}: no {text!r} within "
+                           f"{self.timeout:.0f} s: {tail[-1500:]}")
+
+    def stop(self) -> None:
+        """Ends each started process group (the JVM, its executors and their Python workers):
+        SIGTERM, then SIGKILL for what is left after 20 s."""
+        import signal  # pylint: disable=import-outside-toplevel
+
+        groups = [process.pid for process in reversed(self._processes)]
+        for group in groups:
+            _signal_group(group, signal.SIGTERM)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            for process in self._processes:
+                process.poll()  # reaps a leader that exited (a zombie still counts)
+            if not any(_signal_group(group, 0) for group in groups):
+                break
+            time.sleep(0.2)
+        for group in groups:
+            _signal_group(group, signal.SIGKILL)
+        for process in self._processes:
+            process.wait(timeout=10)
+        self._processes.clear()
+
+    def worker_stderr(self) -> str:
+        """The executors' stderr logs, concatenated."""
+        import glob  # pylint: disable=import-outside-toplevel
+
+        text = ""
+        for path in sorted(glob.glob(os.path.join(self.work_dir, "app-*", "*", "stderr"))):
+            with open(path, encoding="utf-8", errors="replace") as f:
+                text += f.read()
+        return text
+
+    def __enter__(self) -> "LocalCluster":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+
+def _signal_group(group: int, signal_number: int) -> bool:
+    """Sends a signal to a process group; whether it still had a process."""
+    try:
+        os.killpg(group, signal_number)
+        return True
+    except ProcessLookupError:
+        return False

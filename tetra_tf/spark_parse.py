@@ -1,0 +1,285 @@
+r"""Parses text files on Apache Spark: a tree per line, an error row for every other line.
+
+  python -m tetra_tf.spark_parse --model_dir=models/tetra/1 --input='corpus/*.txt' \
+      --output=out/trees [--master=spark://HOST:7077] [--format=parquet|json] [--ordered]
+      [--tokenize] [--max_words=N] [--max_line_bytes=N] [--batch_size=64] [--partitions=N]
+
+Input: files, folders or globs as Spark reads them (local paths, hdfs://, s3a://, gs:// with
+the cluster's connectors; --input may be repeated), one sentence per line, PTB tokens
+separated by whitespace (raw text with --tokenize); .gz, .bz2 and .xz files are decompressed
+by extension. Each file is read whole by one task (so line numbers are exact; a file must
+fit in a worker's memory), its lines split and checked by `tetra_tf.sentences.read_lines`
+(the same reasons as every other way in), then spread over --partitions partitions.
+
+Output: --output is a Parquet (default) or JSON-lines dataset with a row per input line:
+``file``, ``line`` (1-based), then ``tree`` and ``score`` for a parsed line, or ``reason``
+(empty, not_utf8, too_long, too_many_words, too_many_pieces, damaged, rejected) and
+``error`` for a refused one (in JSON the absent fields are left out, so records are those of
+`tetra_tf.beam_parse`). Every input line is in it exactly once; a damaged compressed file
+gives its readable lines and one ``damaged`` row at the line where the damage starts.
+With --ordered, also OUTPUT-ordered/PATH.trees per input file (PATH below the inputs'
+common folder): one tree per line in input order, an empty line for a refused one.
+
+Spark: --master is any Spark master URL (default local[*]: this machine, no cluster; run
+by spark-submit, its --master); the module also runs as spark-submit's script;
+--conf KEY=VALUE (repeatable) sets any Spark property. The model directory must be
+readable by every worker (a shared or copied local path, gs://, ...). Each Python worker
+process loads the model once. A failure of the model (not a refused sentence) fails the
+job. The workers run the Python in PYSPARK_PYTHON (default: this one).
+
+Exit codes: 0 every line is in the output (parsed or refused); 1 the job failed; 2 usage
+error (bad flags, no model, an input that matches no file, an existing output).
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import sys
+import tempfile
+import time
+import warnings
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+from absl import flags  # noqa: E402
+
+from tetra_tf import cli, sentences  # noqa: E402
+
+FORMATS = ("parquet", "json")
+ORDERED_INFIX = "-ordered"
+FLAGS = flags.FLAGS
+
+
+def define_flags() -> None:
+    """Defines the flags (only when run as a program)."""
+    flags.DEFINE_string("master", "local[*]", "Spark master URL: local[N], spark://HOST:PORT, "
+                        "yarn, ...")
+    flags.DEFINE_string("model_dir", None, "The exported SavedModel, at a path every Spark "
+                        "worker reads (local, gs://, ...).")
+    flags.DEFINE_multi_string("input", None, "Input file, folder or glob (Spark's paths); may "
+                              "be repeated.")
+    flags.DEFINE_string("output", None, "The output dataset (a folder Spark writes).")
+    flags.DEFINE_enum("format", "parquet", list(FORMATS), "Output format.")
+    flags.DEFINE_bool("ordered", False, "Also write OUTPUT-ordered/PATH.trees per input file: "
+                      "one tree per line in input order, an empty line for a refused line.")
+    flags.DEFINE_bool("tokenize", False, "Input is raw text: split it into PTB tokens first.")
+    flags.DEFINE_integer("max_words", 0, "A sentence of more words is refused "
+                         "(too_many_words); 0: no limit beyond the model's.")
+    flags.DEFINE_integer("max_line_bytes", sentences.DEFAULT_MAX_LINE_BYTES,
+                         "A line of more bytes is refused (too_long), skipped in bounded "
+                         "pieces.")
+    flags.DEFINE_integer("batch_size", 64, "Sentences per model call.")
+    flags.DEFINE_integer("partitions", 0, "Partitions the lines are spread over (0: 4 per "
+                         "core of the cluster).")
+    flags.DEFINE_multi_string("conf", [], "A Spark property KEY=VALUE; may be repeated.")
+    flags.DEFINE_bool("overwrite", False, "Replace an existing output.")
+
+
+def _check_flags() -> dict[str, str]:
+    """Checks what absl cannot; returns the --conf properties.
+
+    Raises:
+      cli.UsageError: naming the first problem.
+    """
+    cli.require("model_dir", "output")
+    if not FLAGS.input:
+        raise cli.UsageError("--input is required (see --help)")
+    for name in ("batch_size", "max_line_bytes"):
+        if getattr(FLAGS, name) < 1:
+            raise cli.UsageError(f"--{name} must be positive")
+    for name in ("max_words", "partitions"):
+        if getattr(FLAGS, name) < 0:
+            raise cli.UsageError(f"--{name} must be 0 or more")
+    conf = {}
+    for item in FLAGS.conf:
+        key, equals, value = item.partition("=")
+        if not equals or not key:
+            raise cli.UsageError(f"--conf {item!r}: expected KEY=VALUE")
+        conf[key] = value
+    if not _has_saved_model(FLAGS.model_dir):
+        raise cli.UsageError(f"--model_dir: {FLAGS.model_dir} holds no SavedModel "
+                             "(saved_model.pb); export one with python -m tetra_tf.export")
+    return conf
+
+
+def _has_saved_model(model_dir: str) -> bool:
+    """Whether model_dir holds saved_model.pb (TensorFlow's file systems only for URLs)."""
+    if "://" not in model_dir:
+        return os.path.isfile(os.path.join(model_dir, "saved_model.pb"))
+    from tetra_tf.parser import has_saved_model  # pylint: disable=import-outside-toplevel
+
+    return has_saved_model(model_dir)
+
+
+def session(master: str | None, conf: dict[str, str]):
+    """A SparkSession for parsing (quiet logs, TensorFlow quiet on the executors); master
+    None: the one spark-submit set."""
+    warnings.filterwarnings("ignore", message=".*PySpark does not yet fully support pandas")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession  # pylint: disable=import-outside-toplevel
+
+    builder = SparkSession.builder if master is None else SparkSession.builder.master(master)
+    builder = (builder.appName("tetra_tf.spark_parse")
+               .config("spark.executorEnv.TF_CPP_MIN_LOG_LEVEL", "3")
+               .config("spark.ui.showConsoleProgress", "true"))
+    if "spark.driver.extraJavaOptions" not in conf:  # the driver's own logs: errors are
+        # reported in one line from the job's exception; the progress bar stays
+        builder = builder.config("spark.driver.extraJavaOptions",
+                                 f"-Dlog4j2.configurationFile=file:{_quiet_log4j()}")
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    logging.getLogger("py4j").setLevel(logging.ERROR)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+_QUIET_LOG4J = """\
+rootLogger.level = off
+logger.spark.name = org.apache.spark
+logger.spark.level = off
+logger.hadoop.name = org.apache.hadoop
+logger.hadoop.level = off
+logger.parquet.name = org.apache.parquet
+logger.parquet.level = off
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+"""
+
+
+def _quiet_log4j() -> str:
+    """A log4j2 configuration that keeps the driver JVM's log lines off the console."""
+    path = os.path.join(tempfile.gettempdir(), "tetra_tf_spark_log4j2.properties")
+    if not os.path.exists(path):
+        with open(path + f".{os.getpid()}", "w", encoding="utf-8") as f:
+            f.write(_QUIET_LOG4J)
+        os.replace(path + f".{os.getpid()}", path)
+    return path
+
+
+def _hadoop_fs(spark, path: str):
+    """(Hadoop FileSystem, Path) of a Spark path, through the driver's JVM."""
+    # pylint: disable=protected-access
+    hadoop_path = spark.sparkContext._jvm.org.apache.hadoop.fs.Path(path)
+    configuration = spark.sparkContext._jsc.hadoopConfiguration()
+    return hadoop_path.getFileSystem(configuration), hadoop_path
+
+
+def check_paths(spark, inputs: list[str], outputs: list[str], overwrite: bool) -> None:
+    """Raises cli.UsageError for an input matching no file or an existing output."""
+    for pattern in inputs:
+        fs, path = _hadoop_fs(spark, pattern)
+        matched = fs.globStatus(path)
+        if matched is None or len(matched) == 0:
+            raise cli.UsageError(f"--input: {pattern} matches no file")
+    if not overwrite:
+        for output in outputs:
+            fs, path = _hadoop_fs(spark, output)
+            if fs.exists(path):
+                raise cli.UsageError(f"--output: {output} exists (--overwrite replaces it)")
+
+
+def run(spark, model_dir: str, inputs: list[str], output: str, output_format: str = "parquet",
+        ordered: bool = False, tokenize: bool = False, max_words: int = 0,
+        max_line_bytes: int = sentences.DEFAULT_MAX_LINE_BYTES, batch_size: int = 64,
+        partitions: int = 0, overwrite: bool = False) -> dict:
+    """Reads, parses and writes (see the module doc); returns a summary: lines, parsed,
+    refused by reason, model loads [(host, pid, seconds)], seconds, ordered files."""
+    from tetra_tf import spark as tetra_spark  # pylint: disable=import-outside-toplevel
+
+    start = time.perf_counter()
+    loads = tetra_spark.loads_accumulator(spark.sparkContext)
+    lines = tetra_spark.read_files(spark, inputs, max_words, max_line_bytes, tokenize,
+                                   partitions)
+    parsed = tetra_spark.parse_column(lines, model_dir, batch_size=batch_size, loads=loads)
+    results = parsed.select(tetra_spark.FILE, tetra_spark.LINE, tetra_spark.TREE,
+                            tetra_spark.SCORE, tetra_spark.REASON, tetra_spark.ERROR)
+    writer = results.write.mode("overwrite" if overwrite else "errorifexists")
+    if output_format == "json":
+        writer.json(output)
+    else:
+        writer.parquet(output)
+    written = read_output(spark, output, output_format)
+    counts = collections.Counter({row[0]: row[1] for row in
+                                  written.groupBy(tetra_spark.REASON).count().collect()})
+    files = []
+    if ordered:  # qualified here: a relative path would be relative to each executor
+        fs, path = _hadoop_fs(spark, output.rstrip("/") + ORDERED_INFIX)
+        files = tetra_spark.write_ordered(written, str(fs.makeQualified(path).toString()))
+    refused = {reason: n for reason, n in counts.items() if reason is not None}
+    return {"lines": sum(counts.values()), "parsed": counts.get(None, 0), "refused": refused,
+            "loads": list(loads.value), "seconds": time.perf_counter() - start,
+            "ordered_files": files}
+
+
+def read_output(spark, output: str, output_format: str = "parquet"):
+    """The dataset `run` wrote, as a DataFrame."""
+    schema = "file string, line long, tree string, score double, reason string, error string"
+    if output_format == "json":
+        return spark.read.schema(schema).json(output)
+    return spark.read.parquet(output)
+
+
+def main(argv: list[str]) -> int:
+    """Runs the job as the flags say; `cli.run` reports usage errors (2) and failures (1)."""
+    del argv
+    conf = _check_flags()
+    try:
+        import pyspark  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
+    except ImportError as e:
+        raise cli.UsageError(f"PySpark is not installed ({e}); pip install -e \".[spark]\"")
+    # Under spark-submit (which starts the JVM first), its --master stands unless --master
+    # is given here too.
+    submitted = "PYSPARK_GATEWAY_PORT" in os.environ and not FLAGS["master"].present
+    spark = session(None if submitted else FLAGS.master, conf)
+    try:
+        ordered_dir = FLAGS.output.rstrip("/") + ORDERED_INFIX
+        check_paths(spark, FLAGS.input, [FLAGS.output] + ([ordered_dir] if FLAGS.ordered
+                                                          else []), FLAGS.overwrite)
+        try:
+            summary = run(spark, FLAGS.model_dir, FLAGS.input, FLAGS.output, FLAGS.format,
+                          FLAGS.ordered, FLAGS.tokenize, FLAGS.max_words,
+                          FLAGS.max_line_bytes, FLAGS.batch_size, FLAGS.partitions,
+                          FLAGS.overwrite)
+        except Exception as e:  # pylint: disable=broad-except
+            print(f"error: {_job_error(e)}", file=sys.stderr)
+            return cli.EXIT_FAILURE
+    finally:
+        spark.stop()
+    refused = sum(summary["refused"].values())
+    processes = len({(host, pid) for host, pid, _ in summary["loads"]})
+    print(f"{summary['parsed']} of {summary['lines']} lines parsed, {refused} refused"
+          + (" (" + ", ".join(f"{reason}: {n}" for reason, n in
+                              sorted(summary["refused"].items())) + ")" if refused else "")
+          + f" → {FLAGS.output} ({FLAGS.format}); model loaded {_times(len(summary['loads']))} "
+          f"in {processes} worker process{'es' if processes != 1 else ''}; "
+          f"{summary['seconds']:.1f} s"
+          + (f"; in input order → {ordered_dir}/ ({len(summary['ordered_files'])} files)"
+             if FLAGS.ordered else ""))
+    return cli.EXIT_OK
+
+
+def _times(count: int) -> str:
+    return "once" if count == 1 else f"{count} times"
+
+
+def _job_error(error: Exception) -> str:
+    """The most telling line of a (Py4J-wrapped) Spark job failure."""
+    text = str(error)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    for line in reversed(lines):  # the Python worker's own exception, if it reached us
+        if ":" in line and not line.startswith(("at ", "File ", "...")) and (
+                "Error" in line.split(":", 1)[0] or "Exception" in line.split(":", 1)[0]):
+            return f"the Spark job failed: {line[:300]}"
+    return f"the Spark job failed: {type(error).__name__}: {(lines or [''])[0][:300]}"
+
+
+if __name__ == "__main__":
+    define_flags()
+    cli.run(main)
