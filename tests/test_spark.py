@@ -266,7 +266,7 @@ class _BrokenParser:
     """A Parser whose model fails (not a refused sentence)."""
     sentence_limits = sentences.SentenceLimits()
 
-    def parse_each(self, words, batch_size=64, progress=None):
+    def parse_each(self, words, batch_size=64, limits=None, progress=None):
         raise RuntimeError("the model broke")
 
 
@@ -303,7 +303,7 @@ class _RecordingParser:
     def __init__(self):
         self.calls = []
 
-    def parse_each(self, words, batch_size=64, progress=None):
+    def parse_each(self, words, batch_size=64, limits=None, progress=None):
         self.calls.append((words, batch_size))
         return [sentences.SentenceError(sentences.REJECTED, "no") if "REFUSE" in sentence
                 else type("Result", (), {"bracketed": " ".join(sentence), "score": -1.0})()

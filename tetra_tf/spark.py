@@ -105,47 +105,15 @@ def get_parser(model_dir: str, loads: "Accumulator | None" = None) -> "Parser":
         return parser
 
 
-# --------------------------------------------------------------------------------------
-# Parser API shim. TODO(merge): delete this block when main's Parser API lands
-# (`parser.sentence_limits`; `parse_each` returning ParseResult | SentenceError and raising
-# ModelError) and call those directly in `_parse_texts`.
-
-
-def _sentence_limits(parser: "Parser") -> sentences.SentenceLimits:
-    limits = getattr(parser, "sentence_limits", None)
-    if limits is not None:
-        return limits
-    return sentences.SentenceLimits.from_export(parser.limits)
-
-
-def _parse_each(parser: "Parser", words: list[list[str]], batch_size: int
-                ) -> list[Any]:
-    """Per sentence: an object with .bracketed and .score, or a SentenceError."""
-    results = parser.parse_each(words, batch_size=batch_size)
-    out: list[Any] = []
-    for result in results:
-        if isinstance(result, Exception) and not isinstance(result, sentences.SentenceError):
-            message = str(result)
-            reason = sentences.reason_in(message) or (
-                sentences.TOO_MANY_PIECES if "max_pieces_per_call" in message
-                else sentences.REJECTED)
-            result = sentences.SentenceError(reason, message)
-        out.append(result)
-    return out
-
-# End of the Parser API shim.
-# --------------------------------------------------------------------------------------
-
-
 def parse_texts(parser: "Parser", texts: Sequence[str | None],
                 batch_size: int = DEFAULT_BATCH_SIZE, max_words: int = 0, tokenize: bool = False
                 ) -> list[tuple[str, float] | sentences.SentenceError]:
     """Per text: (bracketed tree, score), or the SentenceError that refuses it.
 
     Raises:
-      Whatever the model raises for a failure that is not a refused sentence.
+      ModelError: the model itself failed (see `Parser.parse_each`): the task fails.
     """
-    limits = _sentence_limits(parser).lowered(max_words=max_words)
+    limits = parser.sentence_limits.lowered(max_words=max_words)
     results: list[Any] = [None] * len(texts)
     todo: list[int] = []
     words: list[list[str]] = []
@@ -159,7 +127,7 @@ def parse_texts(parser: "Parser", texts: Sequence[str | None],
         except sentences.SentenceError as e:
             results[index] = e
     if words:
-        for index, result in zip(todo, _parse_each(parser, words, batch_size)):
+        for index, result in zip(todo, parser.parse_each(words, batch_size, limits)):
             results[index] = (result if isinstance(result, sentences.SentenceError)
                               else (result.bracketed, float(result.score)))
     return results

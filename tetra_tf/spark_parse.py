@@ -45,7 +45,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 from absl import flags  # noqa: E402
 
-from tetra_tf import cli, sentences  # noqa: E402
+from tetra_tf import cli, export_layout, sentences  # noqa: E402
 
 FORMATS = ("parquet", "json")
 ORDERED_INFIX = "-ordered"
@@ -98,19 +98,9 @@ def _check_flags() -> dict[str, str]:
         if not equals or not key:
             raise cli.UsageError(f"--conf {item!r}: expected KEY=VALUE")
         conf[key] = value
-    if not _has_saved_model(FLAGS.model_dir):
-        raise cli.UsageError(f"--model_dir: {FLAGS.model_dir} holds no SavedModel "
-                             "(saved_model.pb); export one with python -m tetra_tf.export")
+    if not export_layout.has_saved_model(FLAGS.model_dir):
+        raise cli.UsageError(f"--model_dir: {export_layout.no_saved_model_message(FLAGS.model_dir)}")
     return conf
-
-
-def _has_saved_model(model_dir: str) -> bool:
-    """Whether model_dir holds saved_model.pb (TensorFlow's file systems only for URLs)."""
-    if "://" not in model_dir:
-        return os.path.isfile(os.path.join(model_dir, "saved_model.pb"))
-    from tetra_tf.parser import has_saved_model  # pylint: disable=import-outside-toplevel
-
-    return has_saved_model(model_dir)
 
 
 def session(master: str | None, conf: dict[str, str]):
