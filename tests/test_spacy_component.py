@@ -354,3 +354,8 @@ def test_a_failing_model_goes_to_the_error_handler(tiny_export_dir):
     ((texts, error),) = handled
     assert texts == ["A b .", "C d ."] and isinstance(error, ModelError)
     assert len(calls) == 2  # one call each time; no retries
+    # nlp(text) hands the error to the same handler, and gives back the doc unparsed.
+    doc = nlp("E f .")
+    assert doc.text == "E f ." and doc._.get("tetra_tf") is None  # no parse data set
+    assert [texts for texts, _ in handled[1:]] == [["E f ."]]
+    assert isinstance(handled[1][1], ModelError) and len(calls) == 3

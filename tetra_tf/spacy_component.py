@@ -118,22 +118,24 @@ class TetraTfComponent:
         return self.error_handler
 
     def __call__(self, doc: Doc) -> Doc:
-        return next(iter(self._parse_docs([doc])))
+        """Parses one doc; a doc that cannot be parsed raises (`nlp(text)` hands the error to
+        the pipeline's error handler itself)."""
+        return self._parse_docs([doc], raise_error)[0]
 
     def pipe(self, docs: Iterable[Doc], batch_size: int = 128) -> Iterator[Doc]:
         """Parses the sentences of `batch_size` docs at a time together."""
         for docs_batch in minibatch(docs, size=batch_size):
-            yield from self._parse_docs(list(docs_batch))
+            yield from self._parse_docs(list(docs_batch), self.error_handler)
 
-    def _parse_docs(self, docs: list[Doc]) -> list[Doc]:
-        """The docs parsed; a doc without sentences goes to the error handler alone, and all
-        of them if the model itself fails."""
+    def _parse_docs(self, docs: list[Doc], error_handler) -> list[Doc]:
+        """The docs parsed; a doc without sentences goes to error_handler alone, and all of
+        them if the model itself fails."""
         from tetra_tf.parser import ModelError  # pylint: disable=import-outside-toplevel
 
         ready = []
         for doc in docs:
             if len(doc) and not doc.has_annotation("SENT_START"):
-                self.error_handler(self.name, self, [doc], MissingSentencesError(
+                error_handler(self.name, self, [doc], MissingSentencesError(
                     "tetra_tf parses sentences, but this doc has no sentence boundaries: add "
                     "a sentencizer before it (nlp.add_pipe(\"sentencizer\", before=\"tetra_tf\"))"
                     " or use a pipeline with a trained parser or senter (e.g. en_core_web_sm)"))
@@ -149,7 +151,7 @@ class TetraTfComponent:
             results = self.parser.parse_each([sentence_words(words) for _, words in jobs],
                                              batch_size=self.batch_size) if jobs else []
         except ModelError as e:
-            self.error_handler(self.name, self, ready, e)
+            error_handler(self.name, self, ready, e)
             return []
         data = [_empty_data(len(doc)) for doc in ready]
         for (index, words), result in zip(jobs, results):
