@@ -62,7 +62,8 @@ ORDERED_SUFFIX = ".trees"
 
 
 class Sentence(NamedTuple):
-    """A validated input line: its words (PTB brackets escaped) joined by single spaces."""
+    """A validated input line: its words (as `sentences.read_lines` split them) joined by single
+    spaces."""
     file: str
     line: int  # 1-based
     text: str

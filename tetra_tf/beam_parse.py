@@ -6,13 +6,15 @@ r"""Parses a corpus with an Apache Beam pipeline: a tree per line, dead letters 
 
 Input: files or globs (--input may be repeated; .gz and other compressions by extension),
 one sentence per line, PTB tokens separated by whitespace (or raw text with --tokenize), as
-for `python -m tetra_tf.parse` (read and checked by its code: the same bad lines, the same
-reasons). Output, sharded as Beam writes it:
+for `python -m tetra_tf.parse` (both read and check lines with tetra_tf.sentences: the same
+bad lines, the same reasons). A damaged compressed file keeps its readable lines and gives
+one `damaged` dead letter where the damage starts. Output, sharded as Beam writes it:
 
   OUTPUT-SSSSS-of-NNNNN.jsonl         {"file", "line", "tree", "score"} per parsed line
   OUTPUT-errors-SSSSS-of-NNNNN.jsonl  {"file", "line", "reason", "error"} per rejected line
-                                      (reason: too_long, not_utf8, empty, too_many_words,
-                                      model_error)
+                                      (reason: a code of tetra_tf.sentences: empty,
+                                      not_utf8, too_long, damaged, too_many_words,
+                                      too_many_pieces, rejected)
   OUTPUT-ordered/PATH.trees           with --ordered: per input file (PATH below the inputs'
                                       common folder), one tree per line in input order, an
                                       empty line for a rejected one
@@ -24,7 +26,8 @@ DirectRunner first tries the Prism runner, which downloads a binary);
 --direct_num_workers=N --direct_running_mode=multi_processing runs N worker processes.
 
 Exit codes: 0 the pipeline finished (rejected lines are in the dead letters); 1 the
-pipeline failed; 2 usage error (bad flags, no model, an input that matches no file).
+pipeline failed (e.g. the model itself failed: one error line); 2 usage error (bad flags,
+no model, an input that matches no file).
 """
 
 from __future__ import annotations
