@@ -223,3 +223,18 @@ def trained_run(tiny_encoder_dir, small_data_dirs, tmp_path_factory) -> dict:
         evaluation = json.load(f)
     return {"model_dir": os.path.join(root, "run"), "test_dir": os.path.join(root, "test"),
             "export_dir": os.path.join(root, "tetra", "1"), "evaluation": evaluation}
+
+
+# The files that take longest, longest first: pytest-xdist's --dist loadfile hands files to
+# its workers in collection order, so starting these first keeps one long file from
+# running alone at the end (longest-processing-time-first scheduling).
+SLOWEST_FILES = ("test_train.py", "test_spark.py", "test_serving.py", "test_parse.py",
+                 "test_beam.py", "test_ways_in.py", "test_export.py", "test_model_card.py")
+
+
+def pytest_collection_modifyitems(items):
+    def rank(item):
+        name = os.path.basename(str(item.path))
+        return SLOWEST_FILES.index(name) if name in SLOWEST_FILES else len(SLOWEST_FILES)
+
+    items.sort(key=rank)  # stable: each file's tests keep their order

@@ -294,50 +294,78 @@ def test_cli_file_to_file_skip_and_stdin_fail(export_dir, parser, tmp_path):
         "and goes on)"]
 
 
-COMPRESSORS = {".gz": gzip.compress, ".bz2": bz2.compress, ".xz": lzma.compress}
+def _zstd_compress(data: bytes) -> bytes:
+    import zstandard  # pylint: disable=import-outside-toplevel  (apache-beam requires it)
+
+    return zstandard.ZstdCompressor().compress(data)
+
+
+COMPRESSORS = {".gz": gzip.compress, ".bz2": bz2.compress, ".xz": lzma.compress,
+               ".zst": _zstd_compress}
 
 
 def _compressed_lines(count: int) -> list[str]:
     return [f"w{i} is {i * 7919 % 10007} ." for i in range(count)]
 
 
-def test_cli_reads_compressed_input(export_dir, parser, tmp_path):
+def _parse_file(parser, path, **kwargs) -> tuple[list[str], list[str], parse.Summary]:
+    """`parse.run` on a file opened as the CLI opens --input (decompressed by suffix)."""
+    output, errors = io.BytesIO(), io.StringIO()
+    with open(path, "rb") as raw, sentences.decompressed(raw, str(path)) as input_file:
+        summary = parse.run("unused", input_file, output, parser=parser, errors_file=errors,
+                            **kwargs)
+    return (output.getvalue().decode("utf-8").split("\n")[:-1], errors.getvalue().splitlines(),
+            summary)
+
+
+def test_compressed_input_parses_like_plain(parser, tmp_path):
     lines = _compressed_lines(50)
     expected = _run(parser, "\n".join(lines))
     for suffix, compress in COMPRESSORS.items():
         input_path = tmp_path / f"in.txt{suffix}"
         input_path.write_bytes(compress(("\n".join(lines) + "\n").encode("utf-8")))
-        result = _cli(f"--model_dir={export_dir}", f"--input={input_path}")
-        assert result.returncode == 0, result.stderr[-2000:]
-        assert result.stdout.split("\n")[:-1] == expected, suffix
+        assert _parse_file(parser, input_path)[0] == expected, suffix
 
 
-@pytest.mark.parametrize("suffix", [".gz", ".bz2"])
-def test_cli_truncated_compressed_input_is_one_damaged_line(export_dir, parser, tmp_path,
-                                                            suffix):
-    """A compressed input cut short: its readable lines parse, then one `damaged` bad line
-    (skip), or exit 2 naming that line (fail)."""
-    lines = _compressed_lines(3000)
+def _truncated_file(tmp_path, suffix: str, lines: list[str]):
     data = COMPRESSORS[suffix](("\n".join(lines) + "\n").encode("utf-8"))
     input_path = tmp_path / f"in.txt{suffix}"
     input_path.write_bytes(data[:len(data) // 2])
-    output_path, errors_path = tmp_path / "out.txt", tmp_path / "errors.txt"
-    result = _cli(f"--model_dir={export_dir}", f"--input={input_path}",
-                  f"--output={output_path}", "--on_error=skip", f"--errors={errors_path}")
-    assert result.returncode == 0, result.stderr[-2000:]
-    written = output_path.read_text(encoding="utf-8").split("\n")[:-1]
+    return input_path
+
+
+@pytest.mark.parametrize("suffix", [".gz", ".bz2", ".xz", ".zst"])
+def test_truncated_compressed_input_is_one_damaged_line(parser, tmp_path, suffix):
+    """A compressed input cut short: its readable lines parse, then one `damaged` bad line."""
+    lines = _compressed_lines(3000)
+    written, errors, summary = _parse_file(parser, _truncated_file(tmp_path, suffix, lines),
+                                           on_error="skip")
     readable = len(written) - 1  # the lines read before the damage, then its empty line
     assert 0 <= readable < len(lines) and written[-1] == ""
     if suffix == ".gz":  # gzip streams: about half the lines come out before the cut
         assert readable > len(lines) // 4
     assert written[:-1] == (_run(parser, "\n".join(lines[:readable])) if readable else [])
-    (error,) = errors_path.read_text(encoding="utf-8").splitlines()
+    (error,) = errors
     assert error.startswith(f"line {readable + 1}: damaged: the file is damaged from here on")
     assert error.endswith(f"; {readable} lines were read before it")
+    assert str(summary) == f"parsed {readable} of {readable + 1} lines; skipped 1 (damaged: 1)"
+
+
+def test_cli_reads_a_truncated_gz(export_dir, parser, tmp_path):
+    """The CLI on a cut-short .gz: --on_error=skip finishes with the readable lines and one
+    damaged line; 'fail' exits 2 naming that line, and writes no output file."""
+    lines = _compressed_lines(3000)
+    input_path = _truncated_file(tmp_path, ".gz", lines)
+    expected, _, _ = _parse_file(parser, input_path, on_error="skip")
+    readable = len(expected) - 1
+    output_path, errors_path = tmp_path / "out.txt", tmp_path / "errors.txt"
+    result = _cli(f"--model_dir={export_dir}", f"--input={input_path}",
+                  f"--output={output_path}", "--on_error=skip", f"--errors={errors_path}")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert output_path.read_text(encoding="utf-8").split("\n")[:-1] == expected
     assert result.stderr.strip().splitlines()[-1] == (
         f"parsed {readable} of {readable + 1} lines; skipped 1 (damaged: 1), listed in "
         f"{errors_path}")
-    # --on_error=fail: exit 2 naming the damaged line; no output file.
     os.unlink(output_path)
     result = _cli(f"--model_dir={export_dir}", f"--input={input_path}",
                   f"--output={output_path}")
