@@ -65,4 +65,5 @@ bench:
 	$(PYTHON) bench/throughput.py --export_dir=$(EXPORT_DIR)
 	$(PYTHON) bench/hostile.py --export_dir=$(EXPORT_DIR)
 	$(PYTHON) bench/beam.py --export_dir=$(EXPORT_DIR)
+	$(PYTHON) bench/spark.py --export_dir=$(EXPORT_DIR)
 	$(PYTHON) bench/serving_load.py --export_dir=$(EXPORT_DIR)
