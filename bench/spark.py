@@ -5,7 +5,8 @@ The NLTK sample's sentences (all splits, cleaned trees' words), shuffled and rep
 --sentences, written to one file. Then, in this order:
 
 * Parser: `Parser.parse_each` in this process (the same call the Spark adapter makes),
-  timed from loading the model;
+  timed from loading the model; then `Parser.parse_sents` (nltk Trees, what most users
+  call), timed the same way;
 * Spark: a standalone master and --workers workers of one core each on 127.0.0.1
   (`tetra_tf.spark.LocalCluster`), the driver's session started (not timed), then
   `spark_parse.run` timed: read the file, spread the lines, parse, write Parquet, count;
@@ -47,22 +48,29 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before tetra_tf sets 2
 import tetra_tf  # noqa: E402,F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
 from bench.beam import model_export, sample_sentences  # noqa: E402
+from tetra_tf.treebank import parse_tree  # noqa: E402
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def time_parser(export_dir: str, sentences: list[list[str]], batch_size: int) -> dict:
-    """Parser.parse_each: seconds (load included), first result, the bracketed trees."""
+def time_parser(export_dir: str, sentences: list[list[str]], batch_size: int,
+                nltk_trees: bool = False) -> dict:
+    """Parser.parse_each (or with nltk_trees, Parser.parse_sents): seconds (load included),
+    first result, the bracketed trees."""
     from tetra_tf.parser import Parser  # pylint: disable=import-outside-toplevel
 
     start = time.perf_counter()
     first: list[float] = []
     parser = Parser(export_dir)
     loaded = time.perf_counter()
-    results = parser.parse_each(sentences, batch_size=batch_size,
-                                progress=lambda _: first or first.append(time.perf_counter()))
-    end = time.perf_counter()
-    trees = [getattr(result, "bracketed", None) for result in results]
+    progress = lambda _: first or first.append(time.perf_counter())  # noqa: E731
+    if nltk_trees:
+        trees = parser.parse_sents(sentences, batch_size=batch_size, progress=progress)
+        end = time.perf_counter()
+    else:
+        results = parser.parse_each(sentences, batch_size=batch_size, progress=progress)
+        end = time.perf_counter()
+        trees = [getattr(result, "bracketed", None) for result in results]
     return {"seconds": end - start, "parse_seconds": end - loaded, "load_seconds": loaded - start,
             "first": first[0] - start, "loads": 1, "trees": trees}
 
@@ -186,7 +194,9 @@ def main() -> int:
               f"{' '.join(f'{x:.1f}' for x in os.getloadavg())} at the start", flush=True)
 
         reference = time_parser(export_dir, sentences, args.batch_size)
-        rows = [("Parser.parse_each, 1 process", reference)]
+        with_trees = time_parser(export_dir, sentences, args.batch_size, nltk_trees=True)
+        rows = [("Parser.parse_each, 1 process", reference),
+                ("Parser.parse_sents (nltk Trees)", with_trees)]
         spark = time_spark(export_dir, corpus, os.path.join(scratch, "spark_out"),
                            args.batch_size, args.workers, args.partitions, scratch)
         rows.append((f"Spark standalone, {args.workers}×1-core workers", spark))
@@ -196,13 +206,15 @@ def main() -> int:
                 args.batch_size, args.workers)))
         print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())} at the end\n")
 
-        print(f"{'':36} {'seconds':>8} {'sent/s':>8} {'vs Parser':>10} {'first result':>13} "
-              f"{'loads':>6}  same trees")
+        print(f"{'':36} {'seconds':>8} {'sent/s':>8} {'vs parse_each':>14} "
+              f"{'vs parse_sents':>15} {'first result':>13} {'loads':>6}  same trees")
         for name, result in rows:
             first = f"{result['first']:.1f} s" if result["first"] is not None else "at the end"
-            same = result["trees"] == reference["trees"]
+            same = (result["trees"] == reference["trees"] if result is not with_trees else
+                    result["trees"] == [parse_tree(tree) for tree in reference["trees"]])
             print(f"{name:36} {result['seconds']:8.1f} {len(sentences) / result['seconds']:8.1f} "
-                  f"{reference['seconds'] / result['seconds']:9.2f}x {first:>13} "
+                  f"{reference['seconds'] / result['seconds']:13.2f}x "
+                  f"{with_trees['seconds'] / result['seconds']:14.2f}x {first:>13} "
                   f"{result['loads']:>6}  {'yes' if same else 'NO'}")
         print(f"\nParser: model loading {reference['load_seconds']:.1f} s, parse_each "
               f"{reference['parse_seconds']:.1f} s. Spark: the cluster and session came up in "
