@@ -292,6 +292,49 @@ def test_encode_of_one_window_sentences_equals_the_keras_tagger(loaded, model_di
                              is_word)
 
 
+def test_packed_windows_give_the_keras_taggers_logits(loaded, model_dir):
+    # Mixed lengths: a 700-word sentence (several windows, one of them short), empty and
+    # one-word sentences; rows of 128 then hold many short windows each. With 256 positions
+    # per call the rows go through the encoder in several calls.
+    rng = random.Random(7)
+    long_sentence = [rng.choice(["cat", "Smith", "1\\/2", "quoted"]) for _ in range(700)]
+    words = ([long_sentence, ["a"], [], ["The", "cat", "sat", "."]]
+             + [long_sentence[:n] for n in (3, 9, 40, 150, 1, 20, 7)])
+    inputs, is_word = _encode_inputs(loaded, words)
+    assert inputs[0].shape[1] >= 3  # windows
+    tagger, _ = export.load_tagger(model_dir, os.path.join(model_dir, "best", "model"))
+    expected = tagger(dict(zip(_ENCODE_INPUTS, inputs)), training=False)
+    encoder = InferenceEncoder(tagger.encoder, TaggerSpec.load(model_dir).encoder)
+    for pack_length, positions_per_call in ((128, 8192), (128, 256), (512, 512)):
+        packed = export.WindowTagger(tagger, 512, encoder=encoder, pack_length=pack_length,
+                                     positions_per_call=positions_per_call)
+        _assert_same_word_logits(tf.function(packed, autograph=False)(*inputs), expected,
+                                 is_word)
+
+
+def test_packed_and_unpacked_exports_give_the_same_trees_on_the_test_split(model_dir, loaded,
+                                                                          tmp_path):
+    try:
+        entries = list(treebank.read_nltk_sample("test"))
+    except treebank.NltkSampleNotFoundError:
+        pytest.skip("NLTK treebank sample not found")
+    export_dir = str(tmp_path / "unpacked" / "1")
+    export.export(model_dir, export_dir, pack_length=0)
+    unpacked = tf.saved_model.load(export_dir)
+    assert export.DEFAULT_PACK_LENGTH > 0  # `loaded`: the default export packs
+    sentences = [" ".join(treebank.clean_tree(e.tree).leaves()) for e in entries
+                 if e.tree is not None]
+    for start in range(0, len(sentences), 64):
+        batch = tf.constant(sentences[start:start + 64])
+        assert (_strings(unpacked.signatures["serving_default"](sentences=batch)["tree"])
+                == _strings(loaded.signatures["serving_default"](sentences=batch)["tree"]))
+    card = json.load(open(os.path.join(export_dir, "assets.extra", "model_card.json")))
+    assert card["encoder"]["pack_length"] == 0
+    for bad in (-1, export.MAX_PACK_LENGTH + 1):
+        with pytest.raises(cli.UsageError, match="pack_length"):
+            export.export(model_dir, str(tmp_path / "bad" / "1"), pack_length=bad)
+
+
 def test_bfloat16_encoder_export_stays_close_to_float32(model_dir, loaded, tmp_path):
     export_dir = str(tmp_path / "bf16" / "1")
     export.export(model_dir, export_dir, encoder_dtype="bfloat16")

@@ -92,16 +92,30 @@ class InferenceEncoder(tf.Module):
         return tf.nn.relu(x)
 
     def __call__(self, input_word_ids: tf.Tensor, input_mask: tf.Tensor,
-                 input_type_ids: tf.Tensor) -> tf.Tensor:
-        """int32 [N, L] inputs → sequence output float32 [N, L, H]."""
+                 input_type_ids: tf.Tensor, position_ids: tf.Tensor | None = None,
+                 segment_ids: tf.Tensor | None = None) -> tf.Tensor:
+        """int32 [N, L] inputs → sequence output float32 [N, L, H].
+
+        Args:
+          position_ids: each piece's position in its own window; None: 0 … L − 1.
+          segment_ids: for rows packed with several windows, the window each piece belongs
+            to (> 0; 0 for padding): a piece attends only to pieces of its own window
+            (block-diagonal attention). None: one window per row, `input_mask` marks it.
+        """
         count, length = tf.shape(input_word_ids)[0], tf.shape(input_word_ids)[1]
         hidden = self.word_embeddings.shape[1]
-        x = (tf.gather(self.word_embeddings, input_word_ids)
-             + self.position_embeddings[:length][None]
+        positions = (self.position_embeddings[:length][None] if position_ids is None
+                     else tf.gather(self.position_embeddings, position_ids))
+        x = (tf.gather(self.word_embeddings, input_word_ids) + positions
              + tf.gather(self.type_embeddings, input_type_ids))
         x = tf.reshape(self._layer_norm(x, *self.embedding_norm), [-1, hidden])
-        # Padding keys get a large negative score: exp() of it is exactly 0.
-        mask_bias = (1.0 - tf.cast(input_mask, tf.float32))[:, None, None, :] * -1e9
+        # Keys a query may not see get a large negative score: exp() of it is exactly 0.
+        if segment_ids is None:
+            mask_bias = (1.0 - tf.cast(input_mask, tf.float32))[:, None, None, :] * -1e9
+        else:
+            same_window = (tf.equal(segment_ids[:, :, None], segment_ids[:, None, :])
+                           & (segment_ids[:, None, :] > 0))
+            mask_bias = (1.0 - tf.cast(same_window, tf.float32))[:, None, :, :] * -1e9
         scale = 1.0 / float(np.sqrt(self._head_size))
         for block in self.blocks:
             qkv = self._dense(x, block["qkv_kernel"], block["qkv_bias"])

@@ -127,6 +127,7 @@ def build(model_dir: str, checkpoint: str, module) -> dict[str, Any]:
             "name": first.get("encoder"),
             "parameters": encoder_parameters,
             "compute_dtype": module.encoder.compute_dtype.name,
+            "pack_length": module.pack_length,
             "layers": encoder.num_layers,
             "hidden_size": encoder.hidden_size,
             "attention_heads": encoder.num_attention_heads,
@@ -192,7 +193,9 @@ def render(card: dict[str, Any]) -> str:
         f"{encoder['layers']} layers, hidden {encoder['hidden_size']}, "
         f"{encoder['attention_heads']} heads, up to "
         f"{encoder['max_sequence_length_subword_pieces']} subword pieces per window; "
-        f"matmuls in {encoder.get('compute_dtype', 'float32')}",
+        f"matmuls in {encoder.get('compute_dtype', 'float32')}; "
+        + (f"windows packed into rows of {encoder['pack_length']}+ positions"
+           if encoder.get("pack_length") else "one window per row"),
         f"- parameters in all (encoder + tag heads): {card['parameters']:,}",
         f"- tag vocabularies: {tags['leaf']} leaf, {tags['internal']} internal, "
         f"{tags['pos']} POS; decoder stack depth cap {card['max_stack_depth']}",
