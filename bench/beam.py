@@ -69,6 +69,23 @@ def model_export(requested: str | None, scratch: str) -> tuple[str, str]:
             "all-MiniLM-L6-v2 with random tag heads (no trained export found)")
 
 
+def prepare_run(requested_export: str | None, count: int, seed: int, batch_size: int,
+                scratch: str) -> tuple[str, list[list[str]], str]:
+    """The export to measure, `count` sample sentences, and them written one per line to a
+    corpus file in scratch; prints what they are. Returns (export_dir, sentences, corpus)."""
+    export_dir, description = model_export(requested_export, scratch)
+    sentences = sample_sentences(count, seed)
+    words = sum(len(s) for s in sentences)
+    corpus = os.path.join(scratch, "corpus.txt")
+    with open(corpus, "w", encoding="utf-8") as f:
+        f.writelines(" ".join(s) + "\n" for s in sentences)
+    print(f"model: {description}")
+    print(f"{len(sentences)} sentences ({words} words, {words / len(sentences):.1f} per "
+          f"sentence), batch_size {batch_size}; {os.cpu_count()} CPUs; load average "
+          f"{' '.join(f'{x:.1f}' for x in os.getloadavg())} at the start", flush=True)
+    return export_dir, sentences, corpus
+
+
 def time_parser(export_dir: str, sentences: list[list[str]], batch_size: int
                 ) -> tuple[float, float]:
     """(load seconds, parse_sents seconds)."""
@@ -129,16 +146,8 @@ def main() -> int:
 
     scratch = tempfile.mkdtemp(prefix="bench_beam_")
     try:
-        export_dir, description = model_export(args.export_dir, scratch)
-        sentences = sample_sentences(args.sentences, args.seed)
-        words = sum(len(s) for s in sentences)
-        corpus = os.path.join(scratch, "corpus.txt")
-        with open(corpus, "w", encoding="utf-8") as f:
-            f.writelines(" ".join(s) + "\n" for s in sentences)
-        print(f"model: {description}")
-        print(f"{len(sentences)} sentences ({words} words, {words / len(sentences):.1f} per "
-              f"sentence), batch_size {args.batch_size}; {os.cpu_count()} CPUs; load average "
-              f"{' '.join(f'{x:.1f}' for x in os.getloadavg())} at the start")
+        export_dir, sentences, corpus = prepare_run(args.export_dir, args.sentences, args.seed,
+                                                    args.batch_size, scratch)
 
         load_s, parse_s = time_parser(export_dir, sentences, args.batch_size)
         rows = [("Parser.parse_sents, 1 process", parse_s, None),

@@ -47,7 +47,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before tetra_tf sets 2
 
 import tetra_tf  # noqa: E402,F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
-from bench.beam import model_export, sample_sentences  # noqa: E402
+from bench.beam import prepare_run  # noqa: E402
 from tetra_tf.treebank import parse_tree  # noqa: E402
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -182,16 +182,8 @@ def main() -> int:
 
     scratch = tempfile.mkdtemp(prefix="bench_spark_")
     try:
-        export_dir, description = model_export(args.export_dir, scratch)
-        sentences = sample_sentences(args.sentences, args.seed)
-        words = sum(len(s) for s in sentences)
-        corpus = os.path.join(scratch, "corpus.txt")
-        with open(corpus, "w", encoding="utf-8") as f:
-            f.writelines(" ".join(s) + "\n" for s in sentences)
-        print(f"model: {description}")
-        print(f"{len(sentences)} sentences ({words} words, {words / len(sentences):.1f} per "
-              f"sentence), batch_size {args.batch_size}; {os.cpu_count()} CPUs; load average "
-              f"{' '.join(f'{x:.1f}' for x in os.getloadavg())} at the start", flush=True)
+        export_dir, sentences, corpus = prepare_run(args.export_dir, args.sentences, args.seed,
+                                                    args.batch_size, scratch)
 
         reference = time_parser(export_dir, sentences, args.batch_size)
         with_trees = time_parser(export_dir, sentences, args.batch_size, nltk_trees=True)
