@@ -69,6 +69,17 @@ def model_export(requested: str | None, scratch: str) -> tuple[str, str]:
             "all-MiniLM-L6-v2 with random tag heads (no trained export found)")
 
 
+def run_arguments(description: str) -> argparse.ArgumentParser:
+    """The flags both corpus benches take: --export_dir, --sentences, --batch_size, --seed."""
+    parser = argparse.ArgumentParser(description=description,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--export_dir")
+    parser.add_argument("--sentences", type=int, default=20000)
+    parser.add_argument("--batch_size", type=int, default=64)
+    parser.add_argument("--seed", type=int, default=0)
+    return parser
+
+
 def prepare_run(requested_export: str | None, count: int, seed: int, batch_size: int,
                 scratch: str) -> tuple[str, list[list[str]], str]:
     """The export to measure, `count` sample sentences, and them written one per line to a
@@ -132,14 +143,9 @@ def time_beam(export_dir: str, corpus: str, output: str, batch_size: int, worker
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--export_dir")
-    parser.add_argument("--sentences", type=int, default=20000)
+    parser = run_arguments(__doc__)
     parser.add_argument("--workers", type=int, default=2,
                         help="Worker processes of the second Beam run (1: no second run).")
-    parser.add_argument("--batch_size", type=int, default=64)
-    parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     import logging  # pylint: disable=import-outside-toplevel
     logging.getLogger().setLevel(logging.ERROR)

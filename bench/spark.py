@@ -29,12 +29,10 @@ Needs the [spark] extra, a Java 17 runtime, and [beam] for the Beam row.
 
 from __future__ import annotations
 
-import argparse
 import glob
 import json
 import logging
 import os
-import shutil
 import sys
 import tempfile
 import threading
@@ -47,7 +45,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before tetra_tf sets 2
 
 import tetra_tf  # noqa: E402,F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
-from bench.beam import prepare_run  # noqa: E402
+from bench.beam import prepare_run, run_arguments  # noqa: E402
 from tetra_tf.treebank import parse_tree  # noqa: E402
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -163,25 +161,19 @@ def time_beam_run(export_dir: str, corpus: str, output: str, batch_size: int,
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--export_dir")
-    parser.add_argument("--sentences", type=int, default=20000)
+    parser = run_arguments(__doc__)
     parser.add_argument("--workers", type=int, default=2,
                         help="Spark workers (one core each) and Beam worker processes.")
     parser.add_argument("--partitions", type=int, default=0,
                         help="Spark partitions of the lines (0: spark_parse's default, 4 per "
                              "core).")
-    parser.add_argument("--batch_size", type=int, default=64)
     parser.add_argument("--beam", type=lambda v: v.lower() in ("1", "true", "yes"),
                         default=True, help="Also run the Beam pipeline (true/false).")
-    parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     logging.getLogger().setLevel(logging.ERROR)
     warnings.filterwarnings("ignore")
 
-    scratch = tempfile.mkdtemp(prefix="bench_spark_")
-    try:
+    with tempfile.TemporaryDirectory(prefix="bench_spark_") as scratch:
         export_dir, sentences, corpus = prepare_run(args.export_dir, args.sentences, args.seed,
                                                     args.batch_size, scratch)
 
@@ -213,8 +205,6 @@ def main() -> int:
               f"{spark['cluster_seconds']:.1f} s (not timed); {spark['loads']} model loads in "
               f"{spark['processes']} Python worker processes took {spark['load_seconds']:.1f} s "
               f"summed; refused: {spark['refused'] or 'none'}.")
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
     return 0
 
 
