@@ -1,5 +1,7 @@
 """Tests for tetra_tf.treebank: reading, cleaning and the NLTK sample splits."""
 
+import random
+
 import nltk
 import pytest
 
@@ -250,6 +252,26 @@ def test_parse_tree_equals_nltk_and_reports_errors():
     for bad in ("(S (NN a)", "(S (NN a)))", "word (S (NN a))", "(S (NN a)) (S (NN b))", ""):
         with pytest.raises(ValueError, match="expected"):
             treebank.parse_tree(bad)
+
+
+def test_parse_tree_fast_path_agrees_with_the_checked_reader():
+    # parse_tree reads well-formed text in one pass and hands anything else to the
+    # token-by-token reader: on any text, both give the same tree or the same error.
+    rng = random.Random(3)
+    texts = ["(TOP (S (NP (DT The) (NN cat)) (VP (VBD sat)) (. .)))", "( (S (NN a)))",
+             "(A \\(b\\) c)", "(X (Y z) )", "(A (B", "(A) b", ") (A b)", "((A b)"]
+    texts += ["".join(rng.choice(["(", ")", " ", "a", "NP", "\\(", "\n"])
+                      for _ in range(rng.randrange(1, 14))) for _ in range(3000)]
+
+    def outcome(read, text):
+        try:
+            return read(text)
+        except ValueError as e:
+            return str(e)
+
+    for text in texts:
+        assert outcome(treebank.parse_tree, text) == outcome(
+            treebank._parse_tree_checked, text), text  # pylint: disable=protected-access
 
 
 def test_trees_equal():

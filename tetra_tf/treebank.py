@@ -179,16 +179,51 @@ def _parse_tree(tree_text: str) -> tuple[nltk.Tree | None, str | None]:
 _TREE_TOKEN = re.compile(r"\(\s*((?:\\[()]|[^\s()])+)?|\)|((?:\\[()]|[^\s()])+)")
 
 
+# The same tokens, each kind in its own group: (label, ")", leaf); all empty: "(" unlabelled.
+_TREE_TOKEN_KINDS = re.compile(r"\(\s*((?:\\[()]|[^\s()])+)?|(\))|((?:\\[()]|[^\s()])+)")
+
+
 def parse_tree(text: str) -> nltk.Tree:
     """Reads one bracketed tree as nltk.Tree.fromstring does, for any depth and width.
 
     NLTK's reader refuses trees nested deeper than nltk.tree.tree.MAX_TREE_DEPTH (500),
     because NLTK's other tree methods recurse; this one has no such limit, and the
-    functions of this module that walk trees do so with explicit stacks.
+    functions of this module that walk trees do so with explicit stacks. Well-formed text
+    (what the parser returns) takes a fast path (`Parser.parse_sents` builds its trees
+    here); anything else is read again by `_parse_tree_checked` for its exact error.
 
     Raises:
       ValueError: for text that is not exactly one tree (saying what was expected where).
     """
+    stack: list[tuple[str, list]] = []
+    root = None
+    for label, close, leaf in _TREE_TOKEN_KINDS.findall(text):
+        if close:
+            if not stack:
+                return _parse_tree_checked(text)
+            node_label, children = stack.pop()
+            node = nltk.Tree(node_label, children)
+            if stack:
+                stack[-1][1].append(node)
+            elif root is None:
+                root = node
+            else:
+                return _parse_tree_checked(text)
+        elif leaf:
+            if not stack:
+                return _parse_tree_checked(text)
+            stack[-1][1].append(leaf)
+        else:
+            if root is not None:
+                return _parse_tree_checked(text)
+            stack.append((label, []))
+    if stack or root is None:
+        return _parse_tree_checked(text)
+    return root
+
+
+def _parse_tree_checked(text: str) -> nltk.Tree:
+    """`parse_tree`, token by token with their positions: the error of malformed text."""
     stack: list[tuple[str | None, list]] = [(None, [])]
     for match in _TREE_TOKEN.finditer(text):
         token = match.group()
