@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tetra_tf import cli, decoding, encoders, export, tags as tags_lib, tokenization, treebank
+from tetra_tf import cli, cpu, decoding, encoders, export, tags as tags_lib, tokenization, treebank
 from tetra_tf.sentences import WHITESPACE, escape_leaf, split_words
 from tetra_tf.inference_encoder import InferenceEncoder
 from tetra_tf.tree_writer import TreeWriter
@@ -335,9 +335,20 @@ def test_packed_and_unpacked_exports_give_the_same_trees_on_the_test_split(model
             export.export(model_dir, str(tmp_path / "bad" / "1"), pack_length=bad)
 
 
-def test_bfloat16_encoder_export_stays_close_to_float32(model_dir, loaded, tmp_path):
+def test_bfloat16_encoder_export_stays_close_to_float32(model_dir, loaded, tmp_path,
+                                                        monkeypatch):
     export_dir = str(tmp_path / "bf16" / "1")
+    warnings = []
+    # On a CPU without bfloat16 instructions, the export and the Parser say so in one line.
+    monkeypatch.setattr(cpu, "cpu_flags", lambda: {"avx2", "avx512f"})
+    monkeypatch.setattr(export.logging, "warning", lambda *args: warnings.append(args))
     export.export(model_dir, export_dir, encoder_dtype="bfloat16")
+    assert len(warnings) == 1 and "neither AVX-512 BF16 nor AMX" in warnings[0][1]
+    monkeypatch.setattr(cpu, "cpu_flags", lambda: {"avx2", "amx_bf16"})
+    assert Parser(export_dir).encoder_dtype == "bfloat16" and len(warnings) == 1
+    monkeypatch.setattr(cpu, "cpu_flags", lambda: {"avx2"})
+    Parser(export_dir)
+    assert len(warnings) == 2 and warnings[1][1] == export_dir
     bf16 = tf.saved_model.load(export_dir)
     dtypes = tf.train.load_checkpoint(os.path.join(
         export_dir, "variables", "variables")).get_variable_to_dtype_map()

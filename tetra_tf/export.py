@@ -59,7 +59,7 @@ from absl import flags, logging
 import numpy as np
 import tensorflow as tf
 
-from tetra_tf import cli, decoding, encoders, export_layout, model_card
+from tetra_tf import cli, cpu, decoding, encoders, export_layout, model_card
 from tetra_tf import sentences as sentences_lib
 from tetra_tf.tree_writer import TreeWriter
 from tetra_tf.inference_encoder import InferenceEncoder
@@ -537,6 +537,8 @@ def export(checkpoint: str, export_dir: str, overwrite: bool = False,
     if encoder_dtype not in ENCODER_DTYPES:
         raise cli.UsageError(f"encoder_dtype must be one of {', '.join(ENCODER_DTYPES)}, "
                           f"got {encoder_dtype!r}")
+    if encoder_dtype == "bfloat16" and (warning := cpu.bfloat16_warning()):
+        logging.warning("%s", warning)
     if not 0 <= pack_length <= MAX_PACK_LENGTH:
         raise cli.UsageError(f"pack_length must be 0 (no packing) or up to {MAX_PACK_LENGTH}, "
                              f"got {pack_length}")

@@ -28,10 +28,11 @@ from typing import Any, Callable, Iterator, Sequence
 
 import nltk
 import numpy as np
+from absl import logging
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the tokenizer's ops the SavedModel uses)
 
-from tetra_tf import export_layout, model_card, sentences, treebank
+from tetra_tf import cpu, export_layout, model_card, sentences, treebank
 from tetra_tf.sentences import SentenceError, SentenceLimits
 
 SERVING_SIGNATURE = "serving_default"
@@ -102,6 +103,8 @@ class Parser:
                                for name in _LIMIT_NAMES if hasattr(self._model, name)}
         self._sentence_limits = SentenceLimits.from_export(self._export_limits)
         self._card = model_card.read(export_dir)
+        if self.encoder_dtype == "bfloat16" and (warning := cpu.bfloat16_warning()):
+            logging.warning("%s: %s", export_dir, warning)
 
     @property
     def concurrent_calls(self) -> int:
@@ -123,6 +126,11 @@ class Parser:
     def model(self):
         """The loaded SavedModel object (signatures, tag vocabularies)."""
         return self._model
+
+    @property
+    def encoder_dtype(self) -> str:
+        """The precision of the encoder's matmuls, as the model card records it."""
+        return ((self._card or {}).get("encoder") or {}).get("compute_dtype", "float32")
 
     @property
     def card(self) -> dict[str, Any] | None:

@@ -1,0 +1,40 @@
+"""What this CPU offers the encoder: whether its bfloat16 matmuls run natively.
+
+A bfloat16 export (`--encoder_dtype=bfloat16`) is faster only where oneDNN has bfloat16
+instructions to run: AVX-512 BF16 or AMX. Elsewhere TensorFlow converts to float32 and
+back around each matmul, and the export runs slower than a float32 one.
+"""
+
+from __future__ import annotations
+
+# /proc/cpuinfo flag → the instruction set's name.
+BFLOAT16_FLAGS = {"avx512_bf16": "AVX-512 BF16", "amx_bf16": "AMX"}
+
+
+def cpu_flags(cpuinfo_path: str = "/proc/cpuinfo") -> set[str] | None:
+    """The CPU's feature flags (Linux's /proc/cpuinfo), None where they cannot be read."""
+    try:
+        with open(cpuinfo_path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        return None
+    return None
+
+
+def bfloat16_instructions(flags: set[str] | None = None) -> list[str] | None:
+    """The names of this CPU's bfloat16 instruction sets ([] for none; None: unknown)."""
+    flags = cpu_flags() if flags is None else flags
+    if flags is None:
+        return None
+    return [name for flag, name in BFLOAT16_FLAGS.items() if flag in flags]
+
+
+def bfloat16_warning(flags: set[str] | None = None) -> str | None:
+    """One line for a user about to run a bfloat16 export on a CPU without bfloat16
+    instructions; None where the CPU has them (or cannot be read)."""
+    if bfloat16_instructions(flags) != []:
+        return None
+    return ("this CPU has neither AVX-512 BF16 nor AMX: a bfloat16 export runs slower here "
+            "than a float32 one (export with --encoder_dtype=float32)")
