@@ -339,11 +339,8 @@ class WindowTagger:
                            windows: tf.Tensor, length: tf.Tensor,
                            word_end_positions: tf.Tensor) -> tf.Tensor:
         """[B, W, H] features, the windows grouped by length bucket, in bounded chunks."""
-        batch_size = tf.shape(word_end_positions)[0]
-        word_window = tf.reshape(
-            tf.range(batch_size)[:, None] * windows + word_end_positions // length, [-1])
-        return self._encode_rows(flat, window_lengths, length, word_window,
-                                 tf.reshape(word_end_positions % length, [-1]),
+        word_window, word_position = _word_places(word_end_positions, windows, length)
+        return self._encode_rows(flat, window_lengths, length, word_window, word_position,
                                  tf.shape(word_end_positions))
 
     def _encode_rows(self, rows: list[tf.Tensor], row_lengths: tf.Tensor, length: tf.Tensor,
@@ -450,15 +447,21 @@ class WindowTagger:
         packing = {"position_ids": packed(piece_position),
                    "segment_ids": packed(piece_window + 1)}
 
-        batch_size = tf.shape(word_end_positions)[0]
-        word_window = tf.reshape(
-            tf.range(batch_size)[:, None] * windows + word_end_positions // length, [-1])
+        word_window, word_position = _word_places(word_end_positions, windows, length)
         word_row = tf.where(tf.gather(window_lengths, word_window) > 0,
                             tf.gather(row_of, word_window), -1)
-        word_column = (tf.gather(offset_of, word_window)
-                       + tf.reshape(word_end_positions % length, [-1]))
+        word_column = tf.gather(offset_of, word_window) + word_position
         return self._encode_rows(rows, row_length - room[:num_rows], row_length, word_row,
                                  word_column, tf.shape(word_end_positions), packing)
+
+
+def _word_places(word_end_positions: tf.Tensor, windows: tf.Tensor,
+                 length: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """Each word's window among the batch's [B·F] windows and its position in it, flat
+    [B·W] (word_end_positions count positions across a sentence's F windows of L)."""
+    batch_size = tf.shape(word_end_positions)[0]
+    word_window = tf.range(batch_size)[:, None] * windows + word_end_positions // length
+    return tf.reshape(word_window, [-1]), tf.reshape(word_end_positions % length, [-1])
 
 
 def split_sentences(sentences: tf.Tensor) -> tf.RaggedTensor:
