@@ -185,6 +185,7 @@ def run(spark, model_dir: str, inputs: list[str], output: str, output_format: st
 
     start = time.perf_counter()
     loads = tetra_spark.loads_accumulator(spark.sparkContext)
+    tetra_spark.warm_workers(spark, model_dir)  # the model loads while the input is read
     lines = tetra_spark.read_files(spark, inputs, max_words, max_line_bytes, tokenize,
                                    partitions)
     parsed = tetra_spark.parse_column(lines, model_dir, batch_size=batch_size, loads=loads)
