@@ -1,6 +1,7 @@
 """One sentence, one contract: the same odd lines through every way in (the parse CLI, the
 REST and gRPC servers, Beam, `Parser` and the spaCy component) get the same tree (TOP
-aside) or the same refusal reason; and the graph splits exactly as the host does."""
+aside) or the same refusal reason; and the graph splits exactly as the host does. (Spark,
+the seventh way in, gets the same lines on its cluster in test_spark.py.)"""
 
 import contextlib
 import json
