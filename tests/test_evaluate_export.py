@@ -36,3 +36,20 @@ def test_export_scores_like_training(trained_run):
     assert predicted_pos.fscore == pytest.approx(in_training["f1_predicted_pos"],
                                                  abs=one_sentence / 4)
     assert pos_accuracy == pytest.approx(in_training["pos_accuracy"], abs=0.5)
+
+
+def test_bfloat16_export_keeps_f1(trained_run, tmp_path):
+    """The trained model exported with a bfloat16 encoder parses every sentence of the
+    split, within 0.1 F1 of its float32 export (gold POS, the WSJ standard; this barely
+    trained tagger's predicted POS fail EVALB's length check in both)."""
+    from tetra_tf import export
+
+    bf16_dir = str(tmp_path / "bf16" / "1")
+    export.export(trained_run["model_dir"], bf16_dir, encoder_dtype="bfloat16")
+    tool = load_tool()
+    _, trees = tool.read_gold(os.path.join(trained_run["test_dir"], "trees.txt"))
+    float32, _, _ = tool.score_export(trained_run["export_dir"], trees)
+    bfloat16, _, _ = tool.score_export(bf16_dir, trees)
+    assert float32.fscore > 0
+    assert bfloat16.counts.sentences == len(trees) and bfloat16.counts.error_sentences == 0
+    assert bfloat16.fscore == pytest.approx(float32.fscore, abs=0.1)
