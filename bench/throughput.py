@@ -17,7 +17,16 @@ split in file order at batch 64), prints sentences per second of:
   HF tokenizer, PyTorch MiniLM, per-sentence NumPy decoder, nltk trees) on the same
   sentences and batches, in a subprocess, right after ours (--noreference to skip);
 
-and the share of end-to-end time spent outside the encoder (splitting, tokenization,
+With --compare_export_dir, a second export of the same model (e.g. exported with
+--encoder_dtype=bfloat16) is measured the same way right after the first, on the same
+batches, beside the same reference run. The header names the CPU and its vector
+extensions and TensorFlow's best 2048 × 2048 matmul in float32 and bfloat16 (the practical
+peak); a second table gives, per export, the milliseconds per sentence of tokenization,
+the encoder, the rest of the graph (decoding, tree strings) and the host's nltk Trees
+(parse_sents − parse_each), and the encoder's GFLOPS on real pieces against that peak.
+With --f1, each export's test-split F1 (gold POS, tools/eval_export.py).
+
+Also the share of end-to-end time spent outside the encoder (splitting, tokenization,
 windows, log-softmax, decoding, tree strings, host transfers). Each batch is timed
 end to end, encoder-only and plain back to back. The end-to-end, Parser and reference
 figures are each the best of --repeats whole passes (as the reference pipeline reports);
@@ -30,12 +39,14 @@ heads (vocabularies of the NLTK-sample training split): the speed is the same as
 trained model's.
 
 Usage: python bench/throughput.py [--export_dir=DIR | --checkpoint=MODEL_DIR] [--repeats=3]
-    [--intra_op_threads=N] [--inter_op_threads=N] [--batch_sizes=1,16,64] [--noreference]
+    [--compare_export_dir=DIR] [--f1] [--intra_op_threads=N] [--inter_op_threads=N]
+    [--batch_sizes=1,16,64] [--noreference]
 Exit codes: 0 success, 1 failure, 2 usage error (e.g. NLTK sample not found).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import random
 import sys
@@ -54,7 +65,8 @@ import tensorflow as tf  # noqa: E402
 
 from bench import reference_pipeline  # noqa: E402  (imports neither torch nor TF)
 from bench.minilm_model import default_model_dir, test_split_sentences  # noqa: E402
-from tetra_tf import encoders, export, model_dir as model_dir_lib, treebank  # noqa: E402
+from tetra_tf import cpu, encoders, export, model_card, treebank  # noqa: E402
+from tetra_tf import model_dir as model_dir_lib  # noqa: E402
 from tetra_tf.model import ENCODER_INPUTS  # noqa: E402
 from tetra_tf.parser import Parser  # noqa: E402
 from tetra_tf.model_dir import TaggerSpec  # noqa: E402
@@ -74,6 +86,11 @@ _REFERENCE = flags.DEFINE_bool(
     "PyTorch, in a subprocess) on the same sentences and batches.")
 _FILE_ORDER = flags.DEFINE_bool("file_order", True,
                                 "Also time the test split in file order at batch 64.")
+_COMPARE = flags.DEFINE_string(
+    "compare_export_dir", None, "A second export of the same model (e.g. exported with "
+    "--encoder_dtype=bfloat16) measured side by side with the first, batch by batch.")
+_F1 = flags.DEFINE_bool("f1", False, "Also score each export on the test split "
+                        "(tools/eval_export.py, gold POS; meaningless for random heads).")
 
 
 def long_sentences(sentences: list[list[str]], count: int, seed: int = 0) -> list[list[str]]:
@@ -117,14 +134,72 @@ def plain_encoder_function(config):
     return encode
 
 
+def cpu_description() -> str:
+    """The CPU's model name and the vector extensions that matter to the encoder."""
+    name = "unknown CPU"
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            name = next((line.split(":", 1)[1].strip() for line in f
+                         if line.startswith("model name")), name)
+    except OSError:
+        pass
+    flags_present = cpu.cpu_flags() or set()
+    extensions = [label for flag, label in (("avx2", "AVX2"), ("fma", "FMA"),
+                                            ("avx512f", "AVX-512"),
+                                            ("avx512_vnni", "AVX-512 VNNI"),
+                                            ("avx512_bf16", "AVX-512 BF16"),
+                                            ("amx_bf16", "AMX-BF16")) if flag in flags_present]
+    return f"{name}, {os.cpu_count()} CPUs; {', '.join(extensions) or 'no AVX2'}"
+
+
+def matmul_gflops(dtype: tf.DType, size: int = 2048, repeats: int = 10) -> float:
+    """The best GFLOPS of one size × size matmul in TensorFlow: the CPU's practical peak."""
+    matrix = tf.cast(tf.random.normal([size, size]), dtype)
+    multiply = tf.function(lambda x: tf.matmul(x, x))
+    multiply(matrix).numpy()
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        multiply(matrix).numpy()
+        best = min(best, time.perf_counter() - start)
+    return 2 * size ** 3 / best / 1e9
+
+
+def encoder_flops(window_pieces: np.ndarray, encoder: dict) -> float:
+    """The encoder's floating-point operations on the real pieces of the given windows
+    (padding not counted): per layer, each piece's dense projections (2 · (4h² + 2hi)) and
+    each window's attention scores and mixing (4 · n² · h)."""
+    hidden, inner, layers = (encoder["hidden_size"], encoder["intermediate_size"],
+                             encoder["layers"])
+    pieces = float(window_pieces.sum())
+    attention = 4.0 * float((window_pieces.astype(np.float64) ** 2).sum()) * hidden
+    return layers * (2.0 * (4 * hidden * hidden + 2 * hidden * inner) * pieces + attention)
+
+
+def test_split_f1(export_dir: str) -> float:
+    """An export's F1 on the NLTK sample's test split (gold POS, COLLINS.prm), scored by
+    tools/eval_export.py."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools",
+                        "eval_export.py")
+    spec = importlib.util.spec_from_file_location("eval_export", path)
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    trees = [treebank.clean_tree(entry.tree) for entry in treebank.read_nltk_sample("test")
+             if entry.tree is not None]
+    result, _, _ = tool.score_export(export_dir, [tree for tree in trees if tree.leaves()])
+    return result.fscore
+
+
 def measure(model, parser, plain_encoder, sentences: list[list[str]], batch_size: int,
             repeats: int, sort: bool = True) -> dict:
     """Best-of-`repeats` seconds over all batches: end to end, encoder, Parser, plain."""
     serve = model.signatures["serving_default"]
     batches = make_batches(sentences, batch_size, sort)
-    encoder_inputs, plain_inputs = [], []
+    encoder_inputs, plain_inputs, window_pieces, word_inputs = [], [], [], []
     for batch in batches:
-        packed = model.tokenize(*dense_words(batch))
+        word_inputs.append(dense_words(batch))
+        packed = model.tokenize(*word_inputs[-1])
+        window_pieces.append(packed["input_mask"].numpy().sum(axis=-1).ravel())
         encoder_inputs.append([packed[key] for key in ENCODER_INPUTS + ("word_end_positions",)])
         # The plain encoder gets the batch padded to its longest window (multiple of 8).
         mask = packed["input_mask"].numpy()
@@ -144,21 +219,28 @@ def measure(model, parser, plain_encoder, sentences: list[list[str]], batch_size
     def plain(inputs):
         return plain_encoder(*inputs).numpy()
 
+    def tokenize(inputs):
+        return [value.numpy() for value in model.tokenize(*inputs).values()]
+
     # Warm up every batch shape once.
-    for batch, inputs, flat in zip(batches, encoder_inputs, plain_inputs):
+    for batch, inputs, flat, words in zip(batches, encoder_inputs, plain_inputs, word_inputs):
         end_to_end(batch)
         encoder_only(inputs)
+        tokenize(words)
         if plain_encoder is not None:
             plain(flat)
     # Per batch, the best of the passes: robust to bursts of load from other processes.
-    per_batch = {key: [float("inf")] * len(batches) for key in ("end_to_end", "encoder", "plain")}
+    per_batch = {key: [float("inf")] * len(batches)
+                 for key in ("end_to_end", "encoder", "plain", "tokenize")}
     best = {"parser": float("inf"), "parser_one_call": float("inf"),
             "end_to_end_pass": float("inf")}
     for _ in range(repeats):
         pass_start = time.perf_counter()
         pass_other = 0.0
-        for i, (batch, inputs, flat) in enumerate(zip(batches, encoder_inputs, plain_inputs)):
-            runs = [("encoder", encoder_only, inputs), ("end_to_end", end_to_end, batch)]
+        for i, (batch, inputs, flat, words) in enumerate(zip(batches, encoder_inputs,
+                                                              plain_inputs, word_inputs)):
+            runs = [("encoder", encoder_only, inputs), ("end_to_end", end_to_end, batch),
+                    ("tokenize", tokenize, words)]
             if plain_encoder is not None:
                 runs.append(("plain", plain, flat))
             for key, fn, arg in runs:
@@ -181,7 +263,13 @@ def measure(model, parser, plain_encoder, sentences: list[list[str]], batch_size
                     best[key] = min(best[key], time.perf_counter() - start)
                 finally:
                     parser.concurrent_calls = default
+            # The same without nltk Trees (the graph's tree strings): the host trees' cost.
+            start = time.perf_counter()
+            parser.parse_each(sentences, batch_size=batch_size)
+            best["parse_each"] = min(best.get("parse_each", float("inf")),
+                                     time.perf_counter() - start)
     best.update({key: sum(times) for key, times in per_batch.items()})
+    best["window_pieces"] = np.concatenate(window_pieces)
     return best
 
 
@@ -207,11 +295,19 @@ def main(argv):
             export.export(checkpoint, export_dir)
             print(f"exported {checkpoint} in {time.time() - started:.1f} s")
             model_dir = model_dir_lib.resolve_checkpoint(checkpoint)[0]
+        exports = [export_dir] + ([_COMPARE.value] if _COMPARE.value else [])
         started = time.time()
-        parser = Parser(export_dir)
-        model = parser.model
-        print(f"loaded the SavedModel in {time.time() - started:.1f} s; "
-              f"threads intra={_INTRA.value or 'default'} inter={_INTER.value or 'default'}")
+        parsers = [Parser(directory) for directory in exports]
+        cards = [model_card.read(directory) for directory in exports]
+        names = [f"{card['encoder'].get('compute_dtype', 'float32')}, pack "
+                 f"{card['encoder'].get('pack_length', 0)}" for card in cards]
+        print(f"CPU: {cpu_description()}")
+        peaks = {dtype.name: matmul_gflops(dtype) for dtype in (tf.float32, tf.bfloat16)}
+        print("TensorFlow's best 2048 × 2048 matmul (the practical peak): "
+              + ", ".join(f"{name} {gflops:.0f} GFLOPS" for name, gflops in peaks.items()))
+        print(f"loaded {len(exports)} SavedModel(s) in {time.time() - started:.1f} s "
+              f"({'; '.join(f'{d}: {n}' for d, n in zip(exports, names))}); threads "
+              f"intra={_INTRA.value or 'default'} inter={_INTER.value or 'default'}")
         long = long_sentences(test, _NUM_LONG.value)
         batch_sizes = [int(b) for b in _BATCH_SIZES.value]
         runs = [("test split", test, b, True) for b in batch_sizes]
@@ -219,36 +315,66 @@ def main(argv):
         runs += [("long (100-400 words)", long, b, True) for b in batch_sizes]
         plain_encoder = plain_encoder_function(TaggerSpec.load(model_dir).encoder) \
             if model_dir else None
-        print("| sentences | batch | e2e sents/s | encoder sents/s | outside encoder "
-              f"| Parser (nltk), {parser.concurrent_calls} calls at once, sents/s "
+        print("| sentences | batch | export | e2e sents/s | encoder sents/s | outside encoder "
+              f"| Parser (nltk), {parsers[0].concurrent_calls} calls at once, sents/s "
               "| Parser, 1 call at a time | plain Keras encoder sents/s "
-              "| reference e2e sents/s | e2e / reference |")
-        print("|---|---|---|---|---|---|---|---|---|---|")
+              "| reference e2e sents/s | e2e / reference | Parser / reference |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+        breakdowns = []
         for name, sentences, batch_size, sort in runs:
             words = sum(len(s) for s in sentences)
             label = f"{name}: {len(sentences)} sents, {words / len(sentences):.1f} words avg"
-            best = measure(model, None if _SKIP_PARSER.value else parser, plain_encoder,
-                           sentences, batch_size, _REPEATS.value, sort)
             n = len(sentences)
-            e2e_rate = n / best["end_to_end_pass"]
-            share = 100.0 * (1.0 - best["encoder"] / best["end_to_end"])
-            parser_rate, parser_one_call_rate = (
-                "-" if best[key] == float("inf") else f"{n / best[key]:.1f}"
-                for key in ("parser", "parser_one_call"))
-            plain_rate = f"{n / best['plain']:.1f}" if plain_encoder else "-"
-            reference_rate = ratio = "-"
+            results = [measure(parser.model, None if _SKIP_PARSER.value else parser,
+                               plain_encoder if index == 0 else None, sentences, batch_size,
+                               _REPEATS.value, sort) for index, parser in enumerate(parsers)]
+            reference = None
             if _REFERENCE.value:
                 path = os.path.join(scratch, "sentences.txt")
                 reference_pipeline.write_sentences_file(sentences, path)
-                report = reference_pipeline.run_reference(
+                reference = reference_pipeline.run_reference(
                     path, batch_size=batch_size, sort=sort, repeats=_REPEATS.value,
-                    encoder_only=False)
-                reference_rate = f"{report['sents_per_s']:.1f}"
-                ratio = f"{e2e_rate / report['sents_per_s']:.2f}x"
-            print(f"| {label} | {batch_size} | {e2e_rate:.1f} | {n / best['encoder']:.1f} | "
-                  f"{share:.1f}% | {parser_rate} | {parser_one_call_rate} | {plain_rate} | "
-                  f"{reference_rate} | {ratio} |",
-                  flush=True)
+                    encoder_only=False)["sents_per_s"]
+            for export_name, card, best in zip(names, cards, results):
+                e2e_rate = n / best["end_to_end_pass"]
+                share = 100.0 * (1.0 - best["encoder"] / best["end_to_end"])
+                parser_rate, parser_one_call_rate = (
+                    "-" if best[key] == float("inf") else f"{n / best[key]:.1f}"
+                    for key in ("parser", "parser_one_call"))
+                plain_rate = f"{n / best['plain']:.1f}" if best["plain"] != float("inf") \
+                    and plain_encoder else "-"
+                ratios = ["-", "-"]
+                if reference:
+                    ratios[0] = f"{e2e_rate / reference:.2f}x"
+                    if best["parser"] != float("inf"):
+                        ratios[1] = f"{n / best['parser'] / reference:.2f}x"
+                print(f"| {label} | {batch_size} | {export_name} | {e2e_rate:.1f} | "
+                      f"{n / best['encoder']:.1f} | {share:.1f}% | {parser_rate} | "
+                      f"{parser_one_call_rate} | {plain_rate} | "
+                      f"{f'{reference:.1f}' if reference else '-'} | {ratios[0]} | "
+                      f"{ratios[1]} |", flush=True)
+                gflops = encoder_flops(best["window_pieces"], card["encoder"]) \
+                    / best["encoder"] / 1e9
+                dtype = card["encoder"].get("compute_dtype", "float32")
+                breakdowns.append((label, n, batch_size, export_name, best, gflops,
+                                   peaks.get(dtype, peaks["float32"])))
+        print("\nWhere a batch's time goes (per-batch bests summed; ms per sentence), and the "
+              "encoder's GFLOPS on real pieces (padding not counted) against the matmul peak:")
+        print("| sentences | batch | export | tokenize | encoder | rest of the graph (decode, "
+              "tree strings) | host trees (parse_sents − parse_each) | encoder GFLOPS "
+              "| of peak |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        for label, n, batch_size, export_name, best, gflops, peak in breakdowns:
+            rest = best["end_to_end"] - best["encoder"] - best["tokenize"]
+            trees = (f"{1e3 * (best['parser'] - best['parse_each']) / n:.2f}"
+                     if "parse_each" in best else "-")
+            print(f"| {label} | {batch_size} | {export_name} | "
+                  f"{1e3 * best['tokenize'] / n:.2f} | {1e3 * best['encoder'] / n:.2f} | "
+                  f"{1e3 * rest / n:.2f} | {trees} | {gflops:.0f} | {100 * gflops / peak:.0f}% |")
+        if _F1.value:
+            for directory, export_name in zip(exports, names):
+                print(f"test split F1 (gold POS, tools/eval_export.py), {export_name}: "
+                      f"{test_split_f1(directory):.2f}")
     return 0
 
 
