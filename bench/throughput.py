@@ -136,13 +136,7 @@ def plain_encoder_function(config):
 
 def cpu_description() -> str:
     """The CPU's model name and the vector extensions that matter to the encoder."""
-    name = "unknown CPU"
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            name = next((line.split(":", 1)[1].strip() for line in f
-                         if line.startswith("model name")), name)
-    except OSError:
-        pass
+    name = cpu.cpu_model() or "unknown CPU"
     flags_present = cpu.cpu_flags() or set()
     extensions = [label for flag, label in (("avx2", "AVX2"), ("fma", "FMA"),
                                             ("avx512f", "AVX-512"),

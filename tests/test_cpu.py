@@ -8,6 +8,8 @@ def test_flags_are_read_from_cpuinfo(tmp_path):
     cpuinfo.write_text("processor\t: 0\nmodel name\t: X\nflags\t\t: fpu avx2 avx512f "
                        "avx512_bf16\n\nprocessor\t: 1\nflags\t\t: fpu\n", encoding="utf-8")
     assert cpu.cpu_flags(str(cpuinfo)) == {"fpu", "avx2", "avx512f", "avx512_bf16"}
+    assert cpu.cpu_model(str(cpuinfo)) == "X"
+    assert cpu.cpu_model(str(tmp_path / "missing")) is None
     assert cpu.cpu_flags(str(tmp_path / "missing")) is None
     (tmp_path / "noflags").write_text("processor\t: 0\n", encoding="utf-8")
     assert cpu.cpu_flags(str(tmp_path / "noflags")) is None

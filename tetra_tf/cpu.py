@@ -11,16 +11,28 @@ from __future__ import annotations
 BFLOAT16_FLAGS = {"avx512_bf16": "AVX-512 BF16", "amx_bf16": "AMX"}
 
 
-def cpu_flags(cpuinfo_path: str = "/proc/cpuinfo") -> set[str] | None:
-    """The CPU's feature flags (Linux's /proc/cpuinfo), None where they cannot be read."""
+def _cpuinfo_field(name: str, cpuinfo_path: str) -> str | None:
+    """The first value of a field of Linux's /proc/cpuinfo; None where it cannot be read."""
     try:
         with open(cpuinfo_path, encoding="utf-8", errors="replace") as f:
             for line in f:
-                if line.startswith("flags"):
-                    return set(line.split(":", 1)[1].split())
+                key, colon, value = line.partition(":")
+                if colon and key.strip() == name:
+                    return value.strip()
     except OSError:
         return None
     return None
+
+
+def cpu_flags(cpuinfo_path: str = "/proc/cpuinfo") -> set[str] | None:
+    """The CPU's feature flags (Linux's /proc/cpuinfo), None where they cannot be read."""
+    flags = _cpuinfo_field("flags", cpuinfo_path)
+    return set(flags.split()) if flags is not None else None
+
+
+def cpu_model(cpuinfo_path: str = "/proc/cpuinfo") -> str | None:
+    """The CPU's model name (Linux's /proc/cpuinfo), None where it cannot be read."""
+    return _cpuinfo_field("model name", cpuinfo_path)
 
 
 def bfloat16_instructions(flags: set[str] | None = None) -> list[str] | None:

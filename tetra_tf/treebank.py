@@ -175,12 +175,9 @@ def _parse_tree(tree_text: str) -> tuple[nltk.Tree | None, str | None]:
 
 
 # nltk.Tree.fromstring's default tokens: '(' plus an optional label, ')', or a leaf; a
-# token character is a backslash-escaped bracket or anything but space and brackets.
-_TREE_TOKEN = re.compile(r"\(\s*((?:\\[()]|[^\s()])+)?|\)|((?:\\[()]|[^\s()])+)")
-
-
-# The same tokens, each kind in its own group: (label, ")", leaf); all empty: "(" unlabelled.
-_TREE_TOKEN_KINDS = re.compile(r"\(\s*((?:\\[()]|[^\s()])+)?|(\))|((?:\\[()]|[^\s()])+)")
+# token character is a backslash-escaped bracket or anything but space and brackets. Each
+# kind has its own group, (label, ")", leaf); all three empty: an unlabelled "(".
+_TREE_TOKEN = re.compile(r"\(\s*((?:\\[()]|[^\s()])+)?|(\))|((?:\\[()]|[^\s()])+)")
 
 
 def parse_tree(text: str) -> nltk.Tree:
@@ -197,7 +194,7 @@ def parse_tree(text: str) -> nltk.Tree:
     """
     stack: list[tuple[str, list]] = []
     root = None
-    for label, close, leaf in _TREE_TOKEN_KINDS.findall(text):
+    for label, close, leaf in _TREE_TOKEN.findall(text):
         if close:
             if not stack:
                 return _parse_tree_checked(text)
