@@ -166,7 +166,7 @@ class Parser:
             3: ..."); `parse_each` gives every sentence its own result instead.
           ModelError: if the model itself fails.
         """
-        results = self.parse_each(word_lists, batch_size, progress=progress)
+        results = self._parse_each(word_lists, batch_size, None, progress, read_trees=True)
         for index, result in enumerate(results):
             if isinstance(result, SentenceError):
                 raise SentenceError(result.reason, f"sentence {index}: {result.detail}")
@@ -200,6 +200,13 @@ class Parser:
           ModelError: the model itself failed (any error but the graph refusing a
             sentence); nothing is retried.
         """
+        return self._parse_each(word_lists, batch_size, limits, progress, read_trees=False)
+
+    def _parse_each(self, word_lists: Sequence[Sequence[str]], batch_size: int,
+                    limits: SentenceLimits | None, progress: Callable[[int], None] | None,
+                    read_trees: bool) -> list[ParseResult | SentenceError]:
+        """`parse_each`; with read_trees, each batch's nltk Trees are also read on its pool
+        thread, where they overlap the model calls in flight (which release the GIL)."""
         if batch_size < 1:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
         limits = limits or self._sentence_limits
@@ -215,6 +222,14 @@ class Parser:
         batches = self._batches(checked, batch_size)
 
         def parse_batch(indices: list[int]) -> list[ParseResult | SentenceError]:
+            results = call_batch(indices)
+            if read_trees:
+                for result in results:
+                    if isinstance(result, ParseResult):
+                        result.tree  # pylint: disable=pointless-statement  (cached)
+            return results
+
+        def call_batch(indices: list[int]) -> list[ParseResult | SentenceError]:
             joined = [checked[index] for index in indices]
             try:
                 return self._call(joined)
