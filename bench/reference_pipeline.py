@@ -20,12 +20,13 @@ and end to end and encoder-only runs alternate per batch so that load from other
 skews both alike.
 
 This process must never import TensorFlow (transformers after TensorFlow crashes here), so
-TensorFlow code calls it through `run_reference`, which runs this script in a subprocess;
-importing this module loads neither torch nor transformers.
+TensorFlow code runs it through `ReferenceProcess`, this script in a subprocess timing
+passes on demand (--passes_on_demand); importing this module loads neither torch nor
+transformers.
 
 Usage: python bench/reference_pipeline.py --sentences=FILE [--batch_size=64]
     [--sort_by_length] [--repeats=3] [--encoder_only] [--threads=2] [--max_stack_depth=8]
-    [--vocab_dir=DIR] [--model_dir=DIR]
+    [--vocab_dir=DIR] [--model_dir=DIR] [--passes_on_demand]
 FILE: one pre-tokenized sentence per line, words separated by spaces.
 Prints one JSON line: sentences, words, seconds (best end-to-end pass), sents_per_s, a
 per-stage breakdown of that pass, decoder_us_per_word, and with --encoder_only the
@@ -39,6 +40,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from typing import Sequence
 
@@ -80,49 +82,59 @@ def read_sentences_file(path: str) -> list[list[str]]:
         return [line.split() for line in f if line.strip()]
 
 
-def run_reference(sentences_file: str, batch_size: int = 64, sort: bool = True,
-                  repeats: int = 3, encoder_only: bool = True, threads: int = 2,
-                  max_stack_depth: int = 8, vocab_dir: str | None = None,
-                  timeout: float | None = None) -> dict:
-    """Runs the reference pipeline on a sentences file in a separate process.
+class ReferenceProcess:
+    """The reference pipeline in a child process that times end-to-end passes on demand.
 
-    Safe to call from a process that has imported TensorFlow: torch and transformers load
-    only in the child.
-
-    Args:
-      sentences_file: one pre-tokenized sentence per line (see `write_sentences_file`).
-      batch_size: sentences per batch.
-      sort: batch after sorting by length (as bench/throughput.py does).
-      repeats: timed passes; the best is reported.
-      encoder_only: also time tokenization + model forward alone.
-      threads: torch intra-op threads.
-      max_stack_depth: the decoder's depth cap (8, as our models and bench/decoder.py; the
-        reference's F1 recipe used 12, which makes its decoder ~1.7× slower).
-      vocab_dir: tag vocabularies for the head sizes and tree labels (default: the
-        converted NLTK-sample training split if present, else synthetic).
-      timeout: seconds before the child is killed (subprocess.TimeoutExpired).
-
-    Returns:
-      The child's JSON report as a dict (see the module docstring).
-
-    Raises:
-      RuntimeError: if the child fails; the message holds the end of its stderr.
+    So that a caller can alternate its own passes with the reference's: a shared machine's
+    speed drifts by 10-30% within minutes, and alternating passes (each side's best) see
+    the same moments, where two runs one after the other do not. Use as a context manager.
     """
-    command = [sys.executable, SCRIPT_PATH, f"--sentences={sentences_file}",
-               f"--batch_size={batch_size}", f"--repeats={repeats}", f"--threads={threads}",
-               f"--max_stack_depth={max_stack_depth}",
-               "--sort_by_length" if sort else "--nosort_by_length",
-               "--encoder_only" if encoder_only else "--noencoder_only"]
-    if vocab_dir is not None:
-        command.append(f"--vocab_dir={vocab_dir}")
-    env = dict(os.environ, HF_HUB_OFFLINE="1", USE_TF="0", USE_TORCH="1")
-    result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout,
-                            check=False)
-    lines = [line for line in result.stdout.splitlines() if line.strip()]
-    if result.returncode != 0 or not lines:
-        raise RuntimeError(f"reference pipeline failed (exit {result.returncode}): "
-                           f"{result.stderr[-2000:]}")
-    return json.loads(lines[-1])
+
+    def __init__(self, sentences_file: str, batch_size: int = 64, sort: bool = True,
+                 threads: int = 2, max_stack_depth: int = 8, vocab_dir: str | None = None):
+        """Starts the child and waits until it has loaded and warmed up on every batch.
+
+        Raises:
+          RuntimeError: if the child fails to start; the message holds its stderr's end.
+        """
+        command = [sys.executable, SCRIPT_PATH, f"--sentences={sentences_file}",
+                   f"--batch_size={batch_size}", f"--threads={threads}",
+                   f"--max_stack_depth={max_stack_depth}", "--passes_on_demand",
+                   "--sort_by_length" if sort else "--nosort_by_length"]
+        if vocab_dir is not None:
+            command.append(f"--vocab_dir={vocab_dir}")
+        env = dict(os.environ, HF_HUB_OFFLINE="1", USE_TF="0", USE_TORCH="1")
+        self._stderr = tempfile.TemporaryFile(mode="w+")
+        self._child = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                       stderr=self._stderr, text=True, env=env)
+        self._read()
+
+    def timed_pass(self) -> float:
+        """Seconds of one end-to-end pass over all batches (the child's own clock)."""
+        self._child.stdin.write("pass\n")
+        self._child.stdin.flush()
+        return float(self._read()["seconds"])
+
+    def _read(self) -> dict:
+        line = self._child.stdout.readline()
+        if not line:
+            self._child.wait()
+            self._stderr.seek(0)
+            raise RuntimeError(f"reference pipeline failed (exit {self._child.returncode}): "
+                               f"{self._stderr.read()[-2000:]}")
+        return json.loads(line)
+
+    def close(self) -> None:
+        if self._child.stdin and not self._child.stdin.closed:
+            self._child.stdin.close()
+        self._child.wait()
+        self._stderr.close()
+
+    def __enter__(self) -> "ReferenceProcess":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
 
 
 def load_tag_vocabularies(vocab_dir: str | None) -> tuple[list[str], list[str]]:
@@ -254,12 +266,16 @@ def make_batches(sentences: list[list[str]], batch_size: int,
     return [sentences[i:i + batch_size] for i in range(0, len(sentences), batch_size)]
 
 
-def measure(pipeline: ReferencePipeline, batches, repeats: int, encoder_only: bool) -> dict:
-    """Best-of-`repeats` seconds end to end (with its stage breakdown) and encoder-only."""
-    for batch in batches:  # warm-up
+def warm_up(pipeline: ReferencePipeline, batches, encoder_only: bool) -> None:
+    for batch in batches:
         pipeline.parse_batch(batch)
         if encoder_only:
             pipeline.encode_batch(batch)
+
+
+def measure(pipeline: ReferencePipeline, batches, repeats: int, encoder_only: bool) -> dict:
+    """Best-of-`repeats` seconds end to end (with its stage breakdown) and encoder-only."""
+    warm_up(pipeline, batches, encoder_only)
     best = {"seconds": float("inf"), "encoder_only_seconds": float("inf")}
     for _ in range(repeats):
         timings: dict = {}
@@ -298,6 +314,10 @@ def _define_flags():
                         "internal tags).")
     flags.DEFINE_string("model_dir", None,
                         "HF BERT model directory (default: the bundled all-MiniLM-L6-v2).")
+    flags.DEFINE_bool("passes_on_demand", False,
+                      "After loading and warming up, print a JSON line {\"ready\": true}, then "
+                      "time one end-to-end pass per line read from stdin and print "
+                      "{\"seconds\": s} for each, until stdin closes (`ReferenceProcess`).")
     return flags.FLAGS
 
 
@@ -343,6 +363,15 @@ def main(argv, flag_values) -> int:
     leaf_tags, internal_tags = load_tag_vocabularies(vocab_dir)
     pipeline = ReferencePipeline(model_dir, leaf_tags, internal_tags, fv.max_stack_depth)
     batches = make_batches(sentences, fv.batch_size, fv.sort_by_length)
+    if fv.passes_on_demand:
+        warm_up(pipeline, batches, encoder_only=False)
+        print(json.dumps({"ready": True}), flush=True)
+        for _ in sys.stdin:
+            start = time.perf_counter()
+            for batch in batches:
+                pipeline.parse_batch(batch)
+            print(json.dumps({"seconds": time.perf_counter() - start}), flush=True)
+        return 0
     best = measure(pipeline, batches, fv.repeats, fv.encoder_only)
 
     num_sentences = len(sentences)

@@ -15,7 +15,8 @@ split in file order at batch 64), prints sentences per second of:
   measured at 280 sents/s on an idle machine), to calibrate against load from others;
 * reference: the reference implementation's pipeline (bench/reference_pipeline.py:
   HF tokenizer, PyTorch MiniLM, per-sentence NumPy decoder, nltk trees) on the same
-  sentences and batches, in a subprocess, right after ours (--noreference to skip);
+  sentences and batches, in a subprocess whose passes alternate with ours: after each of
+  our passes (every export's), one of the reference's (--noreference to skip);
 
 With --compare_export_dir, a second export of the same model (e.g. exported with
 --encoder_dtype=bfloat16) is measured the same way right after the first, on the same
@@ -29,7 +30,9 @@ With --f1, each export's test-split F1 (gold POS, tools/eval_export.py).
 Also the share of end-to-end time spent outside the encoder (splitting, tokenization,
 windows, log-softmax, decoding, tree strings, host transfers). Each batch is timed
 end to end, encoder-only and plain back to back. The end-to-end, Parser and reference
-figures are each the best of --repeats whole passes (as the reference pipeline reports);
+figures are each the best of --repeats whole passes (the reference's: the best of all
+its passes, one after each of ours, so that drift in the machine's speed, 10-30% within
+minutes on a shared VM, reaches both sides alike);
 the encoder and plain figures and the outside-encoder share sum every batch's best of the
 passes, so that bursts of load from other processes skew them little and alike.
 
@@ -46,12 +49,14 @@ Exit codes: 0 success, 1 failure, 2 usage error (e.g. NLTK sample not found).
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import random
 import sys
 import tempfile
 import time
+from typing import Callable
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
@@ -185,8 +190,12 @@ def test_split_f1(export_dir: str) -> float:
 
 
 def measure(model, parser, plain_encoder, sentences: list[list[str]], batch_size: int,
-            repeats: int, sort: bool = True) -> dict:
-    """Best-of-`repeats` seconds over all batches: end to end, encoder, Parser, plain."""
+            repeats: int, sort: bool = True,
+            after_each_pass: Callable[[], None] | None = None) -> dict:
+    """Best-of-`repeats` seconds over all batches: end to end, encoder, Parser, plain.
+
+    after_each_pass: called after each timed pass (e.g. one reference pass).
+    """
     serve = model.signatures["serving_default"]
     batches = make_batches(sentences, batch_size, sort)
     encoder_inputs, plain_inputs, window_pieces, word_inputs = [], [], [], []
@@ -262,6 +271,8 @@ def measure(model, parser, plain_encoder, sentences: list[list[str]], batch_size
             parser.parse_each(sentences, batch_size=batch_size)
             best["parse_each"] = min(best.get("parse_each", float("inf")),
                                      time.perf_counter() - start)
+        if after_each_pass is not None:
+            after_each_pass()
     best.update({key: sum(times) for key, times in per_batch.items()})
     best["window_pieces"] = np.concatenate(window_pieces)
     return best
@@ -319,16 +330,25 @@ def main(argv):
             words = sum(len(s) for s in sentences)
             label = f"{name}: {len(sentences)} sents, {words / len(sentences):.1f} words avg"
             n = len(sentences)
-            results = [measure(parser.model, None if _SKIP_PARSER.value else parser,
-                               plain_encoder if index == 0 else None, sentences, batch_size,
-                               _REPEATS.value, sort) for index, parser in enumerate(parsers)]
             reference = None
-            if _REFERENCE.value:
-                path = os.path.join(scratch, "sentences.txt")
-                reference_pipeline.write_sentences_file(sentences, path)
-                reference = reference_pipeline.run_reference(
-                    path, batch_size=batch_size, sort=sort, repeats=_REPEATS.value,
-                    encoder_only=False)["sents_per_s"]
+            with contextlib.ExitStack() as stack:
+                reference_process = None
+                reference_seconds: list[float] = []
+                if _REFERENCE.value:
+                    path = os.path.join(scratch, "sentences.txt")
+                    reference_pipeline.write_sentences_file(sentences, path)
+                    reference_process = stack.enter_context(reference_pipeline.ReferenceProcess(
+                        path, batch_size=batch_size, sort=sort))
+
+                def after_each_pass():
+                    if reference_process is not None:
+                        reference_seconds.append(reference_process.timed_pass())
+                results = [measure(parser.model, None if _SKIP_PARSER.value else parser,
+                                   plain_encoder if index == 0 else None, sentences,
+                                   batch_size, _REPEATS.value, sort, after_each_pass)
+                           for index, parser in enumerate(parsers)]
+            if reference_seconds:
+                reference = n / min(reference_seconds)
             for export_name, card, best in zip(names, cards, results):
                 e2e_rate = n / best["end_to_end_pass"]
                 share = 100.0 * (1.0 - best["encoder"] / best["end_to_end"])
