@@ -76,6 +76,50 @@ def test_split_outputs_cuts_each_request_to_its_own_width():
     assert joined["words"].tolist() == outputs["words"].tolist()
 
 
+def test_with_a_timeout_an_idle_scheduler_runs_a_request_at_once_a_busy_one_gathers():
+    """A batch timeout delays nobody at an idle server; under load, requests that arrive
+    within the timeout of each other run as one batch."""
+    timeout_s = 0.5
+    params = batching.BatchingParameters(max_batch_size=8, batch_timeout_micros=int(
+        timeout_s * 1e6), max_enqueued_batches=4, num_batch_threads=2)
+    release = threading.Event()
+    batches = []
+
+    def run_batch(tasks):
+        batches.append(([t.payload for t in tasks], threading.current_thread().name))
+        if tasks[0].payload == "busy":
+            release.wait(TIMEOUT_S)
+        for task in tasks:
+            task.finish(task.payload)
+
+    scheduler = batching.BatchScheduler(params, run_batch, name="test-batch")
+
+    def submit_and_wait(payload):
+        task = batching.Task("key", 1, 0, payload)
+        started = time.monotonic()
+        scheduler.submit(task)
+        return task.wait(), time.monotonic() - started, threading.current_thread().name
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
+        lone, lone_seconds, lone_thread = pool.submit(submit_and_wait, "lone").result()
+        assert lone_seconds < timeout_s / 2  # Idle: ran at once, not after the timeout.
+        busy = pool.submit(submit_and_wait, "busy")  # Idle again: inline, holds a slot.
+        deadline = time.monotonic() + TIMEOUT_S
+        while len(batches) < 2:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        # A batch runs and a slot is free: these wait for the timeout, then run together.
+        started = time.monotonic()
+        gathered = [pool.submit(submit_and_wait, name) for name in ("a", "b")]
+        assert sorted(future.result()[0] for future in gathered) == ["a", "b"]
+        assert time.monotonic() - started >= timeout_s * 0.9
+        release.set()
+        assert busy.result()[0] == "busy"
+    scheduler.stop()
+    assert batches[0] == (["lone"], lone_thread)  # On the caller's own thread.
+    assert sorted(batches[2][0]) == ["a", "b"] and batches[2][1].startswith("test-batch")
+
+
 def test_scheduler_merges_waiting_tasks_and_runs_a_lone_one_inline():
     params = batching.BatchingParameters(max_batch_size=4, batch_timeout_micros=0,
                                          max_enqueued_batches=2, num_batch_threads=1)

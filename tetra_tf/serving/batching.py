@@ -222,9 +222,12 @@ class BatchScheduler:
     `run_batch(tasks)` is called with the tasks of one batch (all of one key); it must
     finish every task (Task.finish). At most num_batch_threads batches run at a time.
 
-    With no batch timeout, a request that finds its queue empty and a batch slot free runs
-    at once on its own thread, as the batch of one it would be anyway: this saves the two
-    thread hand-offs that would otherwise add to every lone request's latency.
+    A request that finds the scheduler idle (no batch running, its queue empty) runs at once
+    on its own thread, whatever the batch timeout: nothing is there to merge with, so
+    waiting would only add the timeout (and two thread hand-offs) to a lone request's
+    latency. Under load, requests wait in their queue, and the timeout is what lets a
+    batch gather the clients that return together from the previous one. With no batch
+    timeout, a request also runs at once when its queue is empty and a batch slot is free.
     """
 
     def __init__(self, params: BatchingParameters, run_batch: Callable[[list[Task]], None],
@@ -262,8 +265,9 @@ class BatchScheduler:
             if self._stopping:
                 raise QueueFullError("the server is shutting down")
             queue = self._queues.setdefault(task.key, collections.deque())
-            run_inline = (self._timeout_s == 0 and not queue
-                          and self._running < self.params.num_batch_threads)
+            run_inline = not queue and (
+                self._running == 0 or (self._timeout_s == 0
+                                       and self._running < self.params.num_batch_threads))
             if run_inline:
                 self._running += 1
         if run_inline:
