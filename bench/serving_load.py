@@ -36,7 +36,9 @@ comparison runs in this process without HTTP: the server's predict path direct a
 through the batching runner, request by request.
 
 Prints sentences per second and p50/p95/p99 latency (milliseconds, as the clients see
-it) per configuration, each throughput next to its ceiling ("x ceiling"), and the two
+it) per configuration, each throughput next to its ceiling ("x ceiling"), the server's mean
+sentences per model call during the configuration's chunks (from its Prometheus
+metrics: how well batching merged the clients' requests), and the two
 goals: with batching, 32 clients reach >= 0.8x the ceiling; at 1 client, batching costs
 <= 10% latency (p50 with / without, from the alternating comparison). Every answer is
 checked against the offline trees (mismatches are counted; merged batches can differ
@@ -78,6 +80,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 
 DEFAULT_EXPORT = os.path.join(REPO_ROOT, "models", "tetra", "1")
+METRICS_PATH = "/monitoring/prometheus/metrics"
+BATCH_SIZE_METRIC = "tetra_serving_batch_size"
 SERVER_SCRIPT = os.path.join(REPO_ROOT, "serving", "server.py")
 BATCHING_FILE = os.path.join(REPO_ROOT, "serving", "batching_parameters.txt")
 MODEL_NAME = "tetra"
@@ -197,6 +201,26 @@ class Server:
             self.process.kill()
             self.process.wait()
         self._log.close()
+
+
+def batch_size_totals(port: int) -> tuple[float, float]:
+    """(rows, model calls) the server has run so far, from its Prometheus metrics."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        connection.request("GET", METRICS_PATH)
+        text = connection.getresponse().read().decode("utf-8")
+    finally:
+        connection.close()
+    totals = {"_sum": 0.0, "_count": 0.0}
+    for family in text_string_to_metric_families(text):
+        if family.name == BATCH_SIZE_METRIC:
+            for sample in family.samples:
+                for suffix in totals:
+                    if sample.name == BATCH_SIZE_METRIC + suffix:
+                        totals[suffix] += sample.value
+    return totals["_sum"], totals["_count"]
 
 
 def _rest_client(port: int) -> "callable":
@@ -436,7 +460,8 @@ def _run(args: argparse.Namespace, export_dir: str, word_lists: list[list[str]],
     configs = [(mode, api, clients) for mode in args.batching for api in args.apis
                for clients in args.clients]
     totals = {config: {"seconds": 0.0, "latencies_ms": [], "requests": 0, "mismatches": 0,
-                       "ceiling_seconds": 0.0, "ceiling_passes": 0} for config in configs}
+                       "ceiling_seconds": 0.0, "ceiling_passes": 0, "rows": 0.0,
+                       "model_calls": 0.0} for config in configs}
     try:
         for mode in args.batching:
             server = Server(export_dir, scratch,
@@ -459,10 +484,14 @@ def _run(args: argparse.Namespace, export_dir: str, word_lists: list[list[str]],
                 requests = requests_per_configuration(args, clients)
                 chunk = (requests * (round_index + 1) // args.rounds
                          - requests * round_index // args.rounds)
+                rows_before, calls_before = batch_size_totals(servers[mode].rest_port)
                 result = run_load(clients_of[(mode, api)], sentences, expected, clients,
                                   chunk, first=requests * round_index // args.rounds)
+                rows_after, calls_after = batch_size_totals(servers[mode].rest_port)
                 next_pass, _ = ceiling_pass()
                 total = totals[config]
+                total["rows"] += rows_after - rows_before
+                total["model_calls"] += calls_after - calls_before
                 for key in ("seconds", "requests", "mismatches"):
                     total[key] += result[key]
                 total["latencies_ms"] += result["latencies_ms"]
@@ -495,7 +524,7 @@ def _run(args: argparse.Namespace, export_dir: str, word_lists: list[list[str]],
     rows = []
     print(f"{'batching':8} {'api':4} {'clients':>7} {'requests':>8} {'sents/s':>8} "
           f"{'ceiling':>8} {'x ceiling':>9} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} "
-          f"{'mismatch':>8}")
+          f"{'mismatch':>8} {'rows/call':>9}")
     for (mode, api, clients), total in totals.items():
         ms = np.array(total["latencies_ms"])
         row = {"batching": mode, "api": api, "clients": clients,
@@ -509,10 +538,10 @@ def _run(args: argparse.Namespace, export_dir: str, word_lists: list[list[str]],
               f"{row['sents_per_s']:>8.1f} {row['ceiling']:>8.1f} "
               f"{row['sents_per_s'] / row['ceiling']:>9.2f} "
               f"{row['p50']:>8.1f} {row['p95']:>8.1f} {row['p99']:>8.1f} "
-              f"{row['mismatches']:>8}")
+              f"{row['mismatches']:>8} {total['rows'] / max(total['model_calls'], 1):>9.1f}")
     print(f"(each configuration's requests sent in {args.rounds} chunks, taking turns with "
           "the others; its ceiling: the offline passes just before and just after its "
-          "chunks)")
+          "chunks; rows/call: the server's mean sentences per model call during them)")
 
     def find(batching: str, api: str, clients: int) -> dict | None:
         return next((r for r in rows if (r["batching"], r["api"], r["clients"]) ==
