@@ -7,6 +7,7 @@ import tetra_tf  # noqa: F401  (legacy Keras before TensorFlow)
 import concurrent.futures
 import os
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -69,7 +70,8 @@ def test_failed_version_is_retried_when_any_of_its_files_changes(tmp_path):
 
 
 class _FailingModel:
-    """Counts its calls; each call fails with the given status."""
+    """Counts its calls; each call fails with the given status. A call holding the
+    sentence "hold" first waits for `release` (it keeps the batch slot busy)."""
 
     version = 1
     piece_counter = None
@@ -77,9 +79,12 @@ class _FailingModel:
 
     def __init__(self, status):
         self.status, self.calls = status, 0
+        self.release = threading.Event()
 
     def call(self, signature_name, inputs):
         self.calls += 1
+        if b"hold" in inputs["sentences"].tolist():
+            self.release.wait(60)
         raise RequestError("Internal: boom" if self.status == 500 else "Invalid argument: x",
                            self.status)
 
@@ -92,16 +97,27 @@ def test_merged_batch_failure_reruns_only_invalid_arguments(status, calls):
                                          max_enqueued_batches=4, num_batch_threads=1)
     runner = BatchingRunner(params, ("words",))
     model = _FailingModel(status)
-    start = threading.Barrier(2)
 
     def request(text):
         inputs = {"sentences": np.array([text.encode()], dtype=object)}
-        start.wait()
         with pytest.raises(RequestError) as error:
             runner(model, admission.Prepared("serving_default", inputs, 1))
         return error.value.status
 
-    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
-        assert list(pool.map(request, ["a", "b"])) == [status, status]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=3) as pool:
+        # An idle scheduler runs a lone request at once: "hold" takes the only batch slot,
+        # so that "a" and "b" wait in the queue together and are merged.
+        holder = pool.submit(request, "hold")
+        deadline = time.monotonic() + 60
+        while model.calls < 1:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        merged = [pool.submit(request, text) for text in ("a", "b")]
+        while runner.queued_rows() < 2:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        model.release.set()
+        assert holder.result() == status
+        assert [future.result() for future in merged] == [status, status]
     runner.unload(model)
-    assert model.calls == calls
+    assert model.calls - 1 == calls  # The holder's own call aside.
