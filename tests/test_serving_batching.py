@@ -76,23 +76,36 @@ def test_split_outputs_cuts_each_request_to_its_own_width():
     assert joined["words"].tolist() == outputs["words"].tolist()
 
 
+def _recording_scheduler(params, holding_payload, answer=lambda payload: payload):
+    """A scheduler whose batches are recorded as (payloads, thread name); the batch that
+    starts with holding_payload waits for the returned event before it finishes."""
+    release = threading.Event()
+    batches = []
+
+    def run_batch(tasks):
+        batches.append(([t.payload for t in tasks], threading.current_thread().name))
+        if tasks[0].payload == holding_payload:
+            release.wait(TIMEOUT_S)
+        for task in tasks:
+            task.finish(answer(task.payload))
+
+    return batching.BatchScheduler(params, run_batch, name="test-batch"), batches, release
+
+
+def _wait_until(condition):
+    deadline = time.monotonic() + TIMEOUT_S
+    while not condition():
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+
+
 def test_with_a_timeout_an_idle_scheduler_runs_a_request_at_once_a_busy_one_gathers():
     """A batch timeout delays nobody at an idle server; under load, requests that arrive
     within the timeout of each other run as one batch."""
     timeout_s = 0.5
     params = batching.BatchingParameters(max_batch_size=8, batch_timeout_micros=int(
         timeout_s * 1e6), max_enqueued_batches=4, num_batch_threads=2)
-    release = threading.Event()
-    batches = []
-
-    def run_batch(tasks):
-        batches.append(([t.payload for t in tasks], threading.current_thread().name))
-        if tasks[0].payload == "busy":
-            release.wait(TIMEOUT_S)
-        for task in tasks:
-            task.finish(task.payload)
-
-    scheduler = batching.BatchScheduler(params, run_batch, name="test-batch")
+    scheduler, batches, release = _recording_scheduler(params, "busy")
 
     def submit_and_wait(payload):
         task = batching.Task("key", 1, 0, payload)
@@ -104,10 +117,7 @@ def test_with_a_timeout_an_idle_scheduler_runs_a_request_at_once_a_busy_one_gath
         lone, lone_seconds, lone_thread = pool.submit(submit_and_wait, "lone").result()
         assert lone_seconds < timeout_s / 2  # Idle: ran at once, not after the timeout.
         busy = pool.submit(submit_and_wait, "busy")  # Idle again: inline, holds a slot.
-        deadline = time.monotonic() + TIMEOUT_S
-        while len(batches) < 2:
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
+        _wait_until(lambda: len(batches) == 2)
         # A batch runs and a slot is free: these wait for the timeout, then run together.
         started = time.monotonic()
         gathered = [pool.submit(submit_and_wait, name) for name in ("a", "b")]
@@ -123,34 +133,18 @@ def test_with_a_timeout_an_idle_scheduler_runs_a_request_at_once_a_busy_one_gath
 def test_scheduler_merges_waiting_tasks_and_runs_a_lone_one_inline():
     params = batching.BatchingParameters(max_batch_size=4, batch_timeout_micros=0,
                                          max_enqueued_batches=2, num_batch_threads=1)
-    release = threading.Event()
-    batches = []
-
-    def run_batch(tasks):
-        batches.append(([t.payload for t in tasks], threading.current_thread().name))
-        if tasks[0].payload == "first":
-            release.wait(TIMEOUT_S)
-        for task in tasks:
-            task.finish(task.payload.upper())
-
-    scheduler = batching.BatchScheduler(params, run_batch, name="test-batch")
+    scheduler, batches, release = _recording_scheduler(params, "first", str.upper)
 
     def submit_and_wait(payload):
         task = batching.Task("key", 1, 0, payload)
         scheduler.submit(task)
         return task.wait(), threading.current_thread().name
 
-    def wait_until(condition):
-        deadline = time.monotonic() + TIMEOUT_S
-        while not condition():
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
-
     with concurrent.futures.ThreadPoolExecutor(max_workers=9) as pool:
         first = pool.submit(submit_and_wait, "first")  # Alone: runs inline, holds the slot.
-        wait_until(lambda: len(batches) == 1)
+        _wait_until(lambda: len(batches) == 1)
         others = [pool.submit(submit_and_wait, name) for name in "abcdefgh"]
-        wait_until(lambda: scheduler.queued_rows() == 8)  # Two full batches wait...
+        _wait_until(lambda: scheduler.queued_rows() == 8)  # Two full batches wait...
         with pytest.raises(batching.QueueFullError):  # ...so the queue is full.
             scheduler.submit(batching.Task("key", 1, 0, "refused"))
         release.set()
