@@ -80,7 +80,6 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 
 DEFAULT_EXPORT = os.path.join(REPO_ROOT, "models", "tetra", "1")
-METRICS_PATH = "/monitoring/prometheus/metrics"
 BATCH_SIZE_METRIC = "tetra_serving_batch_size"
 SERVER_SCRIPT = os.path.join(REPO_ROOT, "serving", "server.py")
 BATCHING_FILE = os.path.join(REPO_ROOT, "serving", "batching_parameters.txt")
@@ -206,6 +205,8 @@ class Server:
 def batch_size_totals(port: int) -> tuple[float, float]:
     """(rows, model calls) the server has run so far, from its Prometheus metrics."""
     from prometheus_client.parser import text_string_to_metric_families
+
+    from tetra_tf.serving.rest import METRICS_PATH
 
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     try:

@@ -76,7 +76,7 @@ class InferenceEncoder(tf.Module):
                 "attention_beta": copy(block._attention_layer_norm.beta, f"layer_{i}/beta_1"),
                 "inner_kernel": copy_kernel(block._intermediate_dense.kernel,
                                             f"layer_{i}/inner_kernel"),
-                "inner_bias": copy_kernel(block._intermediate_dense.bias,
+                "inner_bias": copy_kernel(block._intermediate_dense.bias,  # compute_dtype
                                           f"layer_{i}/inner_bias"),
                 "output_kernel": copy_kernel(block._output_dense.kernel,
                                              f"layer_{i}/output_kernel"),
@@ -91,9 +91,11 @@ class InferenceEncoder(tf.Module):
         return (x - mean) * tf.math.rsqrt(variance + self._epsilon) * gamma + beta
 
     def _dense(self, x, kernel, bias):
-        """x [T, in] float32 → x·kernel + bias [T, out] float32, the matmul in compute_dtype."""
+        """x [T, in] → x·kernel + bias [T, out], the matmul in compute_dtype; the bias is
+        added, and the result returned, in the bias's dtype (float32, but compute_dtype for
+        the feed-forward inner layer: see the class doc)."""
         return tf.nn.bias_add(
-            tf.cast(tf.matmul(tf.cast(x, self.compute_dtype), kernel), tf.float32), bias)
+            tf.cast(tf.matmul(tf.cast(x, self.compute_dtype), kernel), bias.dtype), bias)
 
     def _activate(self, x):
         if self._activation == "gelu":
@@ -138,9 +140,7 @@ class InferenceEncoder(tf.Module):
             attention = self._dense(context, block["attention_kernel"], block["attention_bias"])
             x = self._layer_norm(x + attention, block["attention_gamma"],
                                  block["attention_beta"])
-            inner = self._activate(tf.nn.bias_add(  # in compute_dtype: see the class doc
-                tf.matmul(tf.cast(x, self.compute_dtype), block["inner_kernel"]),
-                block["inner_bias"]))
+            inner = self._activate(self._dense(x, block["inner_kernel"], block["inner_bias"]))
             output = self._dense(inner, block["output_kernel"], block["output_bias"])
             x = self._layer_norm(x + output, block["output_gamma"], block["output_beta"])
         return tf.reshape(x, [count, length, hidden])
