@@ -5,7 +5,8 @@ For the NLTK-sample test split and for a set of long sentences (test sentences j
 split in file order at batch 64), prints sentences per second of:
 
 * end to end: words in → tree strings out, one `serving_default` call per batch (Python
-  word lists joined into the request tensor, the trees fetched as numpy);
+  word lists joined into the request tensor, the trees fetched as numpy), as many calls in
+  flight as Parser makes;
 * encoder: the same batches, tokenized and packed beforehand, through the SavedModel's
   `encode` function (BERT + the three linear heads) alone;
 * Parser: `tetra_tf.Parser.parse_sents`, i.e. end to end plus nltk.Tree objects, with
@@ -17,6 +18,12 @@ split in file order at batch 64), prints sentences per second of:
   HF tokenizer, PyTorch MiniLM, per-sentence NumPy decoder, nltk trees) on the same
   sentences and batches, in a subprocess whose passes alternate with ours: after each of
   our passes (every export's), one of the reference's (--noreference to skip);
+
+TensorFlow's thread pools are sized as `Parser` sizes them in a new process (each of its
+concurrent calls on its share of the cores: `tetra_tf.cpu.share_cores`) unless
+--intra_op_threads/--inter_op_threads set them. So the one-call-at-a-time figures (the
+per-batch timings, Parser one call at a time, the matmul peak) run on one call's share of
+the cores: on a 2-core CPU, one core.
 
 With --compare_export_dir, a second export of the same model (e.g. exported with
 --encoder_dtype=bfloat16) is measured the same way right after the first, on the same
@@ -49,6 +56,7 @@ Exit codes: 0 success, 1 failure, 2 usage error (e.g. NLTK sample not found).
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import importlib.util
 import os
@@ -73,7 +81,7 @@ from bench.minilm_model import default_model_dir, test_split_sentences  # noqa: 
 from tetra_tf import cpu, encoders, export, model_card, treebank  # noqa: E402
 from tetra_tf import model_dir as model_dir_lib  # noqa: E402
 from tetra_tf.model import ENCODER_INPUTS  # noqa: E402
-from tetra_tf.parser import Parser  # noqa: E402
+from tetra_tf.parser import DEFAULT_CONCURRENT_CALLS, Parser  # noqa: E402
 from tetra_tf.model_dir import TaggerSpec  # noqa: E402
 
 _EXPORT_DIR = flags.DEFINE_string("export_dir", None, "An exported SavedModel to measure.")
@@ -82,8 +90,10 @@ _CHECKPOINT = flags.DEFINE_string(
     "checkpoint", None, "A training model directory (or checkpoint) to export and measure.")
 _REPEATS = flags.DEFINE_integer("repeats", 3, "Timed passes; the best is reported.")
 _BATCH_SIZES = flags.DEFINE_list("batch_sizes", ["1", "16", "64"], "Batch sizes.")
-_INTRA = flags.DEFINE_integer("intra_op_threads", 0, "TF intra-op threads (0: default).")
-_INTER = flags.DEFINE_integer("inter_op_threads", 0, "TF inter-op threads (0: default).")
+_INTRA = flags.DEFINE_integer("intra_op_threads", 0,
+                              "TF intra-op threads (0: as Parser sizes them, cpu.share_cores).")
+_INTER = flags.DEFINE_integer("inter_op_threads", 0,
+                              "TF inter-op threads (0: as Parser sizes them).")
 _NUM_LONG = flags.DEFINE_integer("num_long", 48, "Long sentences (100–400 words).")
 _SKIP_PARSER = flags.DEFINE_bool("skip_parser", False, "Do not time tetra_tf.Parser.")
 _REFERENCE = flags.DEFINE_bool(
@@ -237,9 +247,8 @@ def measure(model, parser, plain_encoder, sentences: list[list[str]], batch_size
                  for key in ("end_to_end", "encoder", "plain", "tokenize")}
     best = {"parser": float("inf"), "parser_one_call": float("inf"),
             "end_to_end_pass": float("inf")}
+    in_flight = parser.concurrent_calls if parser is not None else 1
     for _ in range(repeats):
-        pass_start = time.perf_counter()
-        pass_other = 0.0
         for i, (batch, inputs, flat, words) in enumerate(zip(batches, encoder_inputs,
                                                               plain_inputs, word_inputs)):
             runs = [("encoder", encoder_only, inputs), ("end_to_end", end_to_end, batch),
@@ -249,12 +258,13 @@ def measure(model, parser, plain_encoder, sentences: list[list[str]], batch_size
             for key, fn, arg in runs:
                 start = time.perf_counter()
                 fn(arg)
-                seconds = time.perf_counter() - start
-                per_batch[key][i] = min(per_batch[key][i], seconds)
-                pass_other += seconds if key != "end_to_end" else 0.0
-        # The end-to-end time of the whole pass, as the reference pipeline reports it.
-        best["end_to_end_pass"] = min(best["end_to_end_pass"],
-                                      time.perf_counter() - pass_start - pass_other)
+                per_batch[key][i] = min(per_batch[key][i], time.perf_counter() - start)
+        # The end-to-end time of a whole pass, as the reference pipeline reports it, with
+        # as many calls in flight as Parser makes (each on its share of the cores).
+        start = time.perf_counter()
+        with concurrent.futures.ThreadPoolExecutor(in_flight) as pool:
+            list(pool.map(end_to_end, batches))
+        best["end_to_end_pass"] = min(best["end_to_end_pass"], time.perf_counter() - start)
         if parser is not None and sort:
             # Its default (batches overlapping, concurrent_calls model calls at once), then
             # one call at a time.
@@ -284,6 +294,8 @@ def main(argv):
         tf.config.threading.set_intra_op_parallelism_threads(_INTRA.value)
     if _INTER.value:
         tf.config.threading.set_inter_op_parallelism_threads(_INTER.value)
+    if not (_INTRA.value or _INTER.value):  # as Parser sizes them in a new process
+        cpu.share_cores(DEFAULT_CONCURRENT_CALLS)
     try:
         test = test_split_sentences()
     except treebank.NltkSampleNotFoundError as e:
@@ -311,8 +323,9 @@ def main(argv):
         print("TensorFlow's best 2048 × 2048 matmul (the practical peak): "
               + ", ".join(f"{name} {gflops:.0f} GFLOPS" for name, gflops in peaks.items()))
         print(f"loaded {len(exports)} SavedModel(s) in {time.time() - started:.1f} s "
-              f"({'; '.join(f'{d}: {n}' for d, n in zip(exports, names))}); threads "
-              f"intra={_INTRA.value or 'default'} inter={_INTER.value or 'default'}")
+              f"({'; '.join(f'{d}: {n}' for d, n in zip(exports, names))}); TensorFlow's "
+              f"threads: intra-op {tf.config.threading.get_intra_op_parallelism_threads()}, "
+              f"inter-op {tf.config.threading.get_inter_op_parallelism_threads()} (0: default)")
         long = long_sentences(test, _NUM_LONG.value)
         batch_sizes = [int(b) for b in _BATCH_SIZES.value]
         runs = [("test split", test, b, True) for b in batch_sizes]

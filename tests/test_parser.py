@@ -432,3 +432,23 @@ def test_with_pos_tags():
     assert [t.label() for t in gold.subtrees()][:3] == ["TOP", "S", "NP"]
     with pytest.raises(ValueError, match="3 words but 2 POS tags"):
         with_pos_tags(tree, ["X", "Y"])
+
+
+def test_a_parser_in_a_fresh_process_gives_each_concurrent_call_its_share_of_the_cores(parser):
+    import subprocess  # pylint: disable=import-outside-toplevel
+    from conftest import subprocess_env  # pylint: disable=import-outside-toplevel
+
+    code = ("import tetra_tf, tensorflow as tf\n"
+            "from tetra_tf import cpu\n"
+            "from tetra_tf.parser import Parser\n"
+            "parser = Parser(%r, concurrent_calls=%d)\n"
+            "print(parser.parse(['The', 'cat', 'sat', '.']).leaves(), cpu.available_cores(),\n"
+            "      tf.config.threading.get_intra_op_parallelism_threads())\n")
+    for calls in (1, 2):
+        result = subprocess.run([sys.executable, "-c", code % (parser.export_dir, calls)],
+                                env=subprocess_env(), capture_output=True, text=True,
+                                timeout=300, check=False)
+        assert result.returncode == 0, result.stderr[-2000:]
+        leaves, cores, intra_op = result.stdout.strip().rsplit(" ", 2)
+        assert leaves == "['The', 'cat', 'sat', '.']"
+        assert int(intra_op) == max(1, int(cores) // calls)

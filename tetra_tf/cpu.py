@@ -1,4 +1,4 @@
-"""What this CPU offers the encoder: whether its bfloat16 matmuls run natively.
+"""What this CPU offers the encoder: its cores, and whether its bfloat16 matmuls run natively.
 
 A bfloat16 export (`--encoder_dtype=bfloat16`) is faster only where oneDNN has bfloat16
 instructions to run: AVX-512 BF16 or AMX. Elsewhere TensorFlow converts to float32 and
@@ -6,6 +6,8 @@ back around each matmul, and the export runs slower than a float32 one.
 """
 
 from __future__ import annotations
+
+import os
 
 # /proc/cpuinfo flag → the instruction set's name.
 BFLOAT16_FLAGS = {"avx512_bf16": "AVX-512 BF16", "amx_bf16": "AMX"}
@@ -50,3 +52,41 @@ def bfloat16_warning(flags: set[str] | None = None) -> str | None:
         return None
     return ("this CPU has neither AVX-512 BF16 nor AMX: a bfloat16 export runs slower here "
             "than a float32 one (export with --encoder_dtype=float32)")
+
+
+def available_cores() -> int:
+    """The CPUs this process may run on (its affinity mask where the OS has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def share_cores(concurrent_calls: int, cores: int | None = None) -> bool:
+    """Sizes TensorFlow's thread pools for `concurrent_calls` model calls at once, each on
+    its share of `cores` (default: `available_cores()`), if nothing has sized them yet.
+
+    TensorFlow's default lets every op of every call use all the cores. With two calls in
+    flight on a 2-core CPU, their small matmuls and the ~2,000 small ops of a call then
+    contend and hand work between threads; one thread per call parsed 1.4-1.8x the
+    sentences per second at batch 1 and 1.0-1.2x at batch 64 (see README.md, "Benchmarks").
+
+    It does nothing once TensorFlow's runtime has started (its pools are fixed then) or
+    where the pools were set already (e.g. by `tf.config.threading` or a server's flags).
+
+    Returns:
+      Whether it sized the pools.
+    """
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    threading = tf.config.threading
+    if (threading.get_intra_op_parallelism_threads()
+            or threading.get_inter_op_parallelism_threads()):
+        return False
+    cores = cores or available_cores()
+    try:
+        threading.set_intra_op_parallelism_threads(max(1, cores // max(1, concurrent_calls)))
+        threading.set_inter_op_parallelism_threads(cores)
+    except RuntimeError:  # TensorFlow already ran in this process: its pools stay
+        return False
+    return True

@@ -37,9 +37,10 @@ from tetra_tf.sentences import SentenceError, SentenceLimits
 
 SERVING_SIGNATURE = "serving_default"
 DEFAULT_BATCH_SIZE = 64
-# Model calls in flight at once: on a 2-core CPU two concurrent calls parse 1.01-1.56x the
-# sentences per second of one call using both cores (TensorFlow's per-op threading gains
-# little on one call's small matmuls; see README.md, "Benchmarks").
+# Model calls in flight at once, each on its share of the cores (`cpu.share_cores`): on a
+# 2-core CPU two concurrent calls parse 1.01-1.56x the sentences per second of one call
+# using both cores (TensorFlow's per-op threading gains little on one call's small
+# matmuls; see README.md, "Benchmarks").
 DEFAULT_CONCURRENT_CALLS = 2
 _LIMIT_NAMES = ("max_pieces_per_word", "max_pieces_per_call", "max_window_positions_per_call")
 
@@ -83,7 +84,10 @@ class Parser:
           export_dir: a local path, or one that TensorFlow's file systems read (gs://...).
           concurrent_calls: batches parsed at once when a call is given several: their
             model calls run on that many pool threads (so a `tf.device` scope around a
-            parse does not reach them), each holding its own activations in memory.
+            parse does not reach them), each holding its own activations in memory. If
+            TensorFlow has not run in this process yet and its thread pools were not set,
+            they are sized so that each call gets its share of the cores
+            (`cpu.share_cores`).
 
         Raises:
           FileNotFoundError: if export_dir holds no SavedModel.
@@ -93,6 +97,7 @@ class Parser:
         if not export_layout.has_saved_model(export_dir):
             raise FileNotFoundError(export_layout.no_saved_model_message(export_dir))
         self.export_dir = export_dir
+        cpu.share_cores(self.concurrent_calls)  # before the load starts TensorFlow's runtime
         self._model = tf.saved_model.load(export_dir)
         if SERVING_SIGNATURE not in self._model.signatures or not hasattr(
                 self._model, "max_stack_depth"):

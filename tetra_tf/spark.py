@@ -42,7 +42,7 @@ import time
 import warnings
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
-from tetra_tf import sentences
+from tetra_tf import cpu, sentences
 
 if TYPE_CHECKING:  # pyspark and TensorFlow are imported where they are used
     import pyarrow as pa
@@ -103,31 +103,17 @@ def task_cpus() -> int | None:
     return context.cpus() if context is not None else None
 
 
-def _use_cores(cores: int) -> None:
-    """Sizes TensorFlow's thread pools to `cores`, if its runtime has not started yet.
-
-    Spark runs a Python worker per task slot, each given spark.task.cpus cores; TensorFlow
-    would size every worker's pools to the whole machine, and the workers' threads would
-    contend (two 1-core workers side by side parsed 5-14% faster with one thread each).
-    """
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
-
-    try:
-        tf.config.threading.set_intra_op_parallelism_threads(cores)
-        tf.config.threading.set_inter_op_parallelism_threads(cores)
-    except RuntimeError:  # TensorFlow already ran in this process: its pools stay
-        pass
-
-
 def _load(model_dir: str, cores: int | None, ahead: bool) -> None:
     """Loads model_dir's `Parser` into the cache; the caller holds `_parsers_lock`."""
     from tetra_tf import parser as parser_module  # pylint: disable=import-outside-toplevel
 
     start = time.perf_counter()
-    if cores:
-        _use_cores(cores)
     calls = min(cores or parser_module.DEFAULT_CONCURRENT_CALLS,
                 parser_module.DEFAULT_CONCURRENT_CALLS)
+    # Spark runs a Python worker per task slot, each given spark.task.cpus cores: sized to
+    # the machine, the workers' threads would contend (two 1-core workers side by side
+    # parsed 5-14% faster with one thread each).
+    cpu.share_cores(calls, cores)
     _parsers[model_dir] = parser_module.Parser(model_dir, concurrent_calls=calls)
     seconds = time.perf_counter() - start
     host, pid = socket.gethostname(), os.getpid()
@@ -147,8 +133,8 @@ def get_parser(model_dir: str, loads: "Accumulator | None" = None) -> "Parser":
     """The `Parser` of model_dir, loaded on the first call in this process and cached.
 
     Inside a Spark task, TensorFlow's threads and the parser's concurrent model calls are
-    sized to the task's cores (see `_use_cores`). A load `warm_workers` began is waited for;
-    loads adds the process's load the first time it parses.
+    sized to the task's cores (see `cpu.share_cores`). A load `warm_workers` began is
+    waited for; loads adds the process's load the first time it parses.
     """
     warming = _warming.get(model_dir)
     if warming is not None:
