@@ -325,9 +325,14 @@ def test_concurrent_calls_overlap_batches_and_keep_results_in_order(parser, conc
     assert counting.most_in_flight == concurrent_calls
     assert [t.leaves() for t in parser.parse_sents(sentences, batch_size=4)] == [
         _leaves(words) for words in sentences]
+    # Sentences that fit one batch are split among the call slots.
+    counting.reset(min(concurrent_calls, 3))
+    calls_before = counting.calls
+    assert [r.bracketed for r in parser.parse_each(sentences[:3])] == expected[:3]
+    assert counting.calls - calls_before == min(concurrent_calls, 3)
     # One batch runs in the calling thread, with no pool.
     counting.reset(1)
-    assert [r.bracketed for r in parser.parse_each(sentences[:3])] == expected[:3]
+    assert [r.bracketed for r in parser.parse_each(sentences[:1])] == expected[:1]
     assert counting.threads == {threading.current_thread().name}
 
 
@@ -452,3 +457,34 @@ def test_a_parser_in_a_fresh_process_gives_each_concurrent_call_its_share_of_the
         leaves, cores, intra_op = result.stdout.strip().rsplit(" ", 2)
         assert leaves == "['The', 'cat', 'sat', '.']"
         assert int(intra_op) == max(1, int(cores) // calls)
+
+
+@pytest.mark.parametrize("calls", [1, 2, 3])
+def test_sentences_that_fit_one_batch_are_split_so_every_call_slot_has_work(parser, calls):
+    word_lists = [["word"] * n for n in (3, 30, 5, 1, 12, 8, 20)]
+    recorded = []
+    call = parser._call
+
+    def recording_call(joined):
+        recorded.append(sorted(sentence.count(" ") + 1 for sentence in joined))
+        return call(joined)
+
+    default = parser.concurrent_calls
+    parser.concurrent_calls = calls
+    parser._call = recording_call
+    try:
+        trees = parser.parse_sents(word_lists, batch_size=64)
+        assert [len(tree.leaves()) for tree in trees] == [len(w) for w in word_lists]
+        assert len(recorded) == calls
+        assert sorted(n for batch in recorded for n in batch) == sorted(map(len, word_lists))
+        if calls > 1:  # contiguous runs of the length order, of about equal words
+            sizes = [sum(batch) for batch in recorded]
+            assert max(sizes) <= 79 / calls + 30
+            ordered = sorted(recorded)  # the pool's threads record in any order
+            assert all(max(a) <= min(b) for a, b in zip(ordered, ordered[1:]))
+        recorded.clear()
+        parser.parse_sents(word_lists, batch_size=4)  # two batches already: as they are
+        assert len(recorded) == 2 and sorted(map(len, recorded)) == [3, 4]
+    finally:
+        parser._call = call
+        parser.concurrent_calls = default

@@ -288,7 +288,9 @@ class Parser:
 
         A batch holds at most batch_size sentences and max_pieces_per_call //
         max_pieces_per_word words, so that it never exceeds the graph's bounds (a sentence
-        alone can: its call then fails).
+        alone can: its call then fails). Sentences that fit one batch are split into up to
+        `concurrent_calls` batches of about equal words, so that every call slot (each on
+        its share of the cores) has work.
         """
         limits = self._sentence_limits
         max_words = (limits.max_pieces // limits.max_pieces_per_word
@@ -303,7 +305,27 @@ class Parser:
                 words_in_batch = 0
             batches[-1].append(index)
             words_in_batch += count
+        if len(batches) == 1 and self.concurrent_calls > 1 and len(batches[0]) > 1:
+            return _split_evenly(batches[0], [joined[i].count(" ") + 1 for i in batches[0]],
+                                 self.concurrent_calls)
         return batches
+
+
+def _split_evenly(items: list[int], weights: list[int], parts: int) -> list[list[int]]:
+    """items in min(parts, len(items)) runs, in order, of about equal total weight."""
+    parts = min(parts, len(items))
+    total = sum(weights)
+    runs: list[list[int]] = [[] for _ in range(parts)]
+    done = 0
+    for position, (item, weight) in enumerate(zip(items, weights)):
+        # The run whose share of the total the item's middle falls in, leaving at least
+        # one item for each run after it.
+        run = min(int((done + weight / 2) * parts / total) if total else 0, parts - 1,
+                  position)
+        run = max(run, parts - (len(items) - position))
+        runs[run].append(item)
+        done += weight
+    return [run for run in runs if run]
 
 
 def _in_order(function: Callable[[Any], Any], items: Sequence[Any], in_flight: int
