@@ -97,7 +97,11 @@ class Parser:
         if not export_layout.has_saved_model(export_dir):
             raise FileNotFoundError(export_layout.no_saved_model_message(export_dir))
         self.export_dir = export_dir
-        cpu.share_cores(self.concurrent_calls)  # before the load starts TensorFlow's runtime
+        if cpu.share_cores(self.concurrent_calls):  # before the load starts TensorFlow's runtime
+            logging.info("TensorFlow's thread pools sized for %d concurrent calls: %d intra-op "
+                         "thread(s) each (set tf.config.threading before making a Parser to "
+                         "choose otherwise)", self.concurrent_calls,
+                         tf.config.threading.get_intra_op_parallelism_threads())
         self._model = tf.saved_model.load(export_dir)
         if SERVING_SIGNATURE not in self._model.signatures or not hasattr(
                 self._model, "max_stack_depth"):
