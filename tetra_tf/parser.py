@@ -98,10 +98,10 @@ class Parser:
             raise FileNotFoundError(export_layout.no_saved_model_message(export_dir))
         self.export_dir = export_dir
         if cpu.share_cores(self.concurrent_calls):  # before the load starts TensorFlow's runtime
-            logging.info("TensorFlow's thread pools sized for %d concurrent calls: %d intra-op "
-                         "thread(s) each (set tf.config.threading before making a Parser to "
-                         "choose otherwise)", self.concurrent_calls,
-                         tf.config.threading.get_intra_op_parallelism_threads())
+            logging.debug("TensorFlow's thread pools sized for %d concurrent calls: %d intra-op "
+                          "thread(s) each (set tf.config.threading before making a Parser to "
+                          "choose otherwise)", self.concurrent_calls,
+                          tf.config.threading.get_intra_op_parallelism_threads())
         self._model = tf.saved_model.load(export_dir)
         if SERVING_SIGNATURE not in self._model.signatures or not hasattr(
                 self._model, "max_stack_depth"):
