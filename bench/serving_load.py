@@ -378,6 +378,12 @@ def in_process_comparison(export_dir: str, batching_parameters_file: str,
 def main(argv: list[str]) -> int:
     args = _parse_args(argv)
     from bench import minilm_model  # pylint: disable=import-outside-toplevel  (loads TF)
+    from tetra_tf import cpu  # pylint: disable=import-outside-toplevel
+    from tetra_tf.parser import DEFAULT_CONCURRENT_CALLS  # pylint: disable=C0415
+
+    # The ceiling's Parser gets the pools a Parser sizes in a new process, even when the
+    # default export is written (with TensorFlow) before it.
+    cpu.share_cores(DEFAULT_CONCURRENT_CALLS)
 
     try:
         word_lists = minilm_model.test_split_sentences()

@@ -247,7 +247,7 @@ def measure(model, parser, plain_encoder, sentences: list[list[str]], batch_size
                  for key in ("end_to_end", "encoder", "plain", "tokenize")}
     best = {"parser": float("inf"), "parser_one_call": float("inf"),
             "end_to_end_pass": float("inf")}
-    in_flight = parser.concurrent_calls if parser is not None else 1
+    in_flight = parser.concurrent_calls if parser is not None else DEFAULT_CONCURRENT_CALLS
     for _ in range(repeats):
         for i, (batch, inputs, flat, words) in enumerate(zip(batches, encoder_inputs,
                                                               plain_inputs, word_inputs)):
@@ -268,8 +268,8 @@ def measure(model, parser, plain_encoder, sentences: list[list[str]], batch_size
         if parser is not None and sort:
             # Its default (batches overlapping, concurrent_calls model calls at once), then
             # one call at a time.
-            for key, in_flight in (("parser", parser.concurrent_calls), ("parser_one_call", 1)):
-                default, parser.concurrent_calls = parser.concurrent_calls, in_flight
+            for key, calls in (("parser", parser.concurrent_calls), ("parser_one_call", 1)):
+                default, parser.concurrent_calls = parser.concurrent_calls, calls
                 try:
                     start = time.perf_counter()
                     parser.parse_sents(sentences, batch_size=batch_size)

@@ -325,11 +325,14 @@ def test_concurrent_calls_overlap_batches_and_keep_results_in_order(parser, conc
     assert counting.most_in_flight == concurrent_calls
     assert [t.leaves() for t in parser.parse_sents(sentences, batch_size=4)] == [
         _leaves(words) for words in sentences]
-    # Sentences that fit one batch are split among the call slots.
+    # Sentences that fit one batch are split among the call slots, which overlap.
     counting.reset(min(concurrent_calls, 3))
     calls_before = counting.calls
     assert [r.bracketed for r in parser.parse_each(sentences[:3])] == expected[:3]
     assert counting.calls - calls_before == min(concurrent_calls, 3)
+    assert counting.most_in_flight == min(concurrent_calls, 3)
+    if concurrent_calls == 1:  # one batch of several: in the calling thread
+        assert counting.threads == {threading.current_thread().name}
     # One batch runs in the calling thread, with no pool.
     counting.reset(1)
     assert [r.bracketed for r in parser.parse_each(sentences[:1])] == expected[:1]
@@ -459,8 +462,12 @@ def test_a_parser_in_a_fresh_process_gives_each_concurrent_call_its_share_of_the
         assert int(intra_op) == max(1, int(cores) // calls)
 
 
-@pytest.mark.parametrize("calls", [1, 2, 3])
-def test_sentences_that_fit_one_batch_are_split_so_every_call_slot_has_work(parser, calls):
+@pytest.mark.parametrize("calls, expected", [
+    (1, [[1, 3, 5, 8, 12, 20, 30]]),
+    (2, [[1, 3, 5, 8, 12, 20], [30]]),
+    (3, [[1, 3, 5, 8, 12], [20], [30]])])
+def test_sentences_that_fit_one_batch_are_split_so_every_call_slot_has_work(
+        parser, calls, expected, monkeypatch):
     word_lists = [["word"] * n for n in (3, 30, 5, 1, 12, 8, 20)]
     recorded = []
     call = parser._call
@@ -469,22 +476,22 @@ def test_sentences_that_fit_one_batch_are_split_so_every_call_slot_has_work(pars
         recorded.append(sorted(sentence.count(" ") + 1 for sentence in joined))
         return call(joined)
 
-    default = parser.concurrent_calls
-    parser.concurrent_calls = calls
-    parser._call = recording_call
-    try:
-        trees = parser.parse_sents(word_lists, batch_size=64)
-        assert [len(tree.leaves()) for tree in trees] == [len(w) for w in word_lists]
-        assert len(recorded) == calls
-        assert sorted(n for batch in recorded for n in batch) == sorted(map(len, word_lists))
-        if calls > 1:  # contiguous runs of the length order, of about equal words
-            sizes = [sum(batch) for batch in recorded]
-            assert max(sizes) <= 79 / calls + 30
-            ordered = sorted(recorded)  # the pool's threads record in any order
-            assert all(max(a) <= min(b) for a, b in zip(ordered, ordered[1:]))
-        recorded.clear()
-        parser.parse_sents(word_lists, batch_size=4)  # two batches already: as they are
-        assert len(recorded) == 2 and sorted(map(len, recorded)) == [3, 4]
-    finally:
-        parser._call = call
-        parser.concurrent_calls = default
+    monkeypatch.setattr(parser, "concurrent_calls", calls)
+    monkeypatch.setattr(parser, "_call", recording_call)
+    trees = parser.parse_sents(word_lists, batch_size=64)
+    assert [len(tree.leaves()) for tree in trees] == [len(w) for w in word_lists]
+    assert sorted(recorded) == expected  # the pool's threads record in any order
+    recorded.clear()
+    parser.parse_sents(word_lists, batch_size=4)  # two batches already: as they are
+    assert sorted(recorded) == [[1, 3, 5, 8], [12, 20, 30]]
+
+
+def test_split_evenly_keeps_order_and_leaves_no_run_empty():
+    split = parser_lib._split_evenly
+    assert split([0, 1, 2, 3, 4, 5, 6], [1, 1, 1, 1, 1000, 1, 1], 4) == [
+        [0, 1, 2, 3], [4], [5], [6]]
+    assert split([0, 1, 2], [1000, 1, 1], 3) == [[0], [1], [2]]
+    assert split([0, 1, 2], [1, 1, 1], 5) == [[0], [1], [2]]
+    assert split([0, 1, 2, 3], [2, 2, 2, 2], 2) == [[0, 1], [2, 3]]
+    assert split([0, 1, 2], [0, 0, 0], 2) == [[0], [1, 2]]
+    assert split([7], [3], 2) == [[7]]

@@ -78,7 +78,7 @@ class ParseOptions(NamedTuple):
     tokenize: bool = False
     max_words: int = 0  # longer lines are dead letters; 0: none beyond the export's
     max_line_bytes: int = sentences.DEFAULT_MAX_LINE_BYTES  # longer lines are dead letters
-    batch_size: int = DEFAULT_BATCH_SIZE  # sentences per model call
+    batch_size: int = DEFAULT_BATCH_SIZE  # most sentences per model call
     ordered: bool = False
 
 

@@ -68,8 +68,9 @@ def share_cores(concurrent_calls: int, cores: int | None = None) -> bool:
 
     TensorFlow's default lets every op of every call use all the cores. With two calls in
     flight on a 2-core CPU, their small matmuls and the ~2,000 small ops of a call then
-    contend and hand work between threads; one thread per call parsed 1.4-1.8x the
-    sentences per second at batch 1 and 1.0-1.2x at batch 64 (see README.md, "Benchmarks").
+    contend and hand work between threads; sized for them (one intra-op thread per call),
+    `Parser` parsed 84-109 against 60 sentences a second at batch 1 and 188-230 against
+    184-194 at batch 64 (README.md, "4. Parse"; measured on 2 cores only).
 
     It does nothing once TensorFlow's runtime has started (its pools are fixed then) or
     where the pools were set already (e.g. by `tf.config.threading` or a server's flags).
@@ -79,14 +80,13 @@ def share_cores(concurrent_calls: int, cores: int | None = None) -> bool:
     """
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
-    threading = tf.config.threading
-    if (threading.get_intra_op_parallelism_threads()
-            or threading.get_inter_op_parallelism_threads()):
+    pools = tf.config.threading
+    if pools.get_intra_op_parallelism_threads() or pools.get_inter_op_parallelism_threads():
         return False
     cores = cores or available_cores()
     try:
-        threading.set_intra_op_parallelism_threads(max(1, cores // max(1, concurrent_calls)))
-        threading.set_inter_op_parallelism_threads(cores)
+        pools.set_intra_op_parallelism_threads(max(1, cores // max(1, concurrent_calls)))
+        pools.set_inter_op_parallelism_threads(cores)
     except RuntimeError:  # TensorFlow already ran in this process: its pools stay
         return False
     return True

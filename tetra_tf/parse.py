@@ -341,7 +341,7 @@ def define_flags() -> None:
                         "Written to a temporary file next to it and renamed onto it only when "
                         "the run succeeds.")
     flags.DEFINE_bool("tokenize", False, "Input is raw text: split it into PTB tokens first.")
-    flags.DEFINE_integer("batch_size", 64, "Sentences per call of the model.")
+    flags.DEFINE_integer("batch_size", 64, "Most sentences per call of the model.")
     flags.DEFINE_bool("scores", False, "Write each tree's score (log-probability of its tags), "
                       "a tab, then the tree.")
     flags.DEFINE_bool("describe", False, "Print the export's model card (encoder, data, "

@@ -37,10 +37,11 @@ from tetra_tf.sentences import SentenceError, SentenceLimits
 
 SERVING_SIGNATURE = "serving_default"
 DEFAULT_BATCH_SIZE = 64
-# Model calls in flight at once, each on its share of the cores (`cpu.share_cores`): on a
-# 2-core CPU two concurrent calls parse 1.01-1.56x the sentences per second of one call
-# using both cores (TensorFlow's per-op threading gains little on one call's small
-# matmuls; see README.md, "Benchmarks").
+# Model calls in flight at once. On a 2-core CPU, with TensorFlow's default pools, two
+# concurrent calls parsed 1.01-1.56x the sentences per second of one call using both cores
+# (TensorFlow's per-op threading gains little on one call's small matmuls); with the pools
+# sized for them (`cpu.share_cores`, one intra-op thread per call) two calls parsed 1.4-1.8x
+# as much again at batch 1 (README.md, "4. Parse" and "Benchmarks").
 DEFAULT_CONCURRENT_CALLS = 2
 _LIMIT_NAMES = ("max_pieces_per_word", "max_pieces_per_call", "max_window_positions_per_call")
 
@@ -86,8 +87,8 @@ class Parser:
             model calls run on that many pool threads (so a `tf.device` scope around a
             parse does not reach them), each holding its own activations in memory. If
             TensorFlow has not run in this process yet and its thread pools were not set,
-            they are sized so that each call gets its share of the cores
-            (`cpu.share_cores`).
+            they are sized for that many calls at once (`cpu.share_cores`: intra-op
+            threads = cores // concurrent_calls).
 
         Raises:
           FileNotFoundError: if export_dir holds no SavedModel.
@@ -293,8 +294,7 @@ class Parser:
         A batch holds at most batch_size sentences and max_pieces_per_call //
         max_pieces_per_word words, so that it never exceeds the graph's bounds (a sentence
         alone can: its call then fails). Sentences that fit one batch are split into up to
-        `concurrent_calls` batches of about equal words, so that every call slot (each on
-        its share of the cores) has work.
+        `concurrent_calls` batches of about equal words, so that every call slot has work.
         """
         limits = self._sentence_limits
         max_words = (limits.max_pieces // limits.max_pieces_per_word
@@ -316,20 +316,21 @@ class Parser:
 
 
 def _split_evenly(items: list[int], weights: list[int], parts: int) -> list[list[int]]:
-    """items in min(parts, len(items)) runs, in order, of about equal total weight."""
+    """Items in min(parts, len(items)) runs, in order, none empty, of about equal weight.
+
+    Run j ends before the first item whose middle lies past (j + 1) / parts of the total
+    weight, moved on or back as little as keeps every run non-empty.
+    """
     parts = min(parts, len(items))
     total = sum(weights)
-    runs: list[list[int]] = [[] for _ in range(parts)]
-    done = 0
-    for position, (item, weight) in enumerate(zip(items, weights)):
-        # The run whose share of the total the item's middle falls in, leaving at least
-        # one item for each run after it.
-        run = min(int((done + weight / 2) * parts / total) if total else 0, parts - 1,
-                  position)
-        run = max(run, parts - (len(items) - position))
-        runs[run].append(item)
-        done += weight
-    return [run for run in runs if run]
+    middles = [done - weight / 2 for done, weight in zip(itertools.accumulate(weights), weights)]
+    cuts = [0]
+    for j in range(1, parts):
+        cut = next((i for i, middle in enumerate(middles) if middle >= total * j / parts),
+                   len(items))
+        cuts.append(min(max(cut, cuts[-1] + 1), len(items) - (parts - j)))
+    cuts.append(len(items))
+    return [items[start:end] for start, end in zip(cuts, cuts[1:])]
 
 
 def _in_order(function: Callable[[Any], Any], items: Sequence[Any], in_flight: int

@@ -45,7 +45,7 @@ component's error handler (``nlp.set_error_handler``; spaCy's default re-raises)
 docs it concerns, which are then not yielded, as spaCy's own components do.
 
 Batching: `nlp.pipe(texts, batch_size=N)` hands N docs at a time to the component, whose
-sentences are parsed together, shortest with shortest, `batch_size` sentences (the
+sentences are parsed together, shortest with shortest, at most `batch_size` sentences (the
 component's setting) per call of the SavedModel.
 
 All data is stored as plain lists in ``doc._.tetra_tf``, so docs serialize (DocBin,

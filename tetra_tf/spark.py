@@ -113,19 +113,21 @@ def _load(model_dir: str, cores: int | None, ahead: bool) -> None:
     # Spark runs a Python worker per task slot, each given spark.task.cpus cores: sized to
     # the machine, the workers' threads would contend (two 1-core workers side by side
     # parsed 5-14% faster with one thread each).
-    cpu.share_cores(calls, cores)
+    sized = cpu.share_cores(calls, cores)
     _parsers[model_dir] = parser_module.Parser(model_dir, concurrent_calls=calls)
     seconds = time.perf_counter() - start
     host, pid = socket.gethostname(), os.getpid()
     _unreported_loads.setdefault(model_dir, []).append((host, pid, seconds))
     print(f"tetra_tf.spark: loaded the parser from {model_dir} in {seconds:.1f} s (host {host}, "
-          f"process {pid}; {_cores_text(cores)}{'; ahead of the parse' if ahead else ''})",
-          file=sys.stderr, flush=True)
+          f"process {pid}; {_cores_text(cores, sized)}"
+          f"{'; ahead of the parse' if ahead else ''})", file=sys.stderr, flush=True)
 
 
-def _cores_text(cores: int | None) -> str:
+def _cores_text(cores: int | None, sized: bool) -> str:
+    if not sized:
+        return "TensorFlow's threads as they were"
     if not cores:
-        return "TensorFlow's default threads"
+        return "TensorFlow's threads sized for the machine's cores"
     return f"{cores} core{'s' if cores != 1 else ''}"
 
 
