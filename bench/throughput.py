@@ -294,8 +294,7 @@ def main(argv):
         tf.config.threading.set_intra_op_parallelism_threads(_INTRA.value)
     if _INTER.value:
         tf.config.threading.set_inter_op_parallelism_threads(_INTER.value)
-    if not (_INTRA.value or _INTER.value):  # as Parser sizes them in a new process
-        cpu.share_cores(DEFAULT_CONCURRENT_CALLS)
+    cpu.share_cores(DEFAULT_CONCURRENT_CALLS)  # as Parser would, unless the flags set them
     try:
         test = test_split_sentences()
     except treebank.NltkSampleNotFoundError as e:

@@ -183,6 +183,15 @@ def run_module(module: str, *args: str, stdin: str | None = None,
                           check=False)
 
 
+def run_python(code: str, timeout: float = 300) -> str:
+    """Runs `python -c code` in `subprocess_env()` (a new process: TensorFlow not yet
+    started); asserts it succeeds and returns its stdout, stripped."""
+    result = subprocess.run([sys.executable, "-c", code], env=subprocess_env(),
+                            capture_output=True, text=True, timeout=timeout, check=False)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result.stdout.strip()
+
+
 TRAINED_RUN_EPOCHS = 3
 
 

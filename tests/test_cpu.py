@@ -1,9 +1,7 @@
 """Tests for tetra_tf/cpu.py: which CPUs run a bfloat16 export natively, and how model
 calls share the cores."""
 
-import subprocess
-import sys
-
+from conftest import run_python
 from tetra_tf import cpu
 
 
@@ -29,29 +27,19 @@ def test_bfloat16_instructions_and_the_warning():
     assert "--encoder_dtype=float32" in warning
 
 
-def _fresh_process(code: str) -> str:
-    """Runs code in a new Python (TensorFlow not yet started); returns its stdout."""
-    from conftest import subprocess_env  # pylint: disable=import-outside-toplevel
-
-    result = subprocess.run([sys.executable, "-c", code], env=subprocess_env(),
-                            capture_output=True, text=True, timeout=300, check=False)
-    assert result.returncode == 0, result.stderr[-2000:]
-    return result.stdout.strip()
-
-
 _POOLS = ("tf.config.threading.get_intra_op_parallelism_threads(), "
           "tf.config.threading.get_inter_op_parallelism_threads()")
 
 
 def test_share_cores_gives_each_call_its_share_before_tensorflow_runs():
-    out = _fresh_process(
+    out = run_python(
         "import tetra_tf, tensorflow as tf\n"
         "from tetra_tf import cpu\n"
         f"print(cpu.share_cores(2, cores=4), {_POOLS})\n"
         f"print(cpu.share_cores(1, cores=4), {_POOLS})\n"  # set already: left as it is
         f"print(cpu.share_cores(3, cores=2), {_POOLS})\n")
     assert out.splitlines() == ["True 2 4", "False 2 4", "False 2 4"]
-    out = _fresh_process(  # never below one thread a call
+    out = run_python(  # never below one thread a call
         "import tetra_tf, tensorflow as tf\n"
         "from tetra_tf import cpu\n"
         f"print(cpu.share_cores(3, cores=2), {_POOLS})\n")
@@ -59,13 +47,13 @@ def test_share_cores_gives_each_call_its_share_before_tensorflow_runs():
 
 
 def test_share_cores_leaves_started_or_user_sized_pools_alone():
-    out = _fresh_process(
+    out = run_python(
         "import tetra_tf, tensorflow as tf\n"
         "from tetra_tf import cpu\n"
         "tf.constant(1.0) + 1.0\n"  # the runtime has started
         f"print(cpu.share_cores(2, cores=4), {_POOLS})\n")
     assert out == "False 0 0"
-    out = _fresh_process(
+    out = run_python(
         "import tetra_tf, tensorflow as tf\n"
         "from tetra_tf import cpu\n"
         "tf.config.threading.set_intra_op_parallelism_threads(3)\n"

@@ -443,8 +443,7 @@ def test_with_pos_tags():
 
 
 def test_a_parser_in_a_fresh_process_gives_each_concurrent_call_its_share_of_the_cores(parser):
-    import subprocess  # pylint: disable=import-outside-toplevel
-    from conftest import subprocess_env  # pylint: disable=import-outside-toplevel
+    from conftest import run_python  # pylint: disable=import-outside-toplevel
 
     code = ("import tetra_tf, tensorflow as tf\n"
             "from tetra_tf import cpu\n"
@@ -453,11 +452,7 @@ def test_a_parser_in_a_fresh_process_gives_each_concurrent_call_its_share_of_the
             "print(parser.parse(['The', 'cat', 'sat', '.']).leaves(), cpu.available_cores(),\n"
             "      tf.config.threading.get_intra_op_parallelism_threads())\n")
     for calls in (1, 2):
-        result = subprocess.run([sys.executable, "-c", code % (parser.export_dir, calls)],
-                                env=subprocess_env(), capture_output=True, text=True,
-                                timeout=300, check=False)
-        assert result.returncode == 0, result.stderr[-2000:]
-        leaves, cores, intra_op = result.stdout.strip().rsplit(" ", 2)
+        leaves, cores, intra_op = run_python(code % (parser.export_dir, calls)).rsplit(" ", 2)
         assert leaves == "['The', 'cat', 'sat', '.']"
         assert int(intra_op) == max(1, int(cores) // calls)
 

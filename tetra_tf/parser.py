@@ -299,10 +299,11 @@ class Parser:
         limits = self._sentence_limits
         max_words = (limits.max_pieces // limits.max_pieces_per_word
                      if limits.max_pieces and limits.max_pieces_per_word else None)
+        word_counts = {index: sentence.count(" ") + 1 for index, sentence in joined.items()}
         batches: list[list[int]] = []
         words_in_batch = 0
         for index in sorted(joined, key=lambda i: len(joined[i])):
-            count = joined[index].count(" ") + 1
+            count = word_counts[index]
             if not batches or len(batches[-1]) == batch_size or (
                     max_words is not None and words_in_batch + count > max_words):
                 batches.append([])
@@ -310,7 +311,7 @@ class Parser:
             batches[-1].append(index)
             words_in_batch += count
         if len(batches) == 1 and self.concurrent_calls > 1 and len(batches[0]) > 1:
-            return _split_evenly(batches[0], [joined[i].count(" ") + 1 for i in batches[0]],
+            return _split_evenly(batches[0], [word_counts[i] for i in batches[0]],
                                  self.concurrent_calls)
         return batches
 
