@@ -31,9 +31,9 @@ setup(
         "dev": ["pytest", "pytest-xdist", "filelock", "hypothesis", "tokenizers"],
         "bench": ["torch", "transformers"],  # the PyTorch reference pipeline and test oracle
         "spacy": ["spacy>=3.7,<4"],
-        # tetra_tf.serving (serving/server.py): the REST app (Flask) on a production WSGI
-        # server (waitress), TF Serving's gRPC API, metrics.
-        "serving": ["flask>=3.0", "waitress>=3.0", "grpcio", "tensorflow-serving-api==2.20.*",
+        # tetra_tf.serving (serving/server.py): the REST app (plain WSGI) on a production
+        # WSGI server (waitress), TF Serving's gRPC API, metrics.
+        "serving": ["waitress>=3.0", "grpcio", "tensorflow-serving-api==2.20.*",
                     "prometheus_client"],
         # Corpus-scale parsing (tetra_tf.beam); resolves protobuf to 6.x next to TF 2.20.
         "beam": ["apache-beam==2.77.*"],

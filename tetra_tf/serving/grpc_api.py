@@ -41,7 +41,7 @@ def create_grpc_server(predictor: Predictor, metrics: Metrics | None, host: str,
     """TF Serving's PredictionService (Predict, GetModelMetadata; Classify, Regress and
     MultiInference answer UNIMPLEMENTED) and ModelService (GetModelStatus) on host:port;
     returns (grpc server, bound port), not yet started. `log_request` logs each call's
-    line, as in `rest.create_app`.
+    line, as in `rest.RestApp`.
 
     Errors carry TF Serving's status codes: INVALID_ARGUMENT for bad requests, NOT_FOUND
     for an unknown model or version, UNAVAILABLE for a full batch queue,

@@ -27,7 +27,7 @@ from tetra_tf.serving.grpc_api import create_grpc_server  # noqa: E402
 from tetra_tf.serving.manager import ModelManager, find_latest_version  # noqa: E402
 from tetra_tf.serving.metrics import AccessLog, Metrics  # noqa: E402
 from tetra_tf.serving.predictor import Predictor  # noqa: E402
-from tetra_tf.serving.rest import create_app, serve  # noqa: E402
+from tetra_tf.serving.rest import RestApp, serve  # noqa: E402
 from tetra_tf.serving.runners import BatchingRunner, DirectRunner  # noqa: E402
 from tetra_tf.serving.servable import ServedModel  # noqa: E402
 
@@ -209,7 +209,7 @@ def _serve(flag_values: Any, predictor: Predictor, metrics: Metrics,
            access_log: AccessLog) -> None:
     """Serves REST and gRPC until a signal."""
     host = flag_values.rest_api_host
-    flask_app = create_app(predictor, flag_values.max_request_bytes, metrics, access_log.info)
+    rest_app = RestApp(predictor, flag_values.max_request_bytes, metrics, access_log.info)
     try:
         grpc_server, grpc_port = create_grpc_server(
             predictor, metrics, host, flag_values.port, flag_values.rest_api_num_threads,
@@ -225,7 +225,7 @@ def _serve(flag_values: Any, predictor: Predictor, metrics: Metrics,
                           grpc_port)
 
     try:
-        serve(flask_app, host, flag_values.rest_api_port, flag_values.shutdown_timeout_s,
+        serve(rest_app, host, flag_values.rest_api_port, flag_values.shutdown_timeout_s,
               on_ready, threads=flag_values.rest_api_num_threads,
               max_request_bytes=flag_values.max_request_bytes,
               read_timeout_s=flag_values.request_read_timeout_s, grpc_server=grpc_server,

@@ -1,13 +1,17 @@
-"""The REST front end: TF Serving's HTTP/JSON API, a Flask app served by waitress.
+"""The REST front end: TF Serving's HTTP/JSON API, a plain WSGI app served by waitress.
 
 waitress (a production WSGI server) owns the sockets: it reads each request body whole and
 within --max_request_bytes before a worker thread runs the app, and answers an oversized
-body with 413 itself (counted in the metrics here). The Flask app routes the paths, fills a
-`PredictRequest` for the one predict path (predictor.py), and answers in TF Serving's JSON.
+body with 413 itself (counted in the metrics here). The app (`RestApp`) routes TF
+Serving's few paths, fills a `PredictRequest` for the one predict path (predictor.py), and
+answers in TF Serving's JSON. It is plain WSGI, not a web framework: the request is a
+small, fixed set of paths, and under load every millisecond of CPU a request costs in
+Python is taken from the model (measured in serving/README.md, "Load test").
 """
 
 from __future__ import annotations
 
+import http
 import json
 import logging
 import re
@@ -18,9 +22,7 @@ import time
 import traceback
 from typing import Any, Callable, Iterable
 
-import flask
 from absl import logging as absl_logging
-from werkzeug import exceptions as http_errors
 
 from tetra_tf.serving import codecs
 from tetra_tf.serving.errors import STATUS_CODES, RequestError, log_safe
@@ -34,11 +36,8 @@ _PREDICT_PATH = re.compile(r"/v1/models/([^/:]+)(?:/versions/(\d+))?:(classify|r
                            re.IGNORECASE)
 _METADATA_PATH = re.compile(r"/v1/models/([^/:]+)(?:/versions/(\d+))?/metadata", re.IGNORECASE)
 _STATUS_PATH = re.compile(r"/v1/models(?:/([^/:]+))?(?:/versions/(\d+))?", re.IGNORECASE)
-
-
-def _json_response(payload: Any, status: int = 200) -> flask.Response:
-    body = json.dumps(payload, ensure_ascii=False, indent=None).encode("utf-8")
-    return flask.Response(body, status=status, mimetype="application/json")
+METRICS_PATH = "/monitoring/prometheus/metrics"
+JSON_CONTENT_TYPE = "application/json"
 
 
 def _rest_method(path: str) -> str:
@@ -52,70 +51,94 @@ def _rest_method(path: str) -> str:
     return "metrics" if path == METRICS_PATH else "other"
 
 
-METRICS_PATH = "/monitoring/prometheus/metrics"
+class _MethodNotAllowed(RequestError):
+    """405, with the method the path takes (the answer's Allow header)."""
+
+    def __init__(self, method: str, allowed: str) -> None:
+        super().__init__(f"Malformed request: {log_safe(method, 20)} is not allowed here, "
+                         f"use {allowed}", 405)
+        self.allowed = allowed
 
 
-def create_app(predictor: Predictor, max_request_bytes: int = 1 << 20,
-               metrics: Metrics | None = None,
-               log_request: Callable[..., None] = absl_logging.info) -> flask.Flask:
-    """A Flask app serving the predictor's model with TF Serving's REST paths and JSON.
+def _require_method(method: str, allowed: str) -> None:
+    if method != allowed and not (method == "HEAD" and allowed == "GET"):
+        raise _MethodNotAllowed(method, allowed)
 
-    Args:
-      log_request: logs a request's line (format, *args), e.g. `AccessLog.info`.
+
+def _json_body(payload: Any) -> bytes:
+    return json.dumps(payload, ensure_ascii=False, indent=None).encode("utf-8")
+
+
+def _request_path(environ: dict[str, Any]) -> str:
+    """The request's path as text: WSGI's PATH_INFO (percent-decoded bytes carried as
+    latin-1) decoded as UTF-8, undecodable bytes replaced."""
+    raw = environ.get("PATH_INFO") or "/"
+    try:
+        return raw.encode("latin-1").decode("utf-8", errors="replace")
+    except UnicodeEncodeError:  # Not a WSGI server's str: take it as it is.
+        return raw
+
+
+class RestApp:
+    """TF Serving's REST paths and JSON answers for one predictor, as a WSGI app.
+
+    Every answer is JSON (errors as {"error": ...}) except the Prometheus metrics; each
+    request is logged in one line and counted in the metrics.
     """
-    manager = predictor.manager
-    flask_app = flask.Flask("tetra_serving")
-    flask_app.config["MAX_CONTENT_LENGTH"] = max_request_bytes
-    methods = ["GET", "POST", "PUT", "PATCH", "DELETE"]
 
-    @flask_app.before_request
-    def _start_clock() -> None:
-        flask.g.start_time = time.perf_counter()
-        flask.g.batch_size = None
+    def __init__(self, predictor: Predictor, max_request_bytes: int = 1 << 20,
+                 metrics: Metrics | None = None,
+                 log_request: Callable[..., None] = absl_logging.info) -> None:
+        """Args:
+          log_request: logs a request's line (format, *args), e.g. `AccessLog.info`.
+        """
+        self.predictor = predictor
+        self.max_request_bytes = max_request_bytes
+        self._metrics = metrics
+        self._log_request = log_request
 
-    @flask_app.after_request
-    def _log_request(response: flask.Response) -> flask.Response:
-        elapsed_ms = (time.perf_counter() - flask.g.get("start_time", time.perf_counter())) * 1e3
-        batch = flask.g.get("batch_size")
+    def __call__(self, environ: dict[str, Any],
+                 start_response: Callable[..., Any]) -> Iterable[bytes]:
+        started = time.perf_counter()
+        method = str(environ.get("REQUEST_METHOD", "GET")).upper()
+        path = _request_path(environ)
+        headers: list[tuple[str, str]] = []
+        batch_size = None
+        try:
+            status, body, content_type, batch_size = self._route(method, path, environ)
+        except RequestError as error:
+            status, body, content_type = error.status, _json_body({"error": str(error)}), \
+                JSON_CONTENT_TYPE
+            if isinstance(error, _MethodNotAllowed):
+                headers.append(("Allow", error.allowed))
+        except Exception as error:  # noqa: BLE001 - a bug answers 500, never a traceback.
+            absl_logging.error("internal error:\n%s", traceback.format_exc())
+            status, body, content_type = 500, _json_body(
+                {"error": f"Internal: {type(error).__name__}: {error}"}), JSON_CONTENT_TYPE
+        headers[:0] = [("Content-Type", content_type), ("Content-Length", str(len(body)))]
+        start_response(f"{status} {_reason(status)}", headers)
+        elapsed_s = time.perf_counter() - started
         # The path is request data: escaped, so that it cannot forge log lines.
-        log_request("%s %s %s %d %.1fms%s", flask.request.remote_addr,
-                    log_safe(flask.request.method, 20), log_safe(flask.request.path),
-                    response.status_code, elapsed_ms,
-                    f" batch={batch}" if batch is not None else "")
-        if metrics is not None:
-            metrics.observe("rest", _rest_method(flask.request.path),
-                            STATUS_CODES.get(response.status_code,
-                                             str(response.status_code)), elapsed_ms / 1e3)
-        return response
+        self._log_request("%s %s %s %d %.1fms%s", environ.get("REMOTE_ADDR"),
+                          log_safe(method, 20), log_safe(path), status, elapsed_s * 1e3,
+                          f" batch={batch_size}" if batch_size is not None else "")
+        if self._metrics is not None:
+            self._metrics.observe("rest", _rest_method(path),
+                                  STATUS_CODES.get(status, str(status)), elapsed_s)
+        return [b"" if method == "HEAD" else body]
 
-    @flask_app.errorhandler(RequestError)
-    def _request_error(error: RequestError) -> flask.Response:
-        return _json_response({"error": str(error)}, error.status)
+    def _route(self, method: str, path: str, environ: dict[str, Any]
+               ) -> tuple[int, bytes, str, int | None]:
+        """(status, body, content type, batch size or None) for one request.
 
-    @flask_app.errorhandler(http_errors.HTTPException)
-    def _http_error(error: http_errors.HTTPException) -> flask.Response:
-        message = error.description or error.name
-        if isinstance(error, http_errors.RequestEntityTooLarge):
-            message = f"Request body is larger than --max_request_bytes={max_request_bytes}"
-        response = _json_response({"error": message}, error.code or 500)
-        if isinstance(error, http_errors.MethodNotAllowed) and error.valid_methods:
-            response.headers["Allow"] = ", ".join(error.valid_methods)
-        return response
-
-    @flask_app.errorhandler(Exception)
-    def _internal_error(error: Exception) -> flask.Response:
-        absl_logging.error("internal error:\n%s", traceback.format_exc())
-        return _json_response({"error": f"Internal: {type(error).__name__}: {error}"}, 500)
-
-    @flask_app.route("/", defaults={"path": ""}, methods=methods)
-    @flask_app.route("/<path:path>", methods=methods)
-    def _dispatch(path: str) -> flask.Response:
-        path = flask.request.path
-        method = flask.request.method
-        if path == METRICS_PATH and metrics is not None:
+        Raises:
+          RequestError: the request's error answer (404, 405, 400, ...).
+        """
+        manager = self.predictor.manager
+        if path == METRICS_PATH and self._metrics is not None:
             _require_method(method, "GET")
-            body, content_type = metrics.exposition()
-            return flask.Response(body, status=200, content_type=content_type)
+            body, content_type = self._metrics.exposition()
+            return 200, body, content_type, None
         match = _PREDICT_PATH.fullmatch(path)
         if match:
             _require_method(method, "POST")
@@ -125,26 +148,53 @@ def create_app(predictor: Predictor, max_request_bytes: int = 1 << 20,
                 with manager.acquire(model_name, number):
                     raise RequestError(f"Unimplemented: this server supports :predict only, "
                                        f"not :{verb}", 501)
-            payload, flask.g.batch_size = predict_json(
-                predictor, model_name, number, flask.request.get_data(cache=False))
-            return _json_response(payload)
+            payload, batch_size = predict_json(self.predictor, model_name, number,
+                                               self._read_body(environ))
+            return 200, _json_body(payload), JSON_CONTENT_TYPE, batch_size
         match = _METADATA_PATH.fullmatch(path)
         if match:
             _require_method(method, "GET")
             model_name, version = match.groups()
             with manager.acquire(model_name, _version(version)) as model:
-                return _json_response(model.metadata_json())
+                return 200, _json_body(model.metadata_json()), JSON_CONTENT_TYPE, None
         match = _STATUS_PATH.fullmatch(path)
         if match:
             _require_method(method, "GET")
             model_name, version = match.groups()
             if not model_name:
                 raise RequestError("Missing model name in request.")
-            return _json_response(manager.status_json(model_name, _version(version)))
+            return (200, _json_body(manager.status_json(model_name, _version(version))),
+                    JSON_CONTENT_TYPE, None)
         raise RequestError(f"Malformed request: {log_safe(method, 20)} {log_safe(path)} "
                            "(no such endpoint)", 404)
 
-    return flask_app
+    def _read_body(self, environ: dict[str, Any]) -> bytes:
+        """The request body, at most max_request_bytes (waitress has already refused longer
+        ones; this bound holds under any WSGI server)."""
+        too_large = RequestError(
+            f"Request body is larger than --max_request_bytes={self.max_request_bytes}", 413)
+        try:
+            length = int(environ.get("CONTENT_LENGTH") or -1)
+        except ValueError:
+            raise RequestError("Malformed request: bad Content-Length") from None
+        stream = environ["wsgi.input"]
+        if length > self.max_request_bytes:
+            raise too_large
+        if length >= 0:
+            return stream.read(length)
+        if not environ.get("wsgi.input_terminated"):
+            return b""  # No length and no end of input marked: WSGI's safe reading.
+        body = stream.read(self.max_request_bytes + 1)
+        if len(body) > self.max_request_bytes:
+            raise too_large
+        return body
+
+
+def _reason(status: int) -> str:
+    try:
+        return http.HTTPStatus(status).phrase
+    except ValueError:
+        return "Error"
 
 
 def _version(text: str | None) -> int | None:
@@ -152,7 +202,7 @@ def _version(text: str | None) -> int | None:
 
 
 def predict_json(predictor: Predictor, model_name: str, version: int | None, body: bytes
-             ) -> tuple[dict[str, Any], int]:
+                 ) -> tuple[dict[str, Any], int]:
     """Runs a TF Serving REST predict body; returns (response JSON, batch size)."""
     request = codecs.parse_json_object(body)
     signature_name = request.get("signature_name", DEFAULT_SIGNATURE)
@@ -173,13 +223,6 @@ def predict_json(predictor: Predictor, model_name: str, version: int | None, bod
         return {"outputs": codecs.array_json(*next(iter(outputs.items())))}, batch_size
     return {"outputs": {name: codecs.array_json(name, value)
                         for name, value in outputs.items()}}, batch_size
-
-
-def _require_method(method: str, allowed: str) -> None:
-    if method != allowed and not (method == "HEAD" and allowed == "GET"):
-        raise http_errors.MethodNotAllowed(
-            valid_methods=[allowed],
-            description=f"Malformed request: {method} is not allowed here, use {allowed}")
 
 
 class _InFlightCounter:
@@ -278,12 +321,12 @@ def _lingering_channel_class(base: type) -> type:
     return LingeringChannel
 
 
-def serve(flask_app: flask.Flask, host: str, port: int, shutdown_timeout_s: float,
+def serve(app: RestApp, host: str, port: int, shutdown_timeout_s: float,
           on_ready: Callable[[int], None] | None = None, *, threads: int = 16,
           max_request_bytes: int = 1 << 20, read_timeout_s: float = 30.0,
           stop: threading.Event | None = None, grpc_server: Any = None,
           on_stop: Callable[[], None] | None = None, metrics: Metrics | None = None) -> None:
-    """Serves flask_app with waitress until SIGINT or SIGTERM (or `stop` is set).
+    """Serves the REST app with waitress until SIGINT or SIGTERM (or `stop` is set).
 
     waitress reads each request fully (Content-Length or chunked, at most
     max_request_bytes) before a worker thread runs the app, keeps HTTP/1.1 connections
@@ -295,11 +338,10 @@ def serve(flask_app: flask.Flask, host: str, port: int, shutdown_timeout_s: floa
     from waitress import channel as waitress_channel
     from waitress import wasyncore
 
-    counter = _InFlightCounter(flask_app.wsgi_app)
-    flask_app.wsgi_app = counter  # type: ignore[method-assign]
+    counter = _InFlightCounter(app)
     logging.getLogger("waitress.queue").setLevel(logging.ERROR)  # "Task queue depth" notes.
     server = waitress.create_server(
-        flask_app, host=host, port=port, threads=threads, ident="tetra-serving",
+        counter, host=host, port=port, threads=threads, ident="tetra-serving",
         # waitress rejects bodies of max_request_body_size bytes or more: one over ours.
         max_request_body_size=max_request_bytes + 1, channel_timeout=read_timeout_s,
         cleanup_interval=max(0.5, min(30.0, read_timeout_s / 4)), connection_limit=1000,
