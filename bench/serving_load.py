@@ -10,7 +10,11 @@ One run, against the local server on one export:
   API (PredictionServiceStub.Predict, asking only for the `tree` output with
   `output_filter`, as a client that reads only trees would; TF Serving's REST API has no
   such filter). Every client sends one sentence per request, drawn in turn from the NLTK
-  sample's test split (wsj_0180-0199), --requests per configuration. Each server first
+  sample's test split (wsj_0180-0199), --requests per configuration. The clients share
+  the server's cores, so they do as little as a client can: each sentence's request is
+  built once and replayed (REST on a plain keep-alive socket, its JSON answer decoded
+  whole; gRPC on the official stub, reading the tree from the answer's TensorProto), and
+  the load generator's own CPU per request is printed (`client ms`). Each server first
   answers every sentence once, untimed (TensorFlow sets up its kernels per new shape on
   first use).
 * the offline ceiling: `tetra_tf.Parser` at batch 64 over the same sentences, two
@@ -224,37 +228,82 @@ def batch_size_totals(port: int) -> tuple[float, float]:
     return totals["_sum"], totals["_count"]
 
 
+# The load generator shares the server's two cores, so its clients do as little as a
+# client can: each sentence's request is built once and replayed, and only the tree is
+# read from an answer (REST still decodes the whole JSON answer). Each configuration's
+# line prints the load generator's own CPU per request (`client ms`).
+
+
 def _rest_client(port: int) -> "callable":
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    """A keep-alive HTTP/1.1 client on one socket: POSTs `{"instances": [sentence]}` and
+    reads the answer by its Content-Length (the server always sends one)."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=120)
+    requests: dict[str, bytes] = {}
+    pending = bytearray()
+
+    def read_until(marker: bytes) -> bytes:
+        while (end := pending.find(marker)) < 0:
+            chunk = sock.recv(65536)
+            if not chunk:
+                raise RuntimeError("the server closed the connection")
+            pending.extend(chunk)
+        data = bytes(pending[:end])
+        del pending[:end + len(marker)]
+        return data
+
+    def read_exactly(size: int) -> bytes:
+        while len(pending) < size:
+            chunk = sock.recv(max(65536, size - len(pending)))
+            if not chunk:
+                raise RuntimeError("the server closed the connection")
+            pending.extend(chunk)
+        data = bytes(pending[:size])
+        del pending[:size]
+        return data
 
     def parse(sentence: str) -> str:
-        connection.request("POST", f"/v1/models/{MODEL_NAME}:predict",
-                           body=json.dumps({"instances": [sentence]}),
-                           headers={"Content-Type": "application/json"})
-        response = connection.getresponse()
-        body = response.read()
-        if response.status != 200:
-            raise RuntimeError(f"HTTP {response.status}: {body[:200]!r}")
+        request = requests.get(sentence)
+        if request is None:
+            body = json.dumps({"instances": [sentence]}).encode("utf-8")
+            request = requests[sentence] = (
+                f"POST /v1/models/{MODEL_NAME}:predict HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+            ).encode("ascii") + body
+        sock.sendall(request)
+        status_line, *header_lines = read_until(b"\r\n\r\n").decode("latin-1").split("\r\n")
+        headers = dict(line.split(":", 1) for line in header_lines)
+        length = next(int(value) for name, value in headers.items()
+                      if name.strip().lower() == "content-length")
+        body = read_exactly(length)
+        status = int(status_line.split()[1])
+        if status != 200:
+            raise RuntimeError(f"HTTP {status}: {body[:200]!r}")
         return json.loads(body)["predictions"][0]["tree"]
 
-    parse.close = connection.close
+    parse.close = sock.close
     return parse
 
 
 def _grpc_client(channel) -> "callable":
-    import tensorflow as tf
+    """PredictionServiceStub.Predict asking only for the `tree` output."""
+    from tensorflow.core.framework import tensor_pb2, types_pb2
     from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
     stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+    requests: dict[str, predict_pb2.PredictRequest] = {}
 
     def parse(sentence: str) -> str:
-        request = predict_pb2.PredictRequest()
-        request.model_spec.name = MODEL_NAME
-        request.model_spec.signature_name = "serving_default"
-        request.inputs["sentences"].CopyFrom(tf.make_tensor_proto([sentence]))
-        request.output_filter.append("tree")  # All this client reads.
+        request = requests.get(sentence)
+        if request is None:
+            request = requests[sentence] = predict_pb2.PredictRequest()
+            request.model_spec.name = MODEL_NAME
+            request.model_spec.signature_name = "serving_default"
+            request.inputs["sentences"].CopyFrom(tensor_pb2.TensorProto(
+                dtype=types_pb2.DT_STRING, string_val=[sentence.encode("utf-8")]))
+            request.inputs["sentences"].tensor_shape.dim.add(size=1)
+            request.output_filter.append("tree")  # All this client reads.
         response = stub.Predict(request, 120.0)
-        return tf.make_ndarray(response.outputs["tree"])[0].decode("utf-8")
+        return response.outputs["tree"].string_val[0].decode("utf-8")
 
     return parse
 
@@ -264,8 +313,8 @@ def run_load(make_client, sentences: list[str], expected: dict[str, str], client
     """Closed loop: `clients` threads send requests until `requests` have been sent.
 
     Request i sends sentences[(first + i) % len(sentences)]. Returns the wall time, each
-    request's latency (ms), the requests' count and the answers that differ from
-    `expected`.
+    request's latency (ms), the requests' count, the answers that differ from `expected`
+    and this process's CPU time meanwhile (the load generator's own cost).
     """
     lock = threading.Lock()
     next_index = [0]
@@ -310,12 +359,18 @@ def run_load(make_client, sentences: list[str], expected: dict[str, str], client
                                                          threading.BrokenBarrierError):
                     raise future.exception() from None
             raise
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), _process_cpu_seconds()
         for future in futures:
             future.result()
         wall = time.perf_counter() - started
+        cpu = _process_cpu_seconds() - cpu_started
     return {"seconds": wall, "latencies_ms": [1e3 * t for t in latencies],
-            "requests": len(latencies), "mismatches": mismatches[0]}
+            "requests": len(latencies), "mismatches": mismatches[0], "client_cpu_seconds": cpu}
+
+
+def _process_cpu_seconds() -> float:
+    times = os.times()
+    return times.user + times.system
 
 
 def alternate_one_client(parsers: dict[str, "callable"], sentences: list[str],
@@ -468,7 +523,7 @@ def _run(args: argparse.Namespace, export_dir: str, word_lists: list[list[str]],
                for clients in args.clients]
     totals = {config: {"seconds": 0.0, "latencies_ms": [], "requests": 0, "mismatches": 0,
                        "ceiling_seconds": 0.0, "ceiling_passes": 0, "rows": 0.0,
-                       "model_calls": 0.0} for config in configs}
+                       "model_calls": 0.0, "client_cpu_seconds": 0.0} for config in configs}
     try:
         for mode in args.batching:
             server = Server(export_dir, scratch,
@@ -499,7 +554,7 @@ def _run(args: argparse.Namespace, export_dir: str, word_lists: list[list[str]],
                 total = totals[config]
                 total["rows"] += rows_after - rows_before
                 total["model_calls"] += calls_after - calls_before
-                for key in ("seconds", "requests", "mismatches"):
+                for key in ("seconds", "requests", "mismatches", "client_cpu_seconds"):
                     total[key] += result[key]
                 total["latencies_ms"] += result["latencies_ms"]
                 total["ceiling_seconds"] += previous_pass + next_pass
@@ -531,7 +586,7 @@ def _run(args: argparse.Namespace, export_dir: str, word_lists: list[list[str]],
     rows = []
     print(f"{'batching':8} {'api':4} {'clients':>7} {'requests':>8} {'sents/s':>8} "
           f"{'ceiling':>8} {'x ceiling':>9} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} "
-          f"{'mismatch':>8} {'rows/call':>9}")
+          f"{'mismatch':>8} {'rows/call':>9} {'client ms':>9}")
     for (mode, api, clients), total in totals.items():
         ms = np.array(total["latencies_ms"])
         row = {"batching": mode, "api": api, "clients": clients,
@@ -545,10 +600,12 @@ def _run(args: argparse.Namespace, export_dir: str, word_lists: list[list[str]],
               f"{row['sents_per_s']:>8.1f} {row['ceiling']:>8.1f} "
               f"{row['sents_per_s'] / row['ceiling']:>9.2f} "
               f"{row['p50']:>8.1f} {row['p95']:>8.1f} {row['p99']:>8.1f} "
-              f"{row['mismatches']:>8} {total['rows'] / max(total['model_calls'], 1):>9.1f}")
+              f"{row['mismatches']:>8} {total['rows'] / max(total['model_calls'], 1):>9.1f} "
+              f"{1e3 * total['client_cpu_seconds'] / max(total['requests'], 1):>9.2f}")
     print(f"(each configuration's requests sent in {args.rounds} chunks, taking turns with "
           "the others; its ceiling: the offline passes just before and just after its "
-          "chunks; rows/call: the server's mean sentences per model call during them)")
+          "chunks; rows/call: the server's mean sentences per model call during them; "
+          "client ms: the load generator's own CPU per request, on the same cores)")
 
     def find(batching: str, api: str, clients: int) -> dict | None:
         return next((r for r in rows if (r["batching"], r["api"], r["clients"]) ==

@@ -777,6 +777,31 @@ def test_metrics_count_what_was_served(batching_server):
     assert after["tetra_serving_model_version"] == SERVED_VERSION
 
 
+def test_load_generator_clients_read_each_answer_on_one_connection(batching_server,
+                                                                   monkeypatch):
+    """bench/serving_load.py's lean clients: replayed requests, answers read whole."""
+    import grpc
+
+    sys.path.insert(0, REPO_ROOT)
+    from bench import serving_load
+
+    monkeypatch.setattr(serving_load, "MODEL_NAME", MODEL_NAME)
+    port, _, grpc_port = batching_server
+    sentences = ["The cat sat .", "Ünïcödé wörds here .", "The cat sat ."]  # one replayed
+    rest_parse = serving_load._rest_client(port)
+    try:
+        assert [rest_parse(s) for s in sentences] == [_expected(s)["tree"] for s in sentences]
+        monkeypatch.setattr(serving_load, "MODEL_NAME", "nope")
+        with pytest.raises(RuntimeError, match="HTTP 404"):
+            rest_parse("Another sentence .")
+    finally:
+        rest_parse.close()
+    monkeypatch.setattr(serving_load, "MODEL_NAME", MODEL_NAME)
+    with grpc.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
+        grpc_parse = serving_load._grpc_client(channel)
+        assert [grpc_parse(s) for s in sentences] == [_expected(s)["tree"] for s in sentences]
+
+
 def test_grpc_api_with_tf_serving_status_codes(batching_server):
     import grpc
     from tensorflow_serving.apis import (get_model_metadata_pb2, get_model_status_pb2,

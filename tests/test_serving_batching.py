@@ -46,7 +46,7 @@ def test_batching_parameters_parse_tf_serving_examples(text):
 def test_shipped_batching_parameters_parse():
     params = batching.read_batching_parameters(
         os.path.join(REPO_ROOT, "serving", "batching_parameters.txt"))
-    assert params.max_batch_size >= 32 and params.num_batch_threads >= 1
+    assert params.max_batch_size >= 16 and params.num_batch_threads >= 1
 
 
 @pytest.mark.parametrize("text, message", [
