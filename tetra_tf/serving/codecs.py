@@ -9,7 +9,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -245,16 +245,15 @@ def tensor_proto(array: np.ndarray) -> Any:
 def array_json(name: str, array: np.ndarray) -> Any:
     """An output array as nested JSON lists, strings as UTF-8 text (b64 for *_bytes)."""
     if array.dtype == object or array.dtype.kind == "S":
+        items = array.reshape(-1).tolist()  # Python bytes: faster to loop over than numpy's
         if name.endswith("_bytes"):
-            convert: Callable[[Any], Any] = (
-                lambda b: {"b64": base64.b64encode(b).decode("ascii")})
+            flat = [{"b64": base64.b64encode(b).decode("ascii")} for b in items]
         else:
-            convert = lambda b: b.decode("utf-8", errors="replace")  # noqa: E731
+            flat = [b.decode("utf-8", errors="replace") for b in items]
     elif array.dtype == np.float32:
-        convert = _shortest_float
+        flat = [_shortest_float(x) for x in array.reshape(-1)]
     else:
         return array.tolist()
-    flat = [convert(x) for x in array.reshape(-1)]
     if array.ndim == 0:
         return flat[0]
     return _reshape(flat, list(array.shape))

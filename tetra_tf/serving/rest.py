@@ -282,43 +282,63 @@ LINGER_AFTER_ERROR_S = 2.0
 
 
 def _lingering_channel_class(base: type) -> type:
-    """A waitress channel that half-closes after an error answer, then drains its input."""
+    """A waitress channel that half-closes after an error answer, then drains its input.
+
+    Only a channel that starts lingering changes class (to `Lingering`), so that every
+    other channel keeps waitress's own readable() and writable(): the event loop calls
+    them for every connection on every turn.
+    """
 
     class LingeringChannel(base):
         linger_on_close = False
-        _linger_until: float | None = None
 
         def handle_close(self) -> None:
-            if self.linger_on_close and self._linger_until is None and self.connected:
+            if self.linger_on_close and self.connected:
                 try:
                     self.socket.shutdown(socket.SHUT_WR)  # the answer is sent; FIN follows
                 except OSError:
                     return super().handle_close()
                 self._linger_until = time.monotonic() + LINGER_AFTER_ERROR_S
                 self.will_close = self.close_when_flushed = False
+                self.__class__ = _lingering_class(type(self))
                 return None
             return super().handle_close()
 
+    return LingeringChannel
+
+
+_LINGERING_CLASSES: dict[type, type] = {}
+
+
+def _lingering_class(channel_class: type) -> type:
+    """channel_class as it behaves while lingering: it reads (and drops) until the peer
+    closes or the time is up, and writes only to close when waitress's maintenance says
+    so."""
+    lingering = _LINGERING_CLASSES.get(channel_class)
+    if lingering is None:
         def readable(self) -> bool:
-            return self._linger_until is not None or super().readable()
+            return True
 
         def writable(self) -> bool:
-            if self._linger_until is not None:  # only to close when maintenance says so
-                return bool(self.will_close)
-            return super().writable()
+            return bool(self.will_close)
 
         def handle_read(self) -> None:
-            if self._linger_until is None:
-                return super().handle_read()
             try:
                 data = self.socket.recv(1 << 16)
             except OSError:
                 data = b""
             if not data or time.monotonic() > self._linger_until:
-                super().handle_close()
-            return None
+                self.handle_close()
 
-    return LingeringChannel
+        def handle_close(self) -> None:
+            self.linger_on_close = False  # Lingered: now close for good.
+            channel_class.handle_close(self)
+
+        lingering = _LINGERING_CLASSES[channel_class] = type(
+            "Lingering" + channel_class.__name__, (channel_class,),
+            {"readable": readable, "writable": writable, "handle_read": handle_read,
+             "handle_close": handle_close})
+    return lingering
 
 
 def serve(app: RestApp, host: str, port: int, shutdown_timeout_s: float,
