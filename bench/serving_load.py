@@ -238,7 +238,7 @@ def _rest_client(port: int) -> "callable":
     """A keep-alive HTTP/1.1 client on one socket: POSTs `{"instances": [sentence]}` and
     reads the answer by its Content-Length (the server always sends one)."""
     sock = socket.create_connection(("127.0.0.1", port), timeout=120)
-    requests: dict[str, bytes] = {}
+    requests: dict[tuple[str, str], bytes] = {}
     pending = bytearray()
 
     def read_until(marker: bytes) -> bytes:
@@ -262,19 +262,22 @@ def _rest_client(port: int) -> "callable":
         return data
 
     def parse(sentence: str) -> str:
-        request = requests.get(sentence)
+        request = requests.get((MODEL_NAME, sentence))
         if request is None:
             body = json.dumps({"instances": [sentence]}).encode("utf-8")
-            request = requests[sentence] = (
+            request = requests[MODEL_NAME, sentence] = (
                 f"POST /v1/models/{MODEL_NAME}:predict HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                 f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
             ).encode("ascii") + body
         sock.sendall(request)
         status_line, *header_lines = read_until(b"\r\n\r\n").decode("latin-1").split("\r\n")
-        headers = dict(line.split(":", 1) for line in header_lines)
-        length = next(int(value) for name, value in headers.items()
-                      if name.strip().lower() == "content-length")
-        body = read_exactly(length)
+        headers = {name.strip().lower(): value.strip() for name, _, value in
+                   (line.partition(":") for line in header_lines)}
+        if "content-length" not in headers:
+            raise RuntimeError(f"an answer without Content-Length: {status_line!r}")
+        body = read_exactly(int(headers["content-length"]))
+        if headers.get("connection", "").lower() == "close":
+            raise RuntimeError(f"the server closes the connection: {status_line!r} {body[:200]!r}")
         status = int(status_line.split()[1])
         if status != 200:
             raise RuntimeError(f"HTTP {status}: {body[:200]!r}")
@@ -290,12 +293,12 @@ def _grpc_client(channel) -> "callable":
     from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
     stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
-    requests: dict[str, predict_pb2.PredictRequest] = {}
+    requests: dict[tuple[str, str], predict_pb2.PredictRequest] = {}
 
     def parse(sentence: str) -> str:
-        request = requests.get(sentence)
+        request = requests.get((MODEL_NAME, sentence))
         if request is None:
-            request = requests[sentence] = predict_pb2.PredictRequest()
+            request = requests[MODEL_NAME, sentence] = predict_pb2.PredictRequest()
             request.model_spec.name = MODEL_NAME
             request.model_spec.signature_name = "serving_default"
             request.inputs["sentences"].CopyFrom(tensor_pb2.TensorProto(

@@ -782,7 +782,7 @@ def test_load_generator_clients_read_each_answer_on_one_connection(batching_serv
     """bench/serving_load.py's lean clients: replayed requests, answers read whole."""
     import grpc
 
-    sys.path.insert(0, REPO_ROOT)
+    monkeypatch.syspath_prepend(REPO_ROOT)
     from bench import serving_load
 
     monkeypatch.setattr(serving_load, "MODEL_NAME", MODEL_NAME)
@@ -791,9 +791,9 @@ def test_load_generator_clients_read_each_answer_on_one_connection(batching_serv
     rest_parse = serving_load._rest_client(port)
     try:
         assert [rest_parse(s) for s in sentences] == [_expected(s)["tree"] for s in sentences]
-        monkeypatch.setattr(serving_load, "MODEL_NAME", "nope")
+        monkeypatch.setattr(serving_load, "MODEL_NAME", "nope")  # A replayed sentence too.
         with pytest.raises(RuntimeError, match="HTTP 404"):
-            rest_parse("Another sentence .")
+            rest_parse("The cat sat .")
     finally:
         rest_parse.close()
     monkeypatch.setattr(serving_load, "MODEL_NAME", MODEL_NAME)

@@ -130,6 +130,31 @@ def test_with_a_timeout_an_idle_scheduler_runs_a_request_at_once_a_busy_one_gath
     assert sorted(batches[2][0]) == ["a", "b"] and batches[2][1].startswith("test-batch")
 
 
+def test_slices_of_a_split_request_run_side_by_side_on_the_batch_threads():
+    """Submitted with inline=False (as BatchingRunner submits a split request's slices),
+    tasks at an idle scheduler go to the batch threads, which run them at once, instead
+    of one after another on the caller's thread."""
+    params = batching.BatchingParameters(max_batch_size=1, batch_timeout_micros=0,
+                                         max_enqueued_batches=4, num_batch_threads=2)
+    running = threading.Barrier(3)  # Both slices must be running at the same time.
+
+    def run_batch(tasks):
+        running.wait(TIMEOUT_S)
+        for task in tasks:
+            task.finish((task.payload, threading.current_thread().name))
+
+    scheduler = batching.BatchScheduler(params, run_batch, name="test-batch")
+    tasks = [batching.Task("key", 1, 0, name) for name in ("first", "second")]
+    for task in tasks:
+        scheduler.submit(task, inline=False)  # Returns at once: nothing runs inline.
+    running.wait(TIMEOUT_S)
+    results = [task.wait() for task in tasks]
+    scheduler.stop()
+    assert [payload for payload, _ in results] == ["first", "second"]
+    assert all(thread.startswith("test-batch") for _, thread in results)
+    assert results[0][1] != results[1][1]
+
+
 def test_scheduler_merges_waiting_tasks_and_runs_a_lone_one_inline():
     params = batching.BatchingParameters(max_batch_size=4, batch_timeout_micros=0,
                                          max_enqueued_batches=2, num_batch_threads=1)

@@ -163,3 +163,30 @@ def test_path_bytes_are_utf8_and_escaped_in_the_log(log_lines):
     assert predictor.requests[0].model_name == "caf\u00e9\n"
     assert len(log_lines) == 1 and "\n" not in log_lines[0]
     assert "/v1/models/caf\\xe9\\x0a:predict 404" in log_lines[0]
+
+
+def test_body_length_that_is_not_a_number_or_not_given(log_lines):
+    predictor = _Predictor()
+    app = _app(predictor, log_lines)
+    path = f"/v1/models/{MODEL}:predict"
+    status, _, body = _call(app, "POST", path, {"instances": ["a"]}, content_length="12x")
+    assert status == 400 and "Content-Length" in json.loads(body)["error"]
+    # No length and the end of input not marked: WSGI's safe reading sees no body.
+    status, _, body = _call(app, "POST", path, b'{"instances": ["a"]}', content_length="",
+                            terminated=False)
+    assert status == 400 and "JSON" in json.loads(body)["error"]
+    assert len(log_lines) == 2
+
+
+def test_only_a_lingering_channel_changes_waitress_readable_and_writable():
+    from waitress.channel import HTTPChannel
+
+    from tetra_tf.serving import rest
+
+    channel_class = rest._lingering_channel_class(HTTPChannel)
+    # waitress's event loop asks every connection on every turn: no wrapper there.
+    assert channel_class.readable is HTTPChannel.readable
+    assert channel_class.writable is HTTPChannel.writable
+    lingering = rest._lingering_class(channel_class)
+    assert issubclass(lingering, channel_class) and lingering.readable is not HTTPChannel.readable
+    assert rest._lingering_class(channel_class) is lingering  # One class per channel class.

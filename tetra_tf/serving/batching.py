@@ -251,8 +251,13 @@ class BatchScheduler:
             return False
         return self._max_cost is None or batch.cost + task.cost <= self._max_cost
 
-    def submit(self, task: Task) -> None:
+    def submit(self, task: Task, inline: bool = True) -> None:
         """Adds a task to its key's open batch (a new batch when it does not fit).
+
+        Args:
+          inline: False: never run the task on the caller's thread, even at an idle
+            scheduler (for the slices of a split request, which the batch threads then
+            run side by side instead of one after another on the caller's thread).
 
         Raises:
           QueueFullError: max_enqueued_batches are waiting and the task fits none of them.
@@ -265,7 +270,7 @@ class BatchScheduler:
             if self._stopping:
                 raise QueueFullError("the server is shutting down")
             queue = self._queues.setdefault(task.key, collections.deque())
-            run_inline = not queue and (
+            run_inline = inline and not queue and (
                 self._running == 0 or (self._timeout_s == 0
                                        and self._running < self.params.num_batch_threads))
             if run_inline:

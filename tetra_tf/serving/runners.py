@@ -102,8 +102,8 @@ class BatchingRunner:
                  int(widths[start:stop].max()) if widths is not None else None)))
         scheduler = self._scheduler(model)
         try:
-            for task in tasks:
-                scheduler.submit(task)
+            for task in tasks:  # A split request's slices all go to the batch threads.
+                scheduler.submit(task, inline=len(tasks) == 1)
         except batching.QueueFullError as e:
             raise RequestError(f"Unavailable: {e}", 503) from None
         parts = [task.wait() for task in tasks]
