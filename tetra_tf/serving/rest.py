@@ -143,7 +143,7 @@ class RestApp:
         if match:
             _require_method(method, "POST")
             model_name, version, verb = match.groups()
-            number = parse_version(version) if version is not None else None
+            number = _version(version)
             if verb.lower() != "predict":
                 with manager.acquire(model_name, number):
                     raise RequestError(f"Unimplemented: this server supports :predict only, "
@@ -260,7 +260,7 @@ def _json_error_task_class(metrics: Metrics | None) -> type:
             if error.code == 413:
                 message = ("Request body is larger than --max_request_bytes="
                            f"{self.channel.server.adj.max_request_body_size - 1}")
-            body = json.dumps({"error": message}).encode("utf-8")
+            body = _json_body({"error": message})
             self.status = f"{error.code} {error.reason}"
             self.response_headers.extend([("Content-Type", "application/json"),
                                           ("Connection", "close")])
