@@ -48,7 +48,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from absl import app, flags, logging  # noqa: E402
 
-from tetra_tf.export_layout import saved_model_file  # noqa: E402
+from tetra_tf import export_format  # noqa: E402
+from tetra_tf.export_format import saved_model_file  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import tensorflow_text  # noqa: E402,F401
 
@@ -161,7 +162,7 @@ def report(title: str, rows: list[tuple[str, int, float, float, str]]) -> None:
 
 def run_saved_model(export_dir: str, cases, repeats: int):
     model = tf.saved_model.load(export_dir)
-    serve = model.signatures["serving_default"]
+    serve = model.signatures[export_format.SERVING_SIGNATURE]
     serve(sentences=tf.constant(["warm up ."]))
     rows = []
     for name, sentences in cases:

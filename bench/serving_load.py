@@ -83,6 +83,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 
+from tetra_tf import export_format  # noqa: E402
+
 DEFAULT_EXPORT = os.path.join(REPO_ROOT, "models", "tetra", "1")
 BATCH_SIZE_METRIC = "tetra_serving_batch_size"
 SERVER_SCRIPT = os.path.join(REPO_ROOT, "serving", "server.py")
@@ -300,7 +302,7 @@ def _grpc_client(channel) -> "callable":
         if request is None:
             request = requests[MODEL_NAME, sentence] = predict_pb2.PredictRequest()
             request.model_spec.name = MODEL_NAME
-            request.model_spec.signature_name = "serving_default"
+            request.model_spec.signature_name = export_format.SERVING_SIGNATURE
             request.inputs["sentences"].CopyFrom(tensor_pb2.TensorProto(
                 dtype=types_pb2.DT_STRING, string_val=[sentence.encode("utf-8")]))
             request.inputs["sentences"].tensor_shape.dim.add(size=1)
@@ -451,7 +453,7 @@ def main(argv: list[str]) -> int:
         return 2
     export_dir = args.export_dir or (DEFAULT_EXPORT if os.path.isdir(DEFAULT_EXPORT)
                                      else None)
-    from tetra_tf.export_layout import saved_model_file  # pylint: disable=C0415
+    from tetra_tf.export_format import saved_model_file  # pylint: disable=C0415
 
     if args.export_dir and saved_model_file(args.export_dir) is None:
         print(f"serving_load.py: error: no saved_model.pb in {args.export_dir}",

@@ -78,7 +78,7 @@ import tensorflow as tf  # noqa: E402
 
 from bench import reference_pipeline  # noqa: E402  (imports neither torch nor TF)
 from bench.minilm_model import default_model_dir, test_split_sentences  # noqa: E402
-from tetra_tf import cpu, encoders, export, model_card, treebank  # noqa: E402
+from tetra_tf import cpu, encoders, export, export_format, treebank  # noqa: E402
 from tetra_tf import model_dir as model_dir_lib  # noqa: E402
 from tetra_tf.model import ENCODER_INPUTS  # noqa: E402
 from tetra_tf.parser import DEFAULT_CONCURRENT_CALLS, Parser  # noqa: E402
@@ -206,7 +206,7 @@ def measure(model, parser, plain_encoder, sentences: list[list[str]], batch_size
 
     after_each_pass: called after each timed pass (e.g. one reference pass).
     """
-    serve = model.signatures["serving_default"]
+    serve = model.signatures[export_format.SERVING_SIGNATURE]
     batches = make_batches(sentences, batch_size, sort)
     encoder_inputs, plain_inputs, window_pieces, word_inputs = [], [], [], []
     for batch in batches:
@@ -314,7 +314,7 @@ def main(argv):
         exports = [export_dir] + ([_COMPARE.value] if _COMPARE.value else [])
         started = time.time()
         parsers = [Parser(directory) for directory in exports]
-        cards = [model_card.read(directory) for directory in exports]
+        cards = [export_format.read_card(directory) for directory in exports]
         names = [f"{card['encoder'].get('compute_dtype', 'float32')}, pack "
                  f"{card['encoder'].get('pack_length', 0)}" for card in cards]
         print(f"CPU: {cpu_description()}")

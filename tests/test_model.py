@@ -7,7 +7,7 @@ import tetra_tf  # noqa: F401
 import tensorflow as tf
 
 from tetra_tf import encoders, input_pipeline, model_dir, train
-from tetra_tf.model import HeadsConfig, TetraTagger, tagging_loss_terms
+from tetra_tf.model import HeadsConfig, tagging_loss_terms
 from tetra_tf.tags import TagVocabularies
 from tetra_tf.tokenization import SubwordTokenizer
 

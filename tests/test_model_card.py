@@ -6,7 +6,7 @@ import shutil
 
 import tetra_tf
 from conftest import TRAINED_RUN_EPOCHS, run_module
-from tetra_tf import model_card
+from tetra_tf import export_format, model_card
 from tetra_tf.parser import Parser
 
 
@@ -48,8 +48,8 @@ def test_export_carries_the_card_with_real_scores(trained_run, tiny_encoder_dir)
     assert card["max_stack_depth"] == Parser(trained_run["export_dir"]).max_stack_depth
     assert card["training"]["command"].startswith("python -m tetra_tf.train")
     assert card["tetra_tf_version"] == tetra_tf.__version__
-    assert os.path.isfile(os.path.join(trained_run["export_dir"], "assets.extra",
-                                       model_card.CARD_MARKDOWN_FILE))
+    assert os.path.isfile(os.path.join(trained_run["export_dir"],
+                                       export_format.CARD_MARKDOWN_FILE))
 
 
 def test_describe_prints_the_card(trained_run):
@@ -64,8 +64,8 @@ def test_describe_prints_the_card(trained_run):
 def test_export_without_a_card_still_loads_and_says_so(tiny_export_dir, tmp_path):
     old = str(tmp_path / "old")
     shutil.copytree(tiny_export_dir, old)
-    assert model_card.read(old) is not None
-    shutil.rmtree(os.path.join(old, model_card.CARD_DIR))
+    assert export_format.read_card(old) is not None
+    shutil.rmtree(os.path.join(old, export_format.ASSETS_EXTRA_DIR))
     parser = Parser(old)
     assert parser.card is None
     assert parser.parse_sents([["The", "cat", "."]]) == Parser(
@@ -77,7 +77,7 @@ def test_export_without_a_card_still_loads_and_says_so(tiny_export_dir, tmp_path
 
 
 def test_card_without_training_records_says_what_is_missing(tiny_export_dir):
-    card = model_card.read(tiny_export_dir)
+    card = export_format.read_card(tiny_export_dir)
     assert card["training"] is None and card["scores"]["dev"] is None
-    text = model_card.render(card)
+    text = export_format.render_card(card)
     assert "no record" in text and "test F1: not recorded" in text

@@ -15,6 +15,7 @@ import pytest
 import tensorflow as tf
 
 from tetra_tf import evalb, parse, sentences
+from tetra_tf.errors import ExportError
 from tetra_tf.parser import ParseResult, Parser
 from tetra_tf.treebank import with_pos_tags
 
@@ -244,7 +245,7 @@ def test_empty_input_gives_empty_output(parser):
 
 
 def test_missing_model_dir(tmp_path):
-    with pytest.raises(parse.InputError, match="no SavedModel"):
+    with pytest.raises(ExportError, match="no SavedModel"):
         parse.run(str(tmp_path), io.StringIO("a b\n"), io.StringIO())
 
 

@@ -48,7 +48,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 from apache_beam.ml.inference.base import ModelHandler, PredictionResult, RunInference
 
-from tetra_tf import export_layout, sentences
+from tetra_tf import export_format, sentences
 
 if TYPE_CHECKING:  # tetra_tf.parser loads TensorFlow: only the workers that parse import it
     from tetra_tf.parser import Parser
@@ -109,7 +109,7 @@ class ParseModelHandler(ModelHandler[Sentence, PredictionResult, "Parser"]):
             call (its max_pieces_per_call // max_pieces_per_word).
         """
         if max_batch_words is None:
-            limits = sentences.SentenceLimits.from_export(export_layout.read_limits(model_dir))
+            limits = sentences.SentenceLimits.from_export(export_format.read_limits(model_dir))
             max_batch_words = (limits.max_pieces // limits.max_pieces_per_word
                                if limits.max_pieces and limits.max_pieces_per_word
                                else batch_size * 64)

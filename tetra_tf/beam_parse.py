@@ -40,7 +40,7 @@ import sys
 # TensorFlow's C++ notices and Beam's import-time warnings (e.g. no GCP libraries) are
 # noise here; pipeline failures are reported from their exceptions.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-from tetra_tf import cli, export_layout, sentences  # noqa: E402
+from tetra_tf import cli, export_format, sentences  # noqa: E402
 from tetra_tf.cli import UsageError  # noqa: E402
 
 LOCAL_RUNNER = "FnApiRunner"
@@ -112,8 +112,8 @@ def parse_args(argv: list[str]):
     for name in ("max_line_bytes", "batch_size"):
         if getattr(args, name) < 1:
             raise UsageError(f"--{name} must be positive")
-    if not FileSystems.exists(FileSystems.join(args.model_dir, export_layout.SAVED_MODEL_FILE)):
-        raise UsageError(f"--model_dir: {export_layout.no_saved_model_message(args.model_dir)}")
+    if not FileSystems.exists(FileSystems.join(args.model_dir, export_format.SAVED_MODEL_FILE)):
+        raise UsageError(f"--model_dir: {export_format.no_saved_model_message(args.model_dir)}")
     for pattern in args.input:
         if not FileSystems.match([pattern])[0].metadata_list:
             raise UsageError(f"--input: {pattern} matches no file")

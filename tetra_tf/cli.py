@@ -17,6 +17,8 @@ from typing import Callable, Mapping
 
 from absl import app, flags
 
+from tetra_tf.errors import TetraError
+
 _HELP_FLAGS = ("--help", "-help", "--helpshort", "--helpfull", "--helpxml", "-h", "-?")
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
@@ -25,8 +27,8 @@ EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 flags.disclaim_key_flags()
 
 
-class UsageError(Exception):
-    """A user's mistake (flags, input files, model directories): one line, exit code 2."""
+class UsageError(TetraError):
+    """A mistake in a command's flags or arguments: one line, exit code 2."""
 
 
 def parse_flags(argv: list[str]) -> list[str]:
@@ -59,12 +61,13 @@ def guarded(main: Callable[[list[str]], int | None], argv: list[str],
             user_errors: tuple[type[BaseException], ...] = ()) -> int:
     """Runs main(argv) under the exit-code convention above; returns the exit code.
 
-    A UsageError, FileNotFoundError or one of `user_errors` prints ``error: MESSAGE``
-    (exit 2); any other exception ``error: TYPE: MESSAGE`` (exit 1); never a traceback.
+    A `TetraError` (the library's errors for a caller's mistake, UsageError among them),
+    FileNotFoundError or one of `user_errors` prints ``error: MESSAGE`` (exit 2); any other
+    exception ``error: TYPE: MESSAGE`` (exit 1); never a traceback.
     """
     try:
         code = main(argv)
-    except (UsageError, FileNotFoundError) + tuple(user_errors) as e:
+    except (TetraError, FileNotFoundError) + tuple(user_errors) as e:
         print(f"error: {_first_line(e) or type(e).__name__}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
@@ -83,7 +86,7 @@ def run(main: Callable[[list[str]], int | None],
     Args:
       main: takes argv (the program, then the positional arguments) and returns an exit
         code (None: 0).
-      user_errors: exceptions besides UsageError and FileNotFoundError that are the
+      user_errors: exceptions besides TetraError and FileNotFoundError that are the
         user's mistake (exit 2).
       takes_arguments: whether positional arguments are allowed (else a usage error).
     """

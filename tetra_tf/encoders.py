@@ -32,7 +32,7 @@ import tf_keras
 from official.modeling.activations import gelu as _approximate_gelu
 from official.nlp.modeling import networks
 
-from tetra_tf import default_encoder
+from tetra_tf import default_encoder, export_format
 
 
 ACTIVATIONS = ("gelu", "gelu_approximate", "relu")
@@ -402,12 +402,9 @@ def _count_lines(path: str) -> int:
 
 
 def _vocab_is_uncased(vocab_path: str) -> bool:
-    """Guesses the casing from the vocabulary: cased BERT vocabularies have many capitals."""
+    """Guesses the casing from the vocabulary (`export_format.vocabulary_is_uncased`)."""
     with tf.io.gfile.GFile(vocab_path, "r") as f:
-        tokens = [line.rstrip("\n") for line in f]
-    regular = [t for t in tokens if not (t.startswith("[") and t.endswith("]"))]
-    capitalized = sum(1 for t in regular if t.lower() != t)
-    return capitalized <= 0.01 * max(1, len(regular))
+        return export_format.vocabulary_is_uncased([line.rstrip("\n") for line in f])
 
 
 def _read_config(directory: str) -> EncoderConfig:

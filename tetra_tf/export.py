@@ -59,7 +59,7 @@ from absl import flags, logging
 import numpy as np
 import tensorflow as tf
 
-from tetra_tf import cli, cpu, decoding, encoders, export_layout, model_card
+from tetra_tf import cli, cpu, decoding, encoders, export_format, model_card
 from tetra_tf import sentences as sentences_lib
 from tetra_tf.tree_writer import TreeWriter
 from tetra_tf.inference_encoder import InferenceEncoder
@@ -68,10 +68,11 @@ from tetra_tf.tags import TagVocabularies
 from tetra_tf.tokenization import (MAX_PIECES_PER_CALL, MAX_WINDOW_POSITIONS_PER_CALL,
                                    SubwordTokenizer)
 from tetra_tf import model_dir as model_dir_lib
+from tetra_tf.errors import InputError, ModelDirError
 from tetra_tf.model_dir import load_tagger, resolve_checkpoint
 
-SERVING_SIGNATURE = "serving_default"
-PARSE_WORDS_SIGNATURE = "parse_words"
+SERVING_SIGNATURE = export_format.SERVING_SIGNATURE
+PARSE_WORDS_SIGNATURE = export_format.PARSE_WORDS_SIGNATURE
 # Windows shorter than seq_length go through the encoder trimmed to the longest of them,
 # rounded up to a multiple of this (CPU matmuls prefer aligned sizes).
 DEFAULT_LENGTH_MULTIPLE = 8
@@ -95,7 +96,7 @@ DEFAULT_ENCODER_DTYPE = "float32"
 # --------------------------------------------------------------------------------------
 # The serving module
 
-LIMITS_FILE = export_layout.LIMITS_FILE
+LIMITS_FILE = export_format.LIMITS_FILE
 
 
 def _string_variable(values: list[str], name: str) -> tf.Variable:
@@ -486,10 +487,10 @@ def build_module(model_dir: str, checkpoint: str,
     try:
         vocabs = TagVocabularies.load(model_dir_lib.vocab_dir(model_dir))
     except (FileNotFoundError, ValueError) as e:
-        raise cli.UsageError(str(e)) from None
+        raise ModelDirError(str(e)) from None
     encoder_vocab = model_dir_lib.encoder_vocab_path(model_dir)
     if not os.path.isfile(encoder_vocab):
-        raise cli.UsageError(f"{encoder_vocab} not found: the encoder vocabulary is missing")
+        raise ModelDirError(f"{encoder_vocab} not found: the encoder vocabulary is missing")
     tokenizer = SubwordTokenizer(encoder_vocab, lower_case=spec.encoder.do_lower_case)
     return ParserModule(tagger, spec.encoder, tokenizer, vocabs, spec.max_stack_depth,
                         length_multiple, encoder_dtype, pack_length)
@@ -504,10 +505,8 @@ def write_limits(module: ParserModule, export_dir: str) -> str:
     path = os.path.join(export_dir, LIMITS_FILE)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w", encoding="utf-8") as f:
-        json.dump({"max_pieces_per_word": int(module.max_pieces_per_word.numpy()),
-                   "max_pieces_per_call": int(module.max_pieces_per_call.numpy()),
-                   "max_window_positions_per_call":
-                       int(module.max_window_positions_per_call.numpy())}, f, indent=2)
+        json.dump({key: int(getattr(module, key).numpy()) for key in export_format.LIMIT_KEYS},
+                  f, indent=2)
         f.write("\n")
     return path
 
@@ -530,20 +529,20 @@ def export(checkpoint: str, export_dir: str, overwrite: bool = False,
       The checkpoint prefix that was exported.
 
     Raises:
-      ModelDirError: for a bad checkpoint path.
-      cli.UsageError: for an existing export_dir (unless overwrite).
+      ModelDirError: for a bad checkpoint path or model directory.
+      InputError: for an existing export_dir (unless overwrite), or a bad option.
     """
     model_dir, prefix = resolve_checkpoint(checkpoint)
     export_dir = os.path.normpath(export_dir)
     if os.path.exists(export_dir) and not overwrite:
-        raise cli.UsageError(f"{export_dir} already exists (pass --overwrite to replace it)")
+        raise InputError(f"{export_dir} already exists (pass --overwrite to replace it)")
     if encoder_dtype not in ENCODER_DTYPES:
-        raise cli.UsageError(f"encoder_dtype must be one of {', '.join(ENCODER_DTYPES)}, "
+        raise InputError(f"encoder_dtype must be one of {', '.join(ENCODER_DTYPES)}, "
                           f"got {encoder_dtype!r}")
     if encoder_dtype == "bfloat16" and (warning := cpu.bfloat16_warning()):
         logging.warning("%s", warning)
     if not 0 <= pack_length <= MAX_PACK_LENGTH:
-        raise cli.UsageError(f"pack_length must be 0 (no packing) or up to {MAX_PACK_LENGTH}, "
+        raise InputError(f"pack_length must be 0 (no packing) or up to {MAX_PACK_LENGTH}, "
                              f"got {pack_length}")
     module = build_module(model_dir, prefix, length_multiple, encoder_dtype, pack_length)
     parent = os.path.dirname(os.path.abspath(export_dir))

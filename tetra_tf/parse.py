@@ -59,20 +59,18 @@ import os
 import stat
 import sys
 import tempfile
-from typing import IO, Callable, Iterator, Sequence, TextIO
+from typing import IO, Iterator, Sequence, TextIO
 
 from absl import flags
 from tqdm import tqdm
 
-from tetra_tf import cli, export_layout, sentences
+from tetra_tf import cli, export_format, sentences
+from tetra_tf.errors import InputError
 
 # A chunk is read, parsed and written before the next is read: this bounds memory.
 CHUNK_LINES = 4096
 CHUNK_BYTES = 8 * 1024 * 1024
 ON_ERROR_CHOICES = ("fail", "skip")
-
-
-InputError = cli.UsageError  # a problem with the input or the flags (exit code 2)
 
 
 class BadLineError(InputError):
@@ -131,23 +129,6 @@ def format_scored(result) -> str:
     return f"{result.score:.4f}\t{result.bracketed}"
 
 
-def describe(model_dir: str) -> str:
-    """The export's model card as text, or a line saying that it has none.
-
-    Raises:
-      InputError: if model_dir holds no SavedModel.
-    """
-    from tetra_tf import model_card  # pylint: disable=import-outside-toplevel
-
-    if not export_layout.has_saved_model(model_dir):
-        raise InputError(f"--model_dir: {export_layout.no_saved_model_message(model_dir)}")
-    card = model_card.read(model_dir)
-    if card is None:
-        return (f"{model_dir}: no model card (exported before tetra-tf wrote them, or by "
-                "another tool); it still parses\n")
-    return model_card.render(card)
-
-
 class _Writer:
     """Writes text lines as UTF-8 to a binary or text stream; write failures → OutputError."""
 
@@ -190,7 +171,8 @@ def run(model_dir: str, input_file: IO, output_file: IO, tokenize: bool = False,
     Raises:
       BadLineError: with on_error="fail", for the first bad line (after writing the
         trees of the lines before it).
-      InputError: for a model directory that cannot be loaded.
+      InputError: for a bad option or an unreadable input.
+      ExportError: for a model directory that holds no usable export.
       OutputError: if output_file or errors_file cannot be written.
       parser.ModelError: if the model itself fails.
     """
@@ -198,8 +180,8 @@ def run(model_dir: str, input_file: IO, output_file: IO, tokenize: bool = False,
         raise InputError(f"--on_error must be one of {', '.join(ON_ERROR_CHOICES)}, got "
                          f"{on_error!r}")
     # Checked before TensorFlow loads (seconds) for a local path.
-    if parser is None and not export_layout.has_saved_model(model_dir):
-        raise InputError(f"--model_dir: {export_layout.no_saved_model_message(model_dir)}")
+    if parser is None:
+        export_format.check(model_dir)
     own_limits = sentences.SentenceLimits().lowered(max_words, max_line_bytes)
     output = _Writer(output_file, output_name)
     errors = _Writer(errors_file or sys.stderr, errors_name)
@@ -242,18 +224,14 @@ def run(model_dir: str, input_file: IO, output_file: IO, tokenize: bool = False,
 
 
 def load_parser(model_dir: str):
-    """Loads the Parser, turning a missing or foreign directory into an InputError."""
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    """Loads the Parser (TensorFlow starts here, not at import).
 
+    Raises:
+      ExportError: if model_dir holds no usable export.
+    """
     from tetra_tf.parser import Parser  # pylint: disable=import-outside-toplevel
 
-    try:
-        return Parser(model_dir)
-    except (FileNotFoundError, ValueError) as e:
-        raise InputError(f"--model_dir: {e}") from None
-    except (OSError, tf.errors.OpError) as e:
-        raise InputError(f"--model_dir: cannot load {model_dir} "
-                         f"({str(e).splitlines()[0][:200]})") from None
+    return Parser(model_dir)
 
 
 @contextlib.contextmanager
@@ -420,7 +398,7 @@ def main(argv) -> int:
     del argv
     _check_flags()
     if FLAGS.describe:
-        sys.stdout.write(describe(FLAGS.model_dir))
+        sys.stdout.write(export_format.describe(FLAGS.model_dir))
         return cli.EXIT_OK
     output_existed = bool(FLAGS.output) and os.path.exists(FLAGS.output)
     try:

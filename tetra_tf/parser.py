@@ -32,10 +32,10 @@ from absl import logging
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the tokenizer's ops the SavedModel uses)
 
-from tetra_tf import cpu, export_layout, model_card, sentences, treebank
+from tetra_tf import cpu, export_format, sentences, treebank
+from tetra_tf.errors import ExportError, ModelError
 from tetra_tf.sentences import SentenceError, SentenceLimits
 
-SERVING_SIGNATURE = "serving_default"
 DEFAULT_BATCH_SIZE = 64
 # Model calls in flight at once. On a 2-core CPU, with TensorFlow's default pools, two
 # concurrent calls parsed 1.01-1.56x the sentences per second of one call using both cores
@@ -43,11 +43,8 @@ DEFAULT_BATCH_SIZE = 64
 # sized for them (`cpu.share_cores`, one intra-op thread per call) two calls parsed 1.4-1.8x
 # as much again at batch 1 (README.md, "4. Parse" and "Benchmarks").
 DEFAULT_CONCURRENT_CALLS = 2
-_LIMIT_NAMES = ("max_pieces_per_word", "max_pieces_per_call", "max_window_positions_per_call")
 
-
-class ModelError(RuntimeError):
-    """The model itself failed (not a sentence's fault): every way in stops on it."""
+__all__ = ["DEFAULT_BATCH_SIZE", "ModelError", "ParseResult", "Parser"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,28 +88,30 @@ class Parser:
             threads = cores // concurrent_calls).
 
         Raises:
-          FileNotFoundError: if export_dir holds no SavedModel.
-          ValueError: if the SavedModel is not a tetra-tf export, or concurrent_calls < 1.
+          ExportError: if export_dir holds no SavedModel, one that is not a tetra-tf
+            export, or unreadable export files.
+          ValueError: if concurrent_calls < 1.
         """
         self.concurrent_calls = concurrent_calls
-        if not export_layout.has_saved_model(export_dir):
-            raise FileNotFoundError(export_layout.no_saved_model_message(export_dir))
+        export_format.check(export_dir)
         self.export_dir = export_dir
         if cpu.share_cores(self.concurrent_calls):  # before the load starts TensorFlow's runtime
             logging.debug("TensorFlow's thread pools sized for %d concurrent calls: %d intra-op "
                           "thread(s) each (set tf.config.threading before making a Parser to "
                           "choose otherwise)", self.concurrent_calls,
                           tf.config.threading.get_intra_op_parallelism_threads())
-        self._model = tf.saved_model.load(export_dir)
-        if SERVING_SIGNATURE not in self._model.signatures or not hasattr(
+        self._export_limits = export_format.read_limits(export_dir)
+        self._card = export_format.read_card(export_dir)
+        try:
+            self._model = tf.saved_model.load(export_dir)
+        except (OSError, tf.errors.OpError) as e:
+            raise ExportError(f"{export_dir}: cannot load the SavedModel "
+                              f"({_first_line(str(e))[:200]})") from None
+        if export_format.SERVING_SIGNATURE not in self._model.signatures or not hasattr(
                 self._model, "max_stack_depth"):
-            raise ValueError(f"{export_dir}: not a tetra-tf parser SavedModel")
-        self._serve = self._model.signatures[SERVING_SIGNATURE]
-        # The bounds the graph enforces (also in assets.extra/limits.json), read once.
-        self._export_limits = {name: int(getattr(self._model, name).numpy())
-                               for name in _LIMIT_NAMES if hasattr(self._model, name)}
+            raise ExportError(f"{export_dir}: not a tetra-tf parser SavedModel")
+        self._serve = self._model.signatures[export_format.SERVING_SIGNATURE]
         self._sentence_limits = SentenceLimits.from_export(self._export_limits)
-        self._card = model_card.read(export_dir)
         if self.encoder_dtype == "bfloat16" and (warning := cpu.bfloat16_warning()):
             logging.warning("%s: %s", export_dir, warning)
 
@@ -144,12 +143,13 @@ class Parser:
 
     @property
     def card(self) -> dict[str, Any] | None:
-        """The export's model card (tetra_tf/model_card.py), None if it was made without one."""
+        """The export's model card (`export_format.read_card`), None if made without one."""
         return self._card
 
     @property
     def export_limits(self) -> dict[str, int]:
-        """The work bounds the SavedModel's graph enforces (see export.py), {} if none."""
+        """The work bounds the SavedModel's graph enforces (assets.extra/limits.json), {} if
+        the export publishes none."""
         return dict(self._export_limits)
 
     @property

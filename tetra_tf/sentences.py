@@ -184,7 +184,9 @@ def check_words(words: Any, limits: SentenceLimits = SentenceLimits()) -> list[s
 
     Raises:
       SentenceError: BAD_WORDS for anything but a sequence of non-empty strings without
-        whitespace, EMPTY for no words, TOO_MANY_WORDS over limits.max_words.
+        whitespace, NOT_UTF8 for a word that UTF-8 cannot encode (a lone surrogate such as
+        "\\udce9", which a file read with errors="surrogateescape" leaves), EMPTY for no
+        words, TOO_MANY_WORDS over limits.max_words.
     """
     if isinstance(words, (str, bytes)) or not isinstance(words, Sequence):
         raise SentenceError(BAD_WORDS, f"expected a list of words, got {_describe(words)}")
@@ -198,6 +200,13 @@ def check_words(words: Any, limits: SentenceLimits = SentenceLimits()) -> list[s
         if has_whitespace(word):
             raise SentenceError(BAD_WORDS, f"word {position} ({word[:40]!r}) contains "
                                 "whitespace")
+        if not word.isascii():
+            try:
+                word.encode("utf-8")
+            except UnicodeEncodeError as e:
+                raise SentenceError(NOT_UTF8, f"word {position} is not valid UTF-8 (unpaired "
+                                    f"surrogate U+{ord(word[e.start]):04X} at character "
+                                    f"{e.start + 1})") from None
     _check_count(len(words), limits)
     return list(words)
 

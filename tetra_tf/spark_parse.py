@@ -45,7 +45,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 from absl import flags  # noqa: E402
 
-from tetra_tf import cli, export_layout, sentences  # noqa: E402
+from tetra_tf import cli, export_format, sentences  # noqa: E402
 
 FORMATS = ("parquet", "json")
 ORDERED_INFIX = "-ordered"
@@ -98,8 +98,8 @@ def _check_flags() -> dict[str, str]:
         if not equals or not key:
             raise cli.UsageError(f"--conf {item!r}: expected KEY=VALUE")
         conf[key] = value
-    if not export_layout.has_saved_model(FLAGS.model_dir):
-        raise cli.UsageError(f"--model_dir: {export_layout.no_saved_model_message(FLAGS.model_dir)}")
+    if not export_format.has_saved_model(FLAGS.model_dir):
+        raise cli.UsageError(f"--model_dir: {export_format.no_saved_model_message(FLAGS.model_dir)}")
     return conf
 
 

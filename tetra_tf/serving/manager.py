@@ -15,9 +15,9 @@ from typing import Any, Callable, Iterator
 
 from absl import logging as absl_logging
 
-from tetra_tf.cli import UsageError
+from tetra_tf.errors import ExportError
 from tetra_tf.serving.errors import RequestError, first_line, log_safe
-from tetra_tf.export_layout import saved_model_file
+from tetra_tf.export_format import saved_model_file
 from tetra_tf.serving.servable import ServedModel
 
 MAX_INT64 = (1 << 63) - 1
@@ -32,20 +32,20 @@ def find_latest_version(base_path: str) -> tuple[int, str]:
     """Returns (version, export_dir) of the highest numeric version holding a SavedModel.
 
     Raises:
-      UsageError: base_path is not a directory or holds no version directory with a
+      ExportError: base_path is not a directory or holds no version directory with a
         saved_model.pb (or .pbtxt).
     """
     if not os.path.isdir(base_path):
-        raise UsageError(f"--model_base_path {base_path!r} is not a directory")
+        raise ExportError(f"--model_base_path {base_path!r} is not a directory")
     if saved_model_file(base_path) is not None:
-        raise UsageError(f"{base_path!r} is a SavedModel itself; --model_base_path is the "
+        raise ExportError(f"{base_path!r} is a SavedModel itself; --model_base_path is the "
                          "directory above its numbered version directories")
     versions = [(int(entry), os.path.join(base_path, entry))
                 for entry in os.listdir(base_path)
                 if is_version_name(entry)
                 and saved_model_file(os.path.join(base_path, entry)) is not None]
     if not versions:
-        raise UsageError(f"no servable version under {base_path!r} (expected numbered "
+        raise ExportError(f"no servable version under {base_path!r} (expected numbered "
                          "directories such as 1/saved_model.pb)")
     return max(versions)
 
@@ -161,7 +161,7 @@ class ModelManager:
         new (and, if it failed to load before, its files have changed since)."""
         try:
             version, export_dir = find_latest_version(base_path)
-        except UsageError:
+        except ExportError:
             return  # No version there (for now): keep serving the loaded one.
         if version == self.current.version or self._load is None:
             return

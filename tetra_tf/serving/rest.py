@@ -24,12 +24,12 @@ from typing import Any, Callable, Iterable
 
 from absl import logging as absl_logging
 
+from tetra_tf import export_format
 from tetra_tf.serving import codecs
 from tetra_tf.serving.errors import STATUS_CODES, RequestError, log_safe
 from tetra_tf.serving.manager import parse_version
 from tetra_tf.serving.metrics import Metrics
 from tetra_tf.serving.predictor import PredictRequest, Predictor
-from tetra_tf.serving.servable import DEFAULT_SIGNATURE
 
 
 _PREDICT_PATH = re.compile(r"/v1/models/([^/:]+)(?:/versions/(\d+))?:(classify|regress|predict)",
@@ -205,7 +205,7 @@ def predict_json(predictor: Predictor, model_name: str, version: int | None, bod
                  ) -> tuple[dict[str, Any], int]:
     """Runs a TF Serving REST predict body; returns (response JSON, batch size)."""
     request = codecs.parse_json_object(body)
-    signature_name = request.get("signature_name", DEFAULT_SIGNATURE)
+    signature_name = request.get("signature_name", export_format.SERVING_SIGNATURE)
     if not isinstance(signature_name, str):
         raise RequestError("'signature_name' must be a string")
     row_format = []

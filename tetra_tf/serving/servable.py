@@ -12,12 +12,10 @@ from typing import Any, Callable
 import numpy as np
 from absl import logging as absl_logging
 
-from tetra_tf import export_layout
+from tetra_tf import export_format
 from tetra_tf.serving.admission import Limits, ModelLimits
 from tetra_tf.serving.errors import RequestError, first_line, log_safe
 
-DEFAULT_SIGNATURE = "serving_default"
-ENCODER_VOCAB_ASSET = os.path.join("assets", "encoder_vocab.txt")
 
 
 class PieceCounter:
@@ -25,18 +23,15 @@ class PieceCounter:
 
     Uses tetra_tf.tokenization.SubwordTokenizer on the export's own vocabulary asset. A
     word's pieces past max_pieces_per_word are dropped by the graph, so a word counts
-    min(pieces, max_pieces_per_word). Lower-casing is inferred from the vocabulary (an
-    uncased BERT vocabulary has no upper-case entries besides [CLS]-style tokens).
+    min(pieces, max_pieces_per_word). Lower-casing is the export's (`export_format.lower_case`:
+    its model card, else its vocabulary).
     """
 
-    def __init__(self, vocab_path: str, max_pieces_per_word: int) -> None:
+    def __init__(self, vocab_path: str, max_pieces_per_word: int, lower_case: bool) -> None:
         import tensorflow as tf
 
         from tetra_tf import tokenization
 
-        vocab = tokenization.read_vocab(vocab_path)
-        lower_case = not any(token != token.lower() for token in vocab
-                             if not (token.startswith("[") and token.endswith("]")))
         self.max_pieces_per_word = max_pieces_per_word
         self._tokenizer = tokenization.SubwordTokenizer(vocab_path, lower_case=lower_case)
 
@@ -61,7 +56,7 @@ def read_signature_defs(export_dir: str, tags: str = "serve") -> dict[str, Any]:
     from tensorflow.core.protobuf import saved_model_pb2
 
     saved_model = saved_model_pb2.SavedModel()
-    path = export_layout.saved_model_file(export_dir)
+    path = export_format.saved_model_file(export_dir)
     if path is None:
         raise FileNotFoundError(f"{export_dir}: no saved_model.pb")
     if path.endswith(".pb"):
@@ -113,7 +108,7 @@ class ServedModel:
         self.export_dir = export_dir
         self._tf = tf
         self.signature_defs = read_signature_defs(export_dir)
-        export_limits = export_layout.read_limits(export_dir)
+        export_limits = export_format.read_limits(export_dir)
         self.limits = ModelLimits.of(limits, export_limits)
         self._loaded = tf.saved_model.load(export_dir, tags=["serve"])
         self._functions = dict(self._loaded.signatures)
@@ -122,10 +117,12 @@ class ServedModel:
             for name, function in self._functions.items()}
         self._model_calls = threading.BoundedSemaphore(max_concurrent_predictions)
         self._on_call_seconds = on_call_seconds
-        vocab_path = os.path.join(export_dir, ENCODER_VOCAB_ASSET)
+        vocab_path = export_format.encoder_vocab_path(export_dir)
+        lower_case = export_format.lower_case(export_dir)
         self.piece_counter = (
-            PieceCounter(vocab_path, self.limits.sentence.max_pieces_per_word)
-            if os.path.isfile(vocab_path) and self.limits.sentence.max_pieces_per_word
+            PieceCounter(vocab_path, self.limits.sentence.max_pieces_per_word, lower_case)
+            if os.path.isfile(vocab_path) and lower_case is not None
+            and self.limits.sentence.max_pieces_per_word
             else None)
 
     @property
@@ -146,7 +143,7 @@ class ServedModel:
 
     def signature(self, signature_name: str) -> str:
         """The signature's name ("" → serving_default), checked to exist (else 400)."""
-        signature_name = signature_name or DEFAULT_SIGNATURE
+        signature_name = signature_name or export_format.SERVING_SIGNATURE
         if signature_name not in self._functions:
             # TF Serving answers an unknown signature with INVALID_ARGUMENT, i.e. HTTP 400.
             raise RequestError(f'Serving signature name: "{log_safe(signature_name, 100)}" '

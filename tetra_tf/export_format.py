@@ -1,0 +1,235 @@
+"""What a tetra-tf export is, and the one reader of it. Imports neither TensorFlow nor Keras.
+
+An export is a TF Serving version directory (BASE/VERSION) that `tetra_tf.export` writes:
+
+  saved_model.pb                 the graph: words in, trees out (signatures below)
+  assets/encoder_vocab.txt       the encoder's WordPiece vocabulary (the graph's asset)
+  assets.extra/limits.json       the work bounds the graph enforces (LIMIT_KEYS)
+  assets.extra/model_card.json   what the export is: encoder, data, scores (and a .md)
+
+Every way in (`Parser`, the servers, Beam, Spark, spaCy, tools/eval_export.py) reads an
+export through this module; writing one stays with `tetra_tf.export` and
+`tetra_tf.model_card`. Local paths are read without TensorFlow; gs:// and the other file
+systems TensorFlow knows are read through tf.io.gfile.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from tetra_tf.errors import ExportError
+
+SAVED_MODEL_FILE = "saved_model.pb"
+SAVED_MODEL_FILES = (SAVED_MODEL_FILE, "saved_model.pbtxt")  # binary, or text (TF Serving's)
+ASSETS_EXTRA_DIR = "assets.extra"  # TF Serving ignores it: files for clients and tools
+LIMITS_FILE = os.path.join(ASSETS_EXTRA_DIR, "limits.json")
+CARD_FILE = os.path.join(ASSETS_EXTRA_DIR, "model_card.json")
+CARD_MARKDOWN_FILE = os.path.join(ASSETS_EXTRA_DIR, "model_card.md")
+ENCODER_VOCAB_ASSET = os.path.join("assets", "encoder_vocab.txt")
+CARD_FORMAT = "tetra-tf model card v1"
+
+# Signatures: `sentences` [B] (words separated by whitespace), or `words` [B, W] with
+# `num_words` [B]; both return the same outputs (see tetra_tf/export.py).
+SERVING_SIGNATURE = "serving_default"
+PARSE_WORDS_SIGNATURE = "parse_words"
+SIGNATURES = (SERVING_SIGNATURE, PARSE_WORDS_SIGNATURE)
+
+# The work bounds the graph enforces, by their names in limits.json (and the SavedModel's
+# variables of the same names).
+MAX_PIECES_PER_WORD = "max_pieces_per_word"
+MAX_PIECES_PER_CALL = "max_pieces_per_call"
+MAX_WINDOW_POSITIONS_PER_CALL = "max_window_positions_per_call"
+LIMIT_KEYS = (MAX_PIECES_PER_WORD, MAX_PIECES_PER_CALL, MAX_WINDOW_POSITIONS_PER_CALL)
+
+# A vocabulary with more capitals than this share of its regular entries is cased.
+_CASED_VOCABULARY_SHARE = 0.01
+
+
+def _is_remote(path: str) -> bool:
+    return "://" in path
+
+
+def _exists(path: str) -> bool:
+    if not _is_remote(path):
+        return os.path.isfile(path)
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    return tf.io.gfile.exists(path)
+
+
+def _read_text(path: str) -> str | None:
+    """A file's text, or None if there is no such file."""
+    if not _is_remote(path):
+        if not os.path.isfile(path):
+            return None
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    if not tf.io.gfile.exists(path):
+        return None
+    with tf.io.gfile.GFile(path, "r") as f:
+        return f.read()
+
+
+def _read_json(path: str) -> Any:
+    text = _read_text(path)
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ExportError(f"{path}: not JSON ({e})") from None
+
+
+def saved_model_file(export_dir: str) -> str | None:
+    """The SavedModel's saved_model.pb (or .pbtxt) in export_dir, None if none."""
+    for name in SAVED_MODEL_FILES:
+        path = os.path.join(export_dir, name)
+        if _exists(path):
+            return path
+    return None
+
+
+def has_saved_model(export_dir: str) -> bool:
+    """Whether export_dir holds a SavedModel (a local path is checked without TensorFlow)."""
+    return saved_model_file(export_dir) is not None
+
+
+def no_saved_model_message(export_dir: str) -> str:
+    """The one-line message for a directory without a SavedModel."""
+    return (f"{export_dir} holds no SavedModel ({SAVED_MODEL_FILE}); export one with "
+            "python -m tetra_tf.export")
+
+
+def check(export_dir: str) -> None:
+    """Raises ExportError (the one-line message) if export_dir holds no SavedModel."""
+    if not has_saved_model(export_dir):
+        raise ExportError(no_saved_model_message(export_dir))
+
+
+def read_limits(export_dir: str) -> dict[str, int]:
+    """The export's work bounds (assets.extra/limits.json, keys LIMIT_KEYS); {} if none.
+
+    Raises:
+      ExportError: if the file is there but is not a JSON object of positive integers.
+    """
+    path = os.path.join(export_dir, LIMITS_FILE)
+    limits = _read_json(path)
+    if limits is None:
+        return {}
+    if not isinstance(limits, dict) or not all(
+            isinstance(value, int) and not isinstance(value, bool) and value > 0
+            for value in limits.values()):
+        raise ExportError(f"{path}: expected a JSON object of positive integers")
+    return limits
+
+
+def read_card(export_dir: str) -> dict[str, Any] | None:
+    """The export's model card, or None for an export made without one.
+
+    Raises:
+      ExportError: if the card is there but is not a JSON object.
+    """
+    path = os.path.join(export_dir, CARD_FILE)
+    card = _read_json(path)
+    if card is not None and not isinstance(card, dict):
+        raise ExportError(f"{path}: expected a JSON object")
+    return card
+
+
+def encoder_vocab_path(export_dir: str) -> str:
+    """The path of the encoder's WordPiece vocabulary asset (it may be missing)."""
+    return os.path.join(export_dir, ENCODER_VOCAB_ASSET)
+
+
+def vocabulary_is_uncased(tokens: list[str]) -> bool:
+    """Whether a BERT vocabulary is uncased: at most 1% capitals among its regular entries
+    (uncased vocabularies have a few from other scripts' case rules; cased ones, many)."""
+    regular = [token for token in tokens if not (token.startswith("[") and token.endswith("]"))]
+    capitalized = sum(1 for token in regular if token.lower() != token)
+    return capitalized <= _CASED_VOCABULARY_SHARE * max(1, len(regular))
+
+
+def lower_case(export_dir: str) -> bool | None:
+    """Whether the export's tokenizer lower-cases: as its model card records it, else as
+    its vocabulary says (`vocabulary_is_uncased`); None if it has neither."""
+    card = read_card(export_dir)
+    recorded = ((card or {}).get("encoder") or {}).get("lower_case")
+    if isinstance(recorded, bool):
+        return recorded
+    text = _read_text(encoder_vocab_path(export_dir))
+    if text is None:
+        return None
+    return vocabulary_is_uncased(text.splitlines())
+
+
+def describe(export_dir: str) -> str:
+    """The export's model card as text (`render_card`), or a line saying it has none.
+
+    Raises:
+      ExportError: if export_dir holds no SavedModel.
+    """
+    check(export_dir)
+    card = read_card(export_dir)
+    if card is None:
+        return (f"{export_dir}: no model card (exported before tetra-tf wrote them, or by "
+                "another tool); it still parses\n")
+    return render_card(card)
+
+
+def _number(value, digits: int = 2) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def render_card(card: dict[str, Any]) -> str:
+    """A short human-readable (Markdown) rendering of a model card."""
+    encoder, tags = card["encoder"], card["tag_vocabularies"]
+    training, scores = card.get("training"), card["scores"]
+    lines = [
+        "# tetra-tf model card",
+        "",
+        f"- encoder: {encoder.get('name') or 'unknown'}; {encoder['parameters']:,} parameters, "
+        f"{encoder['layers']} layers, hidden {encoder['hidden_size']}, "
+        f"{encoder['attention_heads']} heads, up to "
+        f"{encoder['max_sequence_length_subword_pieces']} subword pieces per window; "
+        f"matmuls in {encoder.get('compute_dtype', 'float32')}; "
+        + (f"windows packed into rows of {encoder['pack_length']}+ positions"
+           if encoder.get("pack_length") else "one window per row"),
+        f"- parameters in all (encoder + tag heads): {card['parameters']:,}",
+        f"- tag vocabularies: {tags['leaf']} leaf, {tags['internal']} internal, "
+        f"{tags['pos']} POS; decoder stack depth cap {card['max_stack_depth']}",
+    ]
+    if training:
+        for split in ("train_data", "dev_data"):
+            data = training.get(split)
+            if data:
+                extra = ", ".join(f"{k} {v}" for k, v in data.items() if k != "path")
+                lines.append(f"- {split.replace('_', ' ')}: {data['path']}"
+                             + (f" ({extra})" if extra else ""))
+        lines.append(f"- training command: {training.get('command') or 'unknown'}")
+        lines.append(f"- trained: {training.get('date')} ({training.get('runs')} run(s))")
+    else:
+        lines.append("- training: no record (the model directory has no training.json)")
+    dev, test = scores.get("dev"), scores.get("test")
+    if dev:
+        lines.append(f"- dev F1 {_number(dev['f1'])}, dev POS accuracy "
+                     f"{_number(dev['pos_accuracy'])} (epoch {dev['epoch']}, step {dev['step']})")
+    else:
+        lines.append("- dev F1: not recorded for this checkpoint")
+    if test:
+        lines.append(f"- test F1 {_number(test['f1'])} ({test['sentences']} sentences; with "
+                     f"predicted POS {_number(test['f1_predicted_pos'])}), test POS accuracy "
+                     f"{_number(test['pos_accuracy'])}")
+    else:
+        lines.append("- test F1: not recorded (run python -m tetra_tf.train --model_dir=DIR "
+                     "--evaluate=TEST_DATA before exporting)")
+    for evaluation in scores.get("evaluations", []):
+        if evaluation != test:
+            lines.append(f"- {evaluation['split']} F1 {_number(evaluation['f1'])} "
+                         f"({evaluation['data']})")
+    lines.append(f"- checkpoint: {card['checkpoint']} (step {card['step']})")
+    lines.append(f"- exported {card['exported']} with tetra-tf {card['tetra_tf_version']}")
+    return "\n".join(lines) + "\n"
