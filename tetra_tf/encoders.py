@@ -27,10 +27,14 @@ from typing import Any, Mapping
 
 import numpy as np
 
-import tensorflow as tf
-import tf_keras
-from official.modeling.activations import gelu as _approximate_gelu
-from official.nlp.modeling import networks
+from tetra_tf import extras
+
+extras.require("train")
+
+import tensorflow as tf  # noqa: E402
+import tf_keras  # noqa: E402
+from official.modeling.activations import gelu as _approximate_gelu  # noqa: E402
+from official.nlp.modeling import networks  # noqa: E402
 
 from tetra_tf import default_encoder, export_format
 

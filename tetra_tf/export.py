@@ -54,10 +54,13 @@ import shutil
 import tempfile
 import time
 
+from tetra_tf import extras
 
-from absl import flags, logging
-import numpy as np
-import tensorflow as tf
+extras.require("train", "python -m tetra_tf.export" if __name__ == "__main__" else None)
+
+from absl import flags, logging  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
 
 from tetra_tf import cli, cpu, decoding, encoders, export_format, model_card
 from tetra_tf import sentences as sentences_lib

@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 
-import tensorflow as tf
-import tf_keras
+from tetra_tf import extras
+
+extras.require("train")
+
+import tensorflow as tf  # noqa: E402
+import tf_keras  # noqa: E402
 
 from tetra_tf import records
 

@@ -27,6 +27,10 @@ import sys
 import tempfile
 import time
 
+from tetra_tf import extras
+
+extras.require("train", "python -m tetra_tf.train" if __name__ == "__main__" else None)
+
 
 from absl import flags, logging
 import nltk

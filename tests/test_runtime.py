@@ -1,0 +1,73 @@
+"""The runtime is only a runtime: every way in to parsing imports no training code, and a
+training program without the [train] extra stops with one line (tetra_tf/extras.py)."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO_ROOT
+
+# What `pip install 'tetra-tf[train]'` adds: made unimportable in the child, as on a
+# runtime-only install.
+TRAINING_PACKAGES = ("tf_keras", "official")
+TRAINING_MODULES = ("tetra_tf.train", "tetra_tf.model", "tetra_tf.encoders",
+                    "tetra_tf.model_dir", "tetra_tf.model_card", "tetra_tf.export",
+                    "tetra_tf.input_pipeline", "tetra_tf.inference_encoder")
+RUNTIME_MODULES = ("tetra_tf.parser", "tetra_tf.parse", "tetra_tf.serving",
+                   "tetra_tf.serving.main", "tetra_tf.beam", "tetra_tf.beam_parse",
+                   "tetra_tf.spark", "tetra_tf.spark_parse", "tetra_tf.spacy_component",
+                   "tetra_tf_spacy")
+
+_IMPORT_AND_LIST = """
+import importlib, json, sys
+for name in {blocked!r}:
+    sys.modules[name] = None  # as if not installed: importing it raises ImportError
+importlib.import_module({module!r})
+print(json.dumps(sorted(name for name, module in sys.modules.items() if module is not None)))
+"""
+
+
+def _runtime_env() -> dict:
+    """The environment of a user's shell: no TF_USE_LEGACY_KERAS from the test setup."""
+    env = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
+    env["PYTHONPATH"] = REPO_ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    env["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    return env
+
+
+@pytest.mark.parametrize("module", RUNTIME_MODULES)
+def test_parse_path_imports_no_training_code(module):
+    code = _IMPORT_AND_LIST.format(blocked=TRAINING_PACKAGES, module=module)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            env=_runtime_env(), cwd=REPO_ROOT, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    loaded = set(json.loads(result.stdout.strip().splitlines()[-1]))
+    assert module in loaded
+    assert not loaded & set(TRAINING_MODULES)
+    assert not {name for name in loaded if name.split(".")[0] in TRAINING_PACKAGES}
+
+
+def test_the_block_would_see_a_training_import():
+    """The check above can fail: importing the trainer under the same block fails."""
+    code = _IMPORT_AND_LIST.format(blocked=TRAINING_PACKAGES, module="tetra_tf.model_dir")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            env=_runtime_env(), cwd=REPO_ROOT, timeout=300)
+    assert result.returncode != 0
+    assert "pip install 'tetra-tf[train]'" in result.stderr
+
+
+@pytest.mark.parametrize("program", ["tetra_tf.train", "tetra_tf.export"])
+def test_training_programs_without_the_train_extra_say_so_in_one_line(program):
+    code = ("import runpy, sys\n"
+            f"sys.modules['tf_keras'] = None\n"
+            f"sys.argv = [{program!r}, '--help']\n"
+            f"runpy.run_module({program!r}, run_name='__main__')\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            env=_runtime_env(), cwd=REPO_ROOT, timeout=300)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"error: python -m {program} needs tetra-tf's [train] extra (not installed: "
+        "tf_keras): pip install 'tetra-tf[train]'"]
