@@ -14,6 +14,7 @@ import tensorflow as tf
 
 from tetra_tf import export, sentences as sentences_lib, treebank
 from tetra_tf import parser as parser_lib
+from tetra_tf.errors import ExportError
 from tetra_tf.parser import ModelError, ParseResult, Parser
 from tetra_tf.sentences import SentenceError, escape_leaf
 from tetra_tf.treebank import with_pos_tags
@@ -201,6 +202,7 @@ def test_parse_each_refuses_each_bad_sentence_with_its_reason_and_parses_the_res
         7: (["x"] * 40000, "too_many_pieces"),        # more words than the export's pieces
         8: (["!" * 8] * 4097, "too_many_pieces"),     # refused by the graph (32776 pieces)
         9: (["a", "REJECT"], "rejected"),             # refused by the graph for another reason
+        10: (["caf\udce9", "."], "not_utf8"),         # a lone surrogate (surrogateescape)
     }
     bad[6][0][3] = "\u2003"
     sentences = [None] * (len(good) + len(bad))
@@ -224,6 +226,8 @@ def test_parse_each_refuses_each_bad_sentence_with_its_reason_and_parses_the_res
                                       "subword pieces")
     assert str(results[8]).startswith("too_many_pieces: 32776 subword pieces")
     assert str(results[9]) == "rejected: REJECT rejected"
+    assert str(results[10]) == ("not_utf8: word 0 is not valid UTF-8 (unpaired surrogate "
+                                "U+DCE9 at character 4)")
     # The others parse as they do alone.
     assert [results[i].bracketed for i in good_indices] == [r.bracketed for r in alone]
     assert [results[i].score for i in good_indices] == pytest.approx(
@@ -417,14 +421,14 @@ def test_bad_batch_size(parser):
 
 
 def test_missing_or_foreign_export_dir(tmp_path):
-    with pytest.raises(FileNotFoundError, match="no SavedModel"):
+    with pytest.raises(ExportError, match="no SavedModel"):
         Parser(str(tmp_path / "missing"))
     other = tf.Module()
     other.double = tf.function(lambda x: {"y": 2 * x},
                                input_signature=[tf.TensorSpec([None], tf.float32)])
     tf.saved_model.save(other, str(tmp_path / "other"),
                         signatures={"serving_default": other.double})
-    with pytest.raises(ValueError, match="not a tetra-tf parser SavedModel"):
+    with pytest.raises(ExportError, match="not a tetra-tf parser SavedModel"):
         Parser(str(tmp_path / "other"))
 
 

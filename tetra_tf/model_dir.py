@@ -17,9 +17,12 @@ import dataclasses
 import json
 import os
 
+from tetra_tf import extras
 
-import tensorflow as tf
-import tf_keras
+extras.require("train")
+
+import tensorflow as tf  # noqa: E402
+import tf_keras  # noqa: E402
 
 from tetra_tf import encoders, export_format
 from tetra_tf.errors import ModelDirError
