@@ -16,10 +16,9 @@ TRAINING_PACKAGES = ("tf_keras", "official")
 TRAINING_MODULES = ("tetra_tf.train", "tetra_tf.model", "tetra_tf.encoders",
                     "tetra_tf.model_dir", "tetra_tf.model_card", "tetra_tf.export",
                     "tetra_tf.input_pipeline", "tetra_tf.inference_encoder")
-RUNTIME_MODULES = ("tetra_tf.parser", "tetra_tf.parse", "tetra_tf.serving",
-                   "tetra_tf.serving.main", "tetra_tf.beam", "tetra_tf.beam_parse",
-                   "tetra_tf.spark", "tetra_tf.spark_parse", "tetra_tf.spacy_component",
-                   "tetra_tf_spacy")
+# Each way in (the CLIs beam_parse and spark_parse import beam and spark when they run).
+RUNTIME_MODULES = ("tetra_tf.parser", "tetra_tf.parse", "tetra_tf.serving.main",
+                   "tetra_tf.beam", "tetra_tf.spark", "tetra_tf.spacy_component")
 
 _IMPORT_AND_LIST = """
 import importlib, json, sys
