@@ -7,16 +7,46 @@ so this module only registers the factory, and tetra_tf loads when the component
 The component itself is tetra_tf/spacy_component.py.
 """
 
+# No `from __future__ import annotations` here: spaCy validates a component's config
+# against the factory's annotations, which must be real types.
+from typing import TYPE_CHECKING
+
 from spacy.language import Language
 
+if TYPE_CHECKING:
+    from tetra_tf.spacy_component import TetraTfComponent
+
 FACTORY_NAME = "tetra_tf"
+"""The component's name for `nlp.add_pipe`."""
 DEFAULT_BATCH_SIZE = 64
+"""Sentences per call of the model, unless configured."""
+DEFAULT_DISABLE_TAGGER = False
+"""Whether `token.tag_` is left alone, unless configured (benepar's default: it is not)."""
 
 
-@Language.factory(FACTORY_NAME, default_config={"batch_size": DEFAULT_BATCH_SIZE})
-def make_tetra_tf(nlp: Language, name: str, model_dir: str, batch_size: int):
-    """The ``tetra_tf`` factory: model_dir is an export (tetra_tf.export's --export_dir);
-    batch_size is sentences per call of the SavedModel."""
+@Language.factory(FACTORY_NAME, assigns=["token.tag"],
+                  default_config={"batch_size": DEFAULT_BATCH_SIZE,
+                                  "disable_tagger": DEFAULT_DISABLE_TAGGER})
+def make_tetra_tf(nlp: Language, name: str, model_dir: str, batch_size: int,
+                  disable_tagger: bool) -> "TetraTfComponent":
+    """The ``tetra_tf`` factory, called by ``nlp.add_pipe("tetra_tf", config={...})``.
+
+    Args:
+        nlp: the pipeline.
+        name: the component's name in it.
+        model_dir: an export directory (``python -m tetra_tf.export``'s ``--export_dir``).
+        batch_size: sentences per call of the model.
+        disable_tagger: leave ``token.tag_`` alone instead of writing the parser's POS
+            tags into it (benepar's option of the same name).
+
+    Returns:
+        The component (`tetra_tf.spacy_component.TetraTfComponent`).
+
+    Example:
+        ```python
+        nlp.add_pipe("tetra_tf", config={"model_dir": "models/tetra/1", "batch_size": 32})
+        ```
+    """
     from tetra_tf.spacy_component import TetraTfComponent  # pylint: disable=import-outside-toplevel
 
-    return TetraTfComponent(nlp, name, model_dir, batch_size)
+    return TetraTfComponent(nlp, name, model_dir, batch_size, disable_tagger)

@@ -4,6 +4,7 @@ import math
 import os
 import subprocess
 import sys
+import types
 
 import pytest
 
@@ -15,8 +16,9 @@ from conftest import REPO_ROOT  # noqa: E402
 import tetra_tf_spacy  # noqa: E402
 from tetra_tf.parser import ModelError, Parser  # noqa: E402
 from tetra_tf.sentences import escape_leaf  # noqa: E402
+from tetra_tf.errors import ExportError  # noqa: E402
 from tetra_tf.spacy_component import (MissingSentencesError, NonConstituentError,  # noqa: E402
-                                      sentence_words)
+                                      NonConstituentException, sentence_words)
 
 TEXTS = [
     'She said "hello (and goodbye)" to me. The cat sat on the mat!',
@@ -158,16 +160,110 @@ def test_children_parent_and_tokens_agree(nlp):
                 c._.parse_string for c in children) + ")" * len(constituent._.labels)
 
 
-def test_a_span_that_is_no_constituent_raises(nlp):
+def _raises_as_benepar(span, match: str) -> None:
+    """benepar's behaviour on a span that is no constituent: labels, parse_string and parent
+    raise when read; constituents and children are generators that raise when iterated."""
+    for name in ("labels", "parse_string", "parent"):
+        with pytest.raises(NonConstituentError, match=match):
+            span._.get(name)
+    for name in ("constituents", "children"):
+        lazy = span._.get(name)  # reading it is fine
+        assert isinstance(lazy, types.GeneratorType)
+        with pytest.raises(NonConstituentError, match=match):
+            next(lazy)
+    assert span._.parse_score is None and span._.parse_error is None
+
+
+def test_a_span_that_is_no_constituent_raises_as_benepar_does(nlp):
     doc = nlp(TEXTS[0])
     sent = next(doc.sents)
     constituents = {(c.start, c.end) for c in sent._.constituents}
     crossing = next((i, j) for i in range(sent.start, sent.end)
                     for j in range(i + 1, sent.end + 1) if (i, j) not in constituents)
-    with pytest.raises(NonConstituentError, match="not a constituent"):
-        doc[crossing[0]:crossing[1]]._.labels
+    _raises_as_benepar(doc[crossing[0]:crossing[1]], "span is not a constituent")
+    # A span across two sentences is none either.
+    _raises_as_benepar(doc[sent.end - 1:sent.end + 1], "span is not a constituent")
+    # Code written for benepar catches it by benepar's name, or as an Exception.
+    assert NonConstituentException is NonConstituentError
+    assert issubclass(NonConstituentError, ValueError)
     non_sentence = next(c for c in sent._.constituents if c._.parent is not None)
     assert non_sentence._.parse_score is None
+
+
+def test_an_empty_span_raises_as_benepar_does(nlp):
+    doc = nlp(TEXTS[0])
+    assert len(doc) > 4
+    for start in (0, 3, len(doc)):  # the doc's start, inside a sentence, the doc's end
+        _raises_as_benepar(doc[start:start], "an empty span is not a constituent")
+    # A one-token span is a constituent: its attributes answer.
+    assert f"({doc[3].tag_} {doc[3].text})" in doc[3:4]._.parse_string
+    assert doc[3:4]._.labels == doc[3]._.labels
+
+
+def test_the_error_is_benepars_exception_when_benepar_is_loaded(nlp, monkeypatch):
+    """With benepar imported (its module in sys.modules), `except
+    benepar.NonConstituentException` catches the component's error too."""
+    benepar_module = types.ModuleType("benepar.integrations.spacy_extensions")
+
+    class BeneparNonConstituentException(Exception):
+        pass
+
+    benepar_module.NonConstituentException = BeneparNonConstituentException
+    monkeypatch.setitem(sys.modules, benepar_module.__name__, benepar_module)
+    doc = nlp(TEXTS[0])
+    for read in (lambda: doc[2:2]._.labels, lambda: list(doc[2:2]._.children)):
+        with pytest.raises(BeneparNonConstituentException) as caught:
+            read()
+        assert isinstance(caught.value, NonConstituentError)
+    monkeypatch.delitem(sys.modules, benepar_module.__name__)
+    with pytest.raises(NonConstituentError) as caught:
+        doc[2:2]._.labels
+    assert not isinstance(caught.value, BeneparNonConstituentException)
+
+
+def test_token_tags_are_the_pos_tags_of_the_parse(nlp, parser):
+    """token.tag_ is the parser's POS tag of each word, as benepar sets it: the POS leaves
+    of parse_string; whitespace tokens are no words and keep theirs."""
+    for text in TEXTS + [LONG_TEXT]:
+        doc = nlp(text)
+        assert doc.has_annotation("TAG")
+        for sent in doc.sents:
+            words = _word_tokens(sent)
+            if not words:
+                continue
+            tree = nltk.Tree.fromstring(sent._.parse_string)
+            tags = [token.tag_ for token in words]
+            assert tags == [pos for _, pos in tree.pos()]
+            assert tags == parser.parse_each([sentence_words(words)])[0].pos_tags
+            assert all(tags)
+        assert all(token.tag_ == "" for token in doc if token.is_space)
+    assert any(token.is_space for token in nlp(TEXTS[2]))
+
+
+@spacy.Language.component("test_tetra_tf_fixed_tags")
+def _fixed_tags(doc):
+    """A stand-in tagger: every token's tag_ is XX."""
+    for token in doc:
+        token.tag_ = "XX"
+    return doc
+
+
+@pytest.mark.parametrize("disable_tagger", [False, True])
+def test_an_earlier_taggers_tags_are_overwritten_unless_disable_tagger(tiny_export_dir,
+                                                                       disable_tagger):
+    nlp = spacy.blank("en")
+    nlp.add_pipe("sentencizer")
+    nlp.add_pipe("test_tetra_tf_fixed_tags")
+    config = {"model_dir": tiny_export_dir}
+    if disable_tagger:
+        config["disable_tagger"] = True
+    assert nlp.add_pipe("tetra_tf", config=config).disable_tagger is disable_tagger
+    doc = nlp(TEXTS[0])
+    for sent in doc.sents:
+        pos = [pos for _, pos in nltk.Tree.fromstring(sent._.parse_string).pos()]
+        assert "XX" not in pos  # parse_string shows the parser's tags either way
+        assert [token.tag_ for token in sent] == (["XX"] * len(sent) if disable_tagger
+                                                  else pos)
 
 
 def test_the_300_word_sentence(nlp):
@@ -234,6 +330,8 @@ def test_docs_serialize_with_their_parses(nlp):
                     .get_docs(nlp.vocab))[0]
     assert [s._.parse_string for s in restored.sents] == [s._.parse_string for s in doc.sents]
     assert restored._.tetra_score == doc._.tetra_score
+    assert [t.tag_ for t in restored] == [t.tag_ for t in doc] and all(
+        t.tag_ for t in doc)
 
 
 def test_entry_point_registers_the_factory_without_importing_tetra_tf(tiny_export_dir,
@@ -264,10 +362,17 @@ def test_entry_point_registers_the_factory_without_importing_tetra_tf(tiny_expor
 
 def test_bad_config_is_reported(tiny_export_dir, tmp_path):
     nlp = spacy.blank("en")
-    with pytest.raises(FileNotFoundError, match="no SavedModel"):
+    with pytest.raises(ExportError, match="no SavedModel"):
         nlp.add_pipe("tetra_tf", config={"model_dir": str(tmp_path)})
     with pytest.raises(Exception, match="model_dir"):
         spacy.blank("en").add_pipe("tetra_tf")
+    for key, value in (("disable_tagger", "maybe"), ("batch_size", "many")):
+        with pytest.raises(Exception, match=key):  # spaCy checks the factory's annotations
+            spacy.blank("en").add_pipe("tetra_tf", config={"model_dir": tiny_export_dir,
+                                                           key: value})
+    with pytest.raises(ValueError, match="batch_size must be positive"):
+        spacy.blank("en").add_pipe("tetra_tf", config={"model_dir": tiny_export_dir,
+                                                       "batch_size": 0})
     assert tetra_tf_spacy.FACTORY_NAME == "tetra_tf"
 
 

@@ -1,80 +1,177 @@
-"""A spaCy v3 pipeline component: constituency trees on sentence spans, as benepar gives.
+"""A spaCy v3 pipeline component: constituency parses of sentences, as benepar gives them.
 
-  import spacy
-  nlp = spacy.load("en_core_web_sm")          # or spacy.blank("en") + nlp.add_pipe("sentencizer")
-  nlp.add_pipe("tetra_tf", config={"model_dir": "models/tetra/1"})
-  doc = nlp("The time for action is now. It is never too late to do something.")
-  sent = next(doc.sents)
-  sent._.parse_string   # "(S (NP (NP (DT The) (NN time)) ...) (. .))"
-  sent._.labels         # ("S",)
-  list(sent._.children) # [The time for action, is now, .]
+The `tetra_tf` component parses every sentence of a doc with an exported tetra-tf model
+(the directory `python -m tetra_tf.export` writes) and sets benepar's attributes on spans
+and tokens, so code written for benepar reads the same answers.
 
-The factory is registered through the ``spacy_factories`` entry point (setup.py), by the
-top-level module tetra_tf_spacy.py, so ``nlp.add_pipe("tetra_tf")`` works without importing
-tetra_tf first (and spaCy, which imports every factory's module, never imports tetra_tf
-unless the component is used).
+```python
+import spacy
 
-Attributes (benepar's names):
-  Span._.labels          labels of the constituent (a unary chain is several, outermost first;
-                         () for a word with only its POS tag)
-  Span._.parse_string    the constituent's bracketed tree (POS tags from the parser, PTB
-                         tokens as leaves); for a sentence, its tree without the TOP root
-                         (kept only when TOP has several children)
-  Span._.constituents    the constituent and all below it, as spans, in preorder
-  Span._.parent          the smallest constituent strictly containing it (None for the root)
-  Span._.children        its child constituents, words included, as spans
-  Span._.parse_score     a sentence span's score (log-probability of its tags), else None
-  Token._.labels, Token._.parse_string, Token._.parent   the same for one-token spans
-  Doc._.tetra_score      the sum of its sentences' scores
-  Span._.parse_error     for a sentence the parser refused: "REASON: detail" (the sentence
-                         contract's reason codes, tetra_tf/sentences.py), else None
-A span that is not a constituent raises `NonConstituentError` (as benepar does); spans made
-only of whitespace tokens, and the sentences the parser refused (too many subword pieces,
-or words the model cannot take), have no parse (labels (), parse_string None); the rest of
-the doc and the batch parse as usual. Whitespace at a span's edges is ignored when matching
-constituents.
+nlp = spacy.load("en_core_web_sm")  # or spacy.blank("en") + nlp.add_pipe("sentencizer")
+nlp.add_pipe("tetra_tf", config={"model_dir": "models/tetra/1"})
+doc = nlp("The time for action is now. It is never too late to do something.")
+sent = next(doc.sents)
+sent._.parse_string    # "(S (NP (NP (DT The) (NN time)) ...) (. .))"
+sent._.labels          # ("S",)
+list(sent._.children)  # [The time for action, is now, .]
+[t.tag_ for t in sent]  # ["DT", "NN", "IN", "NN", "VBZ", "RB", "."]
+```
 
-Words: each non-whitespace token's text is a word, as the sentence contract takes words
-from every way in (whitespace tokens are skipped; whitespace inside a token is dropped), so
-a sentence gets the tree its words get from the parse CLI or the servers: brackets are
-escaped only in the tree's leaves (-LRB- ...). Each tree leaf is the spaCy token it came
-from.
+`nlp.add_pipe("tetra_tf")` works without importing tetra_tf first: the factory is
+registered through spaCy's `spacy_factories` entry point by the small module
+`tetra_tf_spacy`, so spaCy never imports tetra_tf (or TensorFlow) unless the component is
+added.
 
-Errors: a doc without sentence boundaries, or a failure of the model itself, goes to the
-component's error handler (``nlp.set_error_handler``; spaCy's default re-raises), with the
-docs it concerns, which are then not yielded, as spaCy's own components do.
+### Configuration
 
-Batching: `nlp.pipe(texts, batch_size=N)` hands N docs at a time to the component, whose
-sentences are parsed together, shortest with shortest, at most `batch_size` sentences (the
-component's setting) per call of the SavedModel.
+| Setting | Default | Meaning |
+|---|---|---|
+| `model_dir` | (required) | the export to parse with |
+| `batch_size` | 64 | sentences per call of the model |
+| `disable_tagger` | `False` | leave `token.tag_` alone instead of writing the parser's POS tags (benepar's option of the same name) |
 
-All data is stored as plain lists in ``doc._.tetra_tf``, so docs serialize (DocBin,
-``nlp.pipe(n_process=...)``).
+### What the component sets
+
+| Attribute | Value |
+|---|---|
+| `Span._.labels` | the constituent's labels, outermost first (a unary chain has several; a word has `()`) |
+| `Span._.parse_string` | the constituent's bracketed tree; a sentence's tree has no `TOP` root |
+| `Span._.constituents` | the constituent and every constituent inside it, as spans, in preorder (a generator) |
+| `Span._.parent` | the smallest constituent strictly containing it; `None` for a sentence |
+| `Span._.children` | its child constituents, words included, as spans (a generator) |
+| `Token._.labels`, `Token._.parse_string`, `Token._.parent` | the same for the token's one-token span |
+| `Token.tag_` | the parser's POS tag of each word (unless `disable_tagger`) |
+| `Span._.parse_score` | a sentence's score (the log-probability of its tags); `None` for other spans |
+| `Span._.parse_error` | for a sentence the parser refused, `"REASON: detail"` (see `tetra_tf.sentences`); else `None` |
+| `Doc._.tetra_score` | the sum of its sentences' scores |
+
+`parse_score`, `parse_error` and `tetra_score` are tetra-tf's own; the others are benepar's.
+
+A span whose tokens are not one constituent raises `NonConstituentError`: reading
+`_.labels`, `_.parse_string` or `_.parent` raises at once, and `_.constituents` and
+`_.children` raise when iterated, as benepar's generators do. An empty span
+(`doc[3:3]`) is no constituent either. Whitespace tokens at a span's edges are ignored when
+matching constituents.
+
+**Words.** Every non-whitespace token is one word, its text as given (whitespace inside a
+token is dropped), so a sentence gets the tree the parse CLI and the servers give for the
+same words. Brackets are escaped (`-LRB-` ...) in the tree's leaves only. Each leaf of a
+tree is the spaCy token it came from.
+
+**Errors.** A doc without sentence boundaries (`MissingSentencesError`), or a failure of the
+model itself (`tetra_tf.errors.ModelError`), goes to the component's error handler
+(`nlp.set_error_handler`; spaCy's default re-raises) with the docs it concerns, which are
+then not yielded by `nlp.pipe`, as with spaCy's own components. A sentence the parser
+refuses (too many subword pieces, or words the model cannot take) fails alone: it has no
+parse (`_.labels` is `()`, `_.parse_string` `None`, `_.constituents` yields nothing), its
+`_.parse_error` says why, its tokens keep their `tag_`, and the rest of the doc parses.
+
+**Batching.** `nlp.pipe(texts, batch_size=N)` hands N docs at a time to the component, which
+parses their sentences together, shortest with shortest, at most `batch_size` sentences
+(the component's setting) per call of the model.
+
+**Serialization.** The parse is stored as plain lists in `doc._.tetra_tf` (and the tags in
+`token.tag_`), so parsed docs go through `DocBin(store_user_data=True)` and
+`nlp.pipe(n_process=...)`.
+
+### Differences from benepar
+
+- **Whitespace tokens are not words.** benepar parses every token, spaces included (its
+  issue 16); tetra-tf skips whitespace tokens, as every way into tetra-tf does. They are in
+  no constituent, keep their `tag_`, and a span made only of them has no parse (`_.labels`
+  `()`, `_.parse_string` `None`) rather than raising.
+- **A sentence root with several children keeps `TOP`.** benepar's decoder forces one
+  labelled root on a sentence (for treebanks like the English ones). A tetra-tagging tree
+  can have a top node with several children; the component then keeps its label, `TOP`,
+  in `_.labels` and `_.parse_string`, so that a sentence's `_.parse_string` is always
+  one tree.
+- **`_.parse_string` takes its POS tags from the parse, not from `token.tag_`.** By
+  default the two agree (the component writes its tags into `tag_`, as benepar does). With
+  `disable_tagger`, or after a later component changes `tag_`, benepar's `parse_string`
+  would show `tag_`, while tetra-tf's stays the tree the parser produced (the tree the
+  CLI and servers give).
+- **The error class.** benepar raises `benepar.NonConstituentException(Exception)`;
+  tetra-tf raises `NonConstituentError(ValueError)`, also importable as
+  `tetra_tf.spacy_component.NonConstituentException`. tetra-tf never imports benepar
+  (which imports PyTorch), so it cannot subclass benepar's class outright; but when benepar
+  is already imported in the process, the error raised is also an instance of
+  `benepar.NonConstituentException`, so `except benepar.NonConstituentException` keeps
+  working. `except Exception` and `except ValueError` catch it always.
+- **An empty span at the doc's end** (`doc[len(doc):len(doc)]`) raises
+  `NonConstituentError` like any empty span; benepar raises an `IndexError` there.
+- **A doc without sentence boundaries** raises `MissingSentencesError` (a `ValueError`
+  naming the fix) through the error handler; benepar gets spaCy's own error from
+  `doc.sents`.
+- **One set of attributes per process.** The component registers the attributes with
+  `force=True`, replacing benepar's if benepar set them (and importing benepar after the
+  component is added fails: spaCy refuses to register an attribute twice); benepar and
+  tetra-tf cannot both annotate docs in one process.
 """
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Iterator
-
+import functools
+import sys
+from typing import Any, Callable, Iterable, Iterator
 
 import nltk
 from spacy.language import Language
 from spacy.tokens import Doc, Span, Token
-from spacy.util import minibatch
-
-from spacy.util import raise_error
+from spacy.util import minibatch, raise_error
 
 from tetra_tf import sentences
 
 DATA_ATTRIBUTE = "tetra_tf"
+"""The Doc extension holding the parse as plain lists (`doc._.tetra_tf`)."""
+
+_BENEPAR_EXTENSIONS_MODULE = "benepar.integrations.spacy_extensions"
+
+ErrorHandler = Callable[[str, Any, list, Exception], Any]
+"""spaCy's error handler: called as `handler(name, component, docs, error)`."""
 
 
 class NonConstituentError(ValueError):
-    """The span is not a constituent of the parse."""
+    """The span is not a constituent of the parse (benepar's NonConstituentException).
+
+    Raised by `Span._.labels`, `_.parse_string` and `_.parent` when read, and by
+    `_.constituents` and `_.children` when iterated. When benepar is imported in the
+    process, the error raised is also a `benepar.NonConstituentException`.
+
+    Example:
+        ```python
+        try:
+            labels = doc[2:4]._.labels
+        except NonConstituentError:
+            labels = None
+        ```
+    """
+
+
+NonConstituentException = NonConstituentError
+"""benepar's name for `NonConstituentError`, for code ported from benepar."""
 
 
 class MissingSentencesError(ValueError):
-    """The doc has no sentence boundaries."""
+    """The doc has no sentence boundaries: add a sentencizer, senter or parser before."""
+
+
+@functools.cache
+def _error_class(benepar_class: type | None) -> type[NonConstituentError]:
+    """NonConstituentError, or a subclass that is also benepar's exception."""
+    if benepar_class is None:
+        return NonConstituentError
+    return type("NonConstituentError", (NonConstituentError, benepar_class),
+                {"__module__": __name__, "__doc__": NonConstituentError.__doc__})
+
+
+def _non_constituent(message: str) -> NonConstituentError:
+    """The error to raise: also benepar's NonConstituentException if benepar is loaded
+    (never imported here: it imports PyTorch)."""
+    benepar = sys.modules.get(_BENEPAR_EXTENSIONS_MODULE)
+    benepar_class = getattr(benepar, "NonConstituentException", None)
+    if not (isinstance(benepar_class, type) and issubclass(benepar_class, Exception)):
+        benepar_class = None
+    return _error_class(benepar_class)(message)
 
 
 # --------------------------------------------------------------------------------------
@@ -82,7 +179,19 @@ class MissingSentencesError(ValueError):
 
 
 def sentence_words(tokens: Iterable[Token]) -> list[str]:
-    """The words of a sentence's non-whitespace spaCy tokens (see the module docstring)."""
+    """The words the parser gets for a sentence's non-whitespace tokens.
+
+    Args:
+        tokens: the sentence's tokens, whitespace tokens left out.
+
+    Returns:
+        Each token's text with any whitespace inside it dropped.
+
+    Example:
+        ```python
+        sentence_words(nlp.make_doc("Hi (there)"))  # ["Hi", "(", "there", ")"]
+        ```
+    """
     return ["".join(c for c in token.text if c not in sentences.WHITESPACE) for token in tokens]
 
 
@@ -95,39 +204,101 @@ def _words_of(sentence: Span) -> list[Token]:
 
 
 class TetraTfComponent:
-    """Parses each sentence of a doc with an exported tetra-tf SavedModel."""
+    """The `tetra_tf` pipeline component: parses each sentence of a doc with an export.
 
-    def __init__(self, nlp: Language, name: str, model_dir: str, batch_size: int):
+    Made by spaCy from `nlp.add_pipe("tetra_tf", config={...})` (see the module's
+    Configuration); it sets the attributes the module lists.
+
+    Example:
+        ```python
+        nlp.add_pipe("tetra_tf", config={"model_dir": "models/tetra/1",
+                                         "disable_tagger": True})  # keep spaCy's tags
+        ```
+    """
+
+    def __init__(self, nlp: Language, name: str, model_dir: str, batch_size: int,
+                 disable_tagger: bool = False):
+        """Loads the export and registers the Doc/Span/Token attributes.
+
+        Args:
+            nlp: the pipeline (unused; spaCy's factory signature).
+            name: the component's name in the pipeline.
+            model_dir: an export directory (`python -m tetra_tf.export`'s `--export_dir`).
+            batch_size: sentences per call of the model.
+            disable_tagger: leave `token.tag_` alone instead of writing the parser's POS
+                tags into it (benepar's option).
+
+        Raises:
+            ValueError: batch_size is not positive.
+            tetra_tf.errors.ExportError: model_dir holds no usable export.
+        """
         from tetra_tf.parser import Parser  # pylint: disable=import-outside-toplevel
 
         if batch_size < 1:
             raise ValueError(f"tetra_tf: batch_size must be positive, got {batch_size}")
         self.name = name
+        """The component's name in the pipeline."""
         self.model_dir = model_dir
+        """The export it parses with."""
         self.batch_size = batch_size
+        """Sentences per call of the model."""
+        self.disable_tagger = disable_tagger
+        """Whether `token.tag_` is left alone."""
         self.parser = Parser(model_dir)
-        self.error_handler = raise_error
+        """The export's `tetra_tf.parser.Parser`."""
+        self.error_handler: ErrorHandler = raise_error
+        """The handler `pipe` gives docs that cannot be parsed (see `set_error_handler`)."""
         install_extensions()
 
-    def set_error_handler(self, error_handler) -> None:
-        """spaCy's hook (nlp.set_error_handler): called with (name, component, docs, error)
-        for docs that cannot be parsed."""
+    def set_error_handler(self, error_handler: ErrorHandler) -> None:
+        """spaCy's hook, set by `nlp.set_error_handler`.
+
+        Args:
+            error_handler: called as `error_handler(name, component, docs, error)` for docs
+                that cannot be parsed (no sentence boundaries, or the model failed); those
+                docs are then not yielded by `pipe`.
+        """
         self.error_handler = error_handler
 
-    def get_error_handler(self):
+    def get_error_handler(self) -> ErrorHandler:
+        """spaCy's hook: the error handler `pipe` uses.
+
+        Returns:
+            The handler set by `set_error_handler`, else spaCy's `raise_error`.
+        """
         return self.error_handler
 
     def __call__(self, doc: Doc) -> Doc:
-        """Parses one doc; a doc that cannot be parsed raises (`nlp(text)` hands the error to
-        the pipeline's error handler itself)."""
+        """Parses one doc.
+
+        Args:
+            doc: a doc with sentence boundaries (or an empty doc).
+
+        Returns:
+            The same doc, parsed.
+
+        Raises:
+            MissingSentencesError: the doc has no sentence boundaries.
+            tetra_tf.errors.ModelError: the model failed. (`nlp(text)` hands either error
+                to the pipeline's error handler itself.)
+        """
         return self._parse_docs([doc], raise_error)[0]
 
     def pipe(self, docs: Iterable[Doc], batch_size: int = 128) -> Iterator[Doc]:
-        """Parses the sentences of `batch_size` docs at a time together."""
+        """Parses the sentences of `batch_size` docs at a time together.
+
+        Args:
+            docs: the docs to parse.
+            batch_size: docs per group (`nlp.pipe`'s batch_size).
+
+        Yields:
+            The parsed docs, in order; docs that cannot be parsed go to the error handler
+            instead.
+        """
         for docs_batch in minibatch(docs, size=batch_size):
             yield from self._parse_docs(list(docs_batch), self.error_handler)
 
-    def _parse_docs(self, docs: list[Doc], error_handler) -> list[Doc]:
+    def _parse_docs(self, docs: list[Doc], error_handler: ErrorHandler) -> list[Doc]:
         """The docs parsed; a doc without sentences goes to error_handler alone, and all of
         them if the model itself fails."""
         from tetra_tf.parser import ModelError  # pylint: disable=import-outside-toplevel
@@ -161,7 +332,16 @@ class TetraTfComponent:
                 _add_sentence(data[index], words, result.tree, result.score)
         for doc, doc_data in zip(ready, data):
             doc._.set(DATA_ATTRIBUTE, doc_data)
+            if not self.disable_tagger:
+                _set_tags(doc, doc_data["pos"])
         return ready
+
+
+def _set_tags(doc: Doc, tags: list[str]) -> None:
+    """Writes the parser's POS tags into token.tag_ (tokens it did not tag keep theirs)."""
+    for token, tag in zip(doc, tags):
+        if tag:
+            token.tag_ = tag
 
 
 # --------------------------------------------------------------------------------------
@@ -247,6 +427,7 @@ def _word_counts(tree: nltk.Tree) -> dict[int, int]:
 
 
 def _data(doc: Doc) -> dict[str, Any]:
+    """The doc's parse data; ValueError naming the fix if the doc was not parsed."""
     data = doc._.get(DATA_ATTRIBUTE)
     if data is None:
         raise ValueError("this doc has no constituency parse: add the tetra_tf component to "
@@ -266,14 +447,21 @@ def _trimmed(span: Span) -> tuple[int, int] | None:
 
 
 def _position(span: Span, required: bool = True) -> int | None:
-    """The span's constituent position; None for an all-whitespace span, and for a span
-    that is not a constituent unless `required` (then NonConstituentError)."""
+    """The span's constituent position; None for an all-whitespace span or one in a refused
+    sentence. An empty span, or one that is no constituent, is None unless `required`
+    (then NonConstituentError)."""
+    data = _data(span.doc)
+    if span.start == span.end:
+        if required:
+            raise _non_constituent(f"an empty span is not a constituent (tokens "
+                                   f"{span.start}:{span.end})")
+        return None
     bounds = _trimmed(span)
     if bounds is None or _refusal(span, bounds) is not None:
         return None
-    position = _data(span.doc)["index"].get(f"{bounds[0]}:{bounds[1]}")
+    position = data["index"].get(f"{bounds[0]}:{bounds[1]}")
     if position is None and required:
-        raise NonConstituentError(f"span is not a constituent: {span.text!r}")
+        raise _non_constituent(f"span is not a constituent: {span.text!r}")
     return position
 
 
@@ -289,21 +477,78 @@ def _refusal(span: Span, bounds: tuple[int, int] | None = None) -> str | None:
     return None
 
 
-def get_parse_error(span: Span) -> str | None:
-    return _refusal(span)
-
-
 def _span(doc: Doc, position: int) -> Span:
     data = _data(doc)
     return doc[data["starts"][position]:data["ends"][position]]
 
 
+def _child_positions(data: dict[str, Any], position: int) -> Iterator[int]:
+    child = position + 1
+    while child < data["subtree_ends"][position]:
+        yield child
+        child = data["subtree_ends"][child]
+
+
+def get_parse_error(span: Span) -> str | None:
+    """`Span._.parse_error`: why the parser refused the sentence the span lies in.
+
+    Args:
+        span: any span of a parsed doc.
+
+    Returns:
+        `"REASON: detail"` (a reason code of `tetra_tf.sentences`, e.g.
+        `"too_many_pieces: ..."`) if the span lies in a refused sentence, else None.
+
+    Raises:
+        ValueError: the doc was not parsed by the component.
+    """
+    return _refusal(span)
+
+
 def get_labels(span: Span) -> tuple[str, ...]:
+    """`Span._.labels` (and `Token._.labels`): the constituent's labels.
+
+    Args:
+        span: a constituent of a parsed doc.
+
+    Returns:
+        Its labels, outermost first (a unary chain has several); `()` for a word, and for
+        a span with no parse (whitespace only, or in a refused sentence).
+
+    Raises:
+        NonConstituentError: the span is empty or not a constituent.
+        ValueError: the doc was not parsed by the component.
+
+    Example:
+        ```python
+        sent._.labels                      # ("S",)
+        list(sent._.children)[0]._.labels  # ("NP",)
+        ```
+    """
     position = _position(span)
     return () if position is None else tuple(_data(span.doc)["labels"][position])
 
 
 def get_parse_string(span: Span) -> str | None:
+    """`Span._.parse_string` (and `Token._.parse_string`): the constituent's tree.
+
+    Args:
+        span: a constituent of a parsed doc.
+
+    Returns:
+        Its bracketed tree, with the parser's POS tags and the tokens' texts as leaves
+        (brackets escaped, e.g. `-LRB-`); a sentence's tree without its `TOP` root, unless
+        the root has several children. None for a span with no parse.
+
+    Raises:
+        NonConstituentError: the span is empty or not a constituent.
+        ValueError: the doc was not parsed by the component.
+
+    Example:
+        ```python
+        doc[0:2]._.parse_string  # "(NP (DT The) (NN time))"
+        ```
+    """
     position = _position(span)
     if position is None:
         return None
@@ -336,29 +581,78 @@ def get_parse_string(span: Span) -> str | None:
     return "".join(pieces)
 
 
-def _child_positions(data: dict[str, Any], position: int) -> Iterator[int]:
-    child = position + 1
-    while child < data["subtree_ends"][position]:
-        yield child
-        child = data["subtree_ends"][child]
-
-
 def get_constituents(span: Span) -> Iterator[Span]:
+    """`Span._.constituents`: the constituent and every constituent inside it.
+
+    A generator, as benepar's: the span is checked when iteration starts.
+
+    Args:
+        span: a constituent of a parsed doc.
+
+    Yields:
+        Spans in preorder, the span's own constituent first, words included; nothing for
+        a span with no parse.
+
+    Raises:
+        NonConstituentError: (on iteration) the span is empty or not a constituent.
+        ValueError: (on iteration) the doc was not parsed by the component.
+
+    Example:
+        ```python
+        [c._.labels for c in sent._.constituents]  # [("S",), ("NP",), ("NP",), (), ...]
+        ```
+    """
     position = _position(span)
     if position is None:
-        return iter(())
+        return
     data = _data(span.doc)
-    return (_span(span.doc, p) for p in range(position, data["subtree_ends"][position]))
+    for constituent in range(position, data["subtree_ends"][position]):
+        yield _span(span.doc, constituent)
 
 
 def get_children(span: Span) -> Iterator[Span]:
+    """`Span._.children`: the constituent's child constituents.
+
+    A generator, as benepar's: the span is checked when iteration starts.
+
+    Args:
+        span: a constituent of a parsed doc.
+
+    Yields:
+        Its children as spans, left to right, words included; nothing for a word or a
+        span with no parse.
+
+    Raises:
+        NonConstituentError: (on iteration) the span is empty or not a constituent.
+        ValueError: (on iteration) the doc was not parsed by the component.
+
+    Example:
+        ```python
+        list(sent._.children)  # [The time for action, is now, .]
+        ```
+    """
     position = _position(span)
     if position is None:
-        return iter(())
-    return (_span(span.doc, p) for p in _child_positions(_data(span.doc), position))
+        return
+    data = _data(span.doc)
+    for child in _child_positions(data, position):
+        yield _span(span.doc, child)
 
 
 def get_parent(span: Span) -> Span | None:
+    """`Span._.parent` (and `Token._.parent`): the smallest constituent strictly around it.
+
+    Args:
+        span: a constituent of a parsed doc.
+
+    Returns:
+        The parent constituent's span; None for a sentence's root and for a span with no
+        parse.
+
+    Raises:
+        NonConstituentError: the span is empty or not a constituent.
+        ValueError: the doc was not parsed by the component.
+    """
     position = _position(span)
     if position is None:
         return None
@@ -367,6 +661,18 @@ def get_parent(span: Span) -> Span | None:
 
 
 def get_parse_score(span: Span) -> float | None:
+    """`Span._.parse_score`: a sentence's score.
+
+    Args:
+        span: any span of a parsed doc.
+
+    Returns:
+        The log-probability of the sentence's tags (at most 0) if the span is a parsed
+        sentence's root constituent; else None (never raises NonConstituentError).
+
+    Raises:
+        ValueError: the doc was not parsed by the component.
+    """
     position = _position(span, required=False)
     data = _data(span.doc)
     if position is None or data["parents"][position] >= 0:
@@ -375,16 +681,30 @@ def get_parse_score(span: Span) -> float | None:
 
 
 def get_doc_score(doc: Doc) -> float | None:
+    """`Doc._.tetra_score`: the sum of the doc's sentences' scores.
+
+    Args:
+        doc: any doc.
+
+    Returns:
+        The sum of `_.parse_score` over its parsed sentences (0.0 for an empty doc); None
+        if the component did not parse the doc.
+    """
     data = doc._.get(DATA_ATTRIBUTE)
     return None if data is None else data["score"]
 
 
-def _one(getter):
+def _one(getter: Callable[[Span], Any]) -> Callable[[Token], Any]:
+    """The Token getter: `getter` on the token's one-token span."""
     return lambda token: getter(token.doc[token.i:token.i + 1])
 
 
 def install_extensions() -> None:
-    """Registers the Doc/Span/Token extensions (replacing benepar's if it set them)."""
+    """Registers the Doc, Span and Token attributes the module lists.
+
+    Called by the component; registering replaces benepar's attributes of the same names
+    (`force=True`). Does nothing if they are registered already.
+    """
     if Doc.has_extension(DATA_ATTRIBUTE) and Span.has_extension("parse_error"):
         return
     Doc.set_extension(DATA_ATTRIBUTE, default=None, force=True)
