@@ -59,3 +59,20 @@ def test_share_cores_leaves_started_or_user_sized_pools_alone():
         "tf.config.threading.set_intra_op_parallelism_threads(3)\n"
         f"print(cpu.share_cores(2, cores=4), {_POOLS})\n")
     assert out == "False 3 0"
+
+
+def test_share_cores_takes_explicit_sizes_and_zero_keeps_the_default():
+    """A server's --tensorflow_*_parallelism flags size the pools through share_cores: an
+    explicit size replaces the share, 0 leaves that pool at TensorFlow's default."""
+    out = run_python(
+        "import tetra_tf, tensorflow as tf\n"
+        "from tetra_tf import cpu\n"
+        f"print(cpu.share_cores(2, cores=4, intra_op=0, inter_op=0), {_POOLS})\n"
+        f"print(cpu.share_cores(2, cores=4, intra_op=1, inter_op=0), {_POOLS})\n"
+        "print(cpu.thread_pools_text())\n")
+    assert out.splitlines() == ["False 0 0", "True 1 0", "intra-op 1, inter-op default"]
+    out = run_python(
+        "import tetra_tf, tensorflow as tf\n"
+        "from tetra_tf import cpu\n"
+        f"print(cpu.share_cores(2, cores=4, inter_op=3), {_POOLS})\n")
+    assert out == "True 2 3"

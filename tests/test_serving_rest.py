@@ -1,11 +1,17 @@
-"""The REST app as plain WSGI, without a server: routing, methods, bodies, errors, logs.
+"""The REST app as plain WSGI, without a server: routing, methods, bodies, errors, logs;
+and, in process, its waitress server's graceful shutdown (main.py's).
 
 The same paths through a real server (waitress, a real export) are in test_serving.py.
 """
 
+import concurrent.futures
 import contextlib
+import http.client
 import io
 import json
+import socket
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -190,3 +196,62 @@ def test_only_a_lingering_channel_changes_waitress_readable_and_writable():
     lingering = rest._lingering_class(channel_class)
     assert issubclass(lingering, channel_class) and lingering.readable is not HTTPChannel.readable
     assert rest._lingering_class(channel_class) is lingering  # One class per channel class.
+
+
+class _StoppedGrpcServer:
+    """A gRPC server's stop() as main.py's shutdown uses it: returns a set event."""
+
+    def stop(self, grace):
+        stopped = threading.Event()
+        stopped.set()
+        return stopped
+
+
+def test_shutdown_stops_accepting_then_answers_the_request_in_progress():
+    """create_rest_server (rest.py) builds the server; main.py's shutdown closes its
+    listening socket, waits for the request in progress, then closes every connection."""
+    from tetra_tf.serving import main as serving_main
+    from tetra_tf.serving.rest import create_rest_server
+
+    started, release = threading.Event(), threading.Event()
+
+    def app(environ, start_response):
+        started.set()
+        release.wait(60)
+        start_response("200 OK", [("Content-Length", "2")])
+        return [b"ok"]
+
+    in_flight = serving_main._InFlightCounter(app)
+    server = create_rest_server(in_flight, "127.0.0.1", 0, threads=2)
+    port = server.effective_port
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+
+    def get():
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        try:
+            connection.request("GET", "/")
+            response = connection.getresponse()
+            return response.status, response.read()
+        finally:
+            connection.close()
+
+    stopped = []
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        answer = pool.submit(get)
+        assert started.wait(60)
+        shutdown = pool.submit(serving_main._shut_down, server, thread, in_flight,
+                               _StoppedGrpcServer(), 60, lambda: stopped.append(True))
+        deadline = time.monotonic() + 60
+        while True:  # The listening socket closes first...
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            except OSError:
+                break
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        assert not shutdown.done()  # ...then it waits for the request in progress...
+        release.set()
+        assert answer.result(timeout=60) == (200, b"ok")  # ...whose answer goes out.
+        shutdown.result(timeout=60)
+    assert not thread.is_alive() and stopped == [True]  # Version polling stopped too.

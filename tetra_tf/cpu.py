@@ -1,5 +1,8 @@
 """What this CPU offers the encoder: its cores, and whether its bfloat16 matmuls run natively.
 
+`share_cores` is the one place that sizes TensorFlow's thread pools, for every way in
+(Parser, Spark, the server's --tensorflow_*_parallelism flags).
+
 A bfloat16 export (`--encoder_dtype=bfloat16`) is faster only where oneDNN has bfloat16
 instructions to run: AVX-512 BF16 or AMX. Elsewhere TensorFlow converts to float32 and
 back around each matmul, and the export runs slower than a float32 one.
@@ -62,7 +65,8 @@ def available_cores() -> int:
         return os.cpu_count() or 1
 
 
-def share_cores(concurrent_calls: int, cores: int | None = None) -> bool:
+def share_cores(concurrent_calls: int, cores: int | None = None, *,
+                intra_op: int | None = None, inter_op: int | None = None) -> bool:
     """Sizes TensorFlow's thread pools for `concurrent_calls` model calls at once, each on
     its share of `cores` (default: `available_cores()`), if nothing has sized them yet.
 
@@ -73,10 +77,20 @@ def share_cores(concurrent_calls: int, cores: int | None = None) -> bool:
     184-194 at batch 64 (README.md, "4. Parse"; measured on 2 cores only).
 
     It does nothing once TensorFlow's runtime has started (its pools are fixed then) or
-    where the pools were set already (e.g. by `tf.config.threading` or a server's flags).
+    where the pools were set already (e.g. by `tf.config.threading`). This is the one
+    place that sizes them, so that every way in (Parser, Spark, the server) obeys the
+    same rules.
+
+    Args:
+      concurrent_calls: model calls expected to run at once.
+      cores: the cores they share (default: `available_cores()`).
+      intra_op: threads one op may use, instead of the calls' share of the cores (e.g. a
+        server's --tensorflow_intra_op_parallelism); 0 leaves TensorFlow's default.
+      inter_op: threads running independent ops, instead of `cores`; 0 leaves
+        TensorFlow's default.
 
     Returns:
-      Whether it sized the pools.
+      Whether it sized the pools (False too when both sizes are 0: nothing to size).
     """
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
@@ -84,9 +98,26 @@ def share_cores(concurrent_calls: int, cores: int | None = None) -> bool:
     if pools.get_intra_op_parallelism_threads() or pools.get_inter_op_parallelism_threads():
         return False
     cores = cores or available_cores()
+    if intra_op is None:
+        intra_op = max(1, cores // max(1, concurrent_calls))
+    if inter_op is None:
+        inter_op = cores
     try:
-        pools.set_intra_op_parallelism_threads(max(1, cores // max(1, concurrent_calls)))
-        pools.set_inter_op_parallelism_threads(cores)
+        if intra_op:
+            pools.set_intra_op_parallelism_threads(intra_op)
+        if inter_op:
+            pools.set_inter_op_parallelism_threads(inter_op)
     except RuntimeError:  # TensorFlow already ran in this process: its pools stay
         return False
-    return True
+    return bool(intra_op or inter_op)
+
+
+def thread_pools_text() -> str:
+    """TensorFlow's thread pools as it reports them, for a log line: e.g. "intra-op 1,
+    inter-op default" (0, TensorFlow's default, shows as "default")."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    pools = tf.config.threading
+    return ", ".join(f"{name} {count or 'default'}" for name, count in (
+        ("intra-op", pools.get_intra_op_parallelism_threads()),
+        ("inter-op", pools.get_inter_op_parallelism_threads())))

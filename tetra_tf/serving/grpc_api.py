@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 import traceback
+from concurrent import futures
 from typing import Any, Callable
 
 from absl import logging as absl_logging
@@ -35,12 +36,13 @@ def _version_of(model_spec: Any) -> int | None:
 
 
 def create_grpc_server(predictor: Predictor, metrics: Metrics | None, host: str, port: int,
-                       threads: int, max_request_bytes: int,
+                       executor: futures.Executor, max_request_bytes: int,
                        log_request: Callable[..., None] = absl_logging.info
                        ) -> tuple[Any, int]:
     """TF Serving's PredictionService (Predict, GetModelMetadata; Classify, Regress and
     MultiInference answer UNIMPLEMENTED) and ModelService (GetModelStatus) on host:port;
-    returns (grpc server, bound port), not yet started. `log_request` logs each call's
+    returns (grpc server, bound port), not yet started (main.py starts and stops it, and
+    owns the `executor` whose threads answer the calls). `log_request` logs each call's
     line, as in `rest.RestApp`.
 
     Errors carry TF Serving's status codes: INVALID_ARGUMENT for bad requests, NOT_FOUND
@@ -48,8 +50,6 @@ def create_grpc_server(predictor: Predictor, metrics: Metrics | None, host: str,
     RESOURCE_EXHAUSTED for a message over max_request_bytes, INTERNAL for a model failure
     or an undecodable message.
     """
-    from concurrent import futures
-
     import grpc
     from google.protobuf import message as protobuf_message
     from tensorflow_serving.apis import (classification_pb2, get_model_metadata_pb2,
@@ -165,7 +165,7 @@ def create_grpc_server(predictor: Predictor, metrics: Metrics | None, host: str,
             unimplemented("HandleReloadConfigRequest")),
     }
     server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=threads, thread_name_prefix="grpc"),
+        executor,
         handlers=[grpc.method_handlers_generic_handler(PREDICTION_SERVICE, prediction_methods),
                   grpc.method_handlers_generic_handler(MODEL_SERVICE, model_methods)],
         options=[("grpc.max_receive_message_length", GRPC_MESSAGE_SLACK * max_request_bytes),

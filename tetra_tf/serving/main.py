@@ -1,4 +1,11 @@
-"""The server's command line: flags (TF Serving's names), start-up, serving until a signal.
+"""The server's command line and process: flags (TF Serving's names), start-up, serving
+until a signal, graceful shutdown.
+
+This module owns the process: TensorFlow's thread pools (sized through
+`tetra_tf.cpu.share_cores`, from the --tensorflow_*_parallelism flags), the gRPC server's
+thread pool, starting the REST (rest.py) and gRPC (grpc_api.py) servers, signal handling,
+and the shutdown that waits for requests in progress. The front ends only build their
+servers.
 
 Exit codes (tetra_tf.cli): 0 after a clean shutdown (SIGINT or SIGTERM); 2 for a usage or
 input error (bad flags, a bad batching parameters file, no servable version under
@@ -9,9 +16,13 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import socket
 import sys
-from typing import Any
+import threading
+import time
+from concurrent import futures
+from typing import Any, Callable, Iterable
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # Keras 2, before TensorFlow is imported.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -19,7 +30,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from absl import flags  # noqa: E402
 from absl import logging as absl_logging  # noqa: E402
 
-from tetra_tf import cli  # noqa: E402
+from tetra_tf import cli, cpu  # noqa: E402
 from tetra_tf.serving import batching  # noqa: E402
 from tetra_tf.serving.admission import NUM_WORDS_INPUT, Limits  # noqa: E402
 from tetra_tf.serving.errors import first_line  # noqa: E402
@@ -27,12 +38,14 @@ from tetra_tf.serving.grpc_api import create_grpc_server  # noqa: E402
 from tetra_tf.serving.manager import ModelManager, find_latest_version  # noqa: E402
 from tetra_tf.serving.metrics import AccessLog, Metrics  # noqa: E402
 from tetra_tf.serving.predictor import Predictor  # noqa: E402
-from tetra_tf.serving.rest import RestApp, serve  # noqa: E402
+from tetra_tf.serving.rest import RestApp, create_rest_server  # noqa: E402
 from tetra_tf.serving.runners import BatchingRunner, DirectRunner  # noqa: E402
 from tetra_tf.serving.servable import ServedModel  # noqa: E402
 
-# The flags belong to the program that runs `run` (serving/server.py), for its --help.
-flags.disclaim_key_flags()
+# The flags belong to the program that runs `run` (serving/server.py, or this module as
+# `python -m tetra_tf.serving.main`), for its --help.
+if __name__ != "__main__":
+    flags.disclaim_key_flags()
 
 
 def _define_flags() -> None:
@@ -106,27 +119,6 @@ def _define_flags() -> None:
                        lower_bound=0.0)
 
 
-def configure_tensorflow_threads(intra_op: int, inter_op: int) -> str:
-    """Sets TensorFlow's thread pools before any model loads (TensorFlow refuses after).
-
-    Args:
-      intra_op: threads one op may use; 0 keeps TensorFlow's default.
-      inter_op: threads running independent ops; 0 keeps TensorFlow's default.
-
-    Returns:
-      What TensorFlow now reports, for the log, e.g. "intra-op 1, inter-op default".
-    """
-    import tensorflow as tf
-
-    if intra_op:
-        tf.config.threading.set_intra_op_parallelism_threads(intra_op)
-    if inter_op:
-        tf.config.threading.set_inter_op_parallelism_threads(inter_op)
-    return ", ".join(f"{name} {count or 'default'}" for name, count in (
-        ("intra-op", tf.config.threading.get_intra_op_parallelism_threads()),
-        ("inter-op", tf.config.threading.get_inter_op_parallelism_threads())))
-
-
 def _check_port_free(host: str, port: int) -> None:
     """Fails fast (before the slow model load) when host:port cannot be bound.
 
@@ -162,9 +154,6 @@ def main(argv: list[str]) -> int:
         _check_port_free(flag_values.rest_api_host, port)
     absl_logging.info("loading model %r version %d from %s", flag_values.model_name, version,
                       export_dir)
-    absl_logging.info("TensorFlow threads: %s", configure_tensorflow_threads(
-        flag_values.tensorflow_intra_op_parallelism,
-        flag_values.tensorflow_inter_op_parallelism))
     metrics = Metrics()
     limits = Limits(max_batch_size=flag_values.max_batch_size,
                     max_words_per_sentence=flag_values.max_words_per_sentence,
@@ -175,6 +164,8 @@ def main(argv: list[str]) -> int:
     # With batching, each batch thread runs a model call: let that many run at once.
     model_slots = (batching_params.num_batch_threads if batching_params is not None
                    else flag_values.max_concurrent_predictions)
+    _size_tensorflow_threads(model_slots, flag_values.tensorflow_intra_op_parallelism,
+                             flag_values.tensorflow_inter_op_parallelism)
 
     def load(new_version: int, new_export_dir: str) -> ServedModel:
         return ServedModel(flag_values.model_name, new_version, new_export_dir, limits,
@@ -205,17 +196,44 @@ def main(argv: list[str]) -> int:
     return cli.EXIT_OK
 
 
+def _size_tensorflow_threads(model_slots: int, intra_op: int, inter_op: int) -> None:
+    """Sizes TensorFlow's thread pools from the flags (0: TensorFlow's default) through
+    `cpu.share_cores`, before any model loads (TensorFlow refuses after), and logs them.
+
+    Raises:
+      RuntimeError: the flags ask for sizes TensorFlow no longer takes (exit 1).
+    """
+    if not cpu.share_cores(model_slots, intra_op=intra_op, inter_op=inter_op) and (
+            intra_op or inter_op):
+        raise RuntimeError("cannot size TensorFlow's thread pools (--tensorflow_intra_op_"
+                           "parallelism, --tensorflow_inter_op_parallelism): TensorFlow "
+                           f"reports {cpu.thread_pools_text()}")
+    absl_logging.info("TensorFlow threads: %s", cpu.thread_pools_text())
+
+
 def _serve(flag_values: Any, predictor: Predictor, metrics: Metrics,
            access_log: AccessLog) -> None:
-    """Serves REST and gRPC until a signal."""
+    """Serves REST and gRPC until SIGINT or SIGTERM, then shuts both down gracefully."""
     host = flag_values.rest_api_host
-    rest_app = RestApp(predictor, flag_values.max_request_bytes, metrics, access_log.info)
+    grpc_threads = futures.ThreadPoolExecutor(max_workers=flag_values.rest_api_num_threads,
+                                              thread_name_prefix="grpc")
     try:
         grpc_server, grpc_port = create_grpc_server(
-            predictor, metrics, host, flag_values.port, flag_values.rest_api_num_threads,
+            predictor, metrics, host, flag_values.port, grpc_threads,
             flag_values.max_request_bytes, access_log.info)
     except (OSError, RuntimeError) as e:
         raise RuntimeError(f"cannot serve gRPC on {host}:{flag_values.port}: {e}") from None
+    in_flight = _InFlightCounter(
+        RestApp(predictor, flag_values.max_request_bytes, metrics, access_log.info))
+    try:
+        rest_server = create_rest_server(
+            in_flight, host, flag_values.rest_api_port,
+            threads=flag_values.rest_api_num_threads,
+            max_request_bytes=flag_values.max_request_bytes,
+            read_timeout_s=flag_values.request_read_timeout_s, metrics=metrics)
+    except OSError as e:
+        raise RuntimeError(f"cannot serve on {host}:{flag_values.rest_api_port}: "
+                           f"{e.strerror or e}") from None
     model = predictor.manager.current
 
     def on_ready(port: int) -> None:
@@ -224,15 +242,76 @@ def _serve(flag_values: Any, predictor: Predictor, metrics: Metrics,
                           ", ".join(model.signature_names), host, port, model.name, host,
                           grpc_port)
 
+    _serve_until_signal(rest_server, in_flight, grpc_server, flag_values.shutdown_timeout_s,
+                        on_ready, on_stop=predictor.manager.stop)
+    grpc_threads.shutdown(wait=False)
+
+
+class _InFlightCounter:
+    """WSGI middleware counting requests in progress, so shutdown can wait for them."""
+
+    def __init__(self, wsgi_app: Callable[..., Iterable[bytes]]) -> None:
+        self._wsgi_app = wsgi_app
+        self._count = 0
+        self._idle = threading.Condition()
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        with self._idle:
+            self._count += 1
+        try:
+            return self._wsgi_app(environ, start_response)
+        finally:
+            with self._idle:
+                self._count -= 1
+                self._idle.notify_all()
+
+    def wait_idle(self, timeout_s: float) -> bool:
+        """Whether every request finished within timeout_s."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._count == 0, timeout=timeout_s)
+
+
+def _serve_until_signal(rest_server: Any, in_flight: _InFlightCounter, grpc_server: Any,
+                        shutdown_timeout_s: float, on_ready: Callable[[int], None],
+                        on_stop: Callable[[], None]) -> None:
+    """Runs the REST server (waitress's event loop, on its own thread) and the gRPC server
+    until SIGINT or SIGTERM, then shuts them down gracefully (`_shut_down`)."""
+    stop = threading.Event()
+    previous = {sig: signal.signal(sig, lambda *_: stop.set())
+                for sig in (signal.SIGINT, signal.SIGTERM)}
+    thread = threading.Thread(target=rest_server.run, name="http", daemon=True)
+    thread.start()
+    grpc_server.start()
+    on_ready(int(rest_server.effective_port))
     try:
-        serve(rest_app, host, flag_values.rest_api_port, flag_values.shutdown_timeout_s,
-              on_ready, threads=flag_values.rest_api_num_threads,
-              max_request_bytes=flag_values.max_request_bytes,
-              read_timeout_s=flag_values.request_read_timeout_s, grpc_server=grpc_server,
-              on_stop=predictor.manager.stop, metrics=metrics)
-    except OSError as e:
-        raise RuntimeError(f"cannot serve on {host}:{flag_values.rest_api_port}: "
-                           f"{e.strerror or e}") from None
+        while not stop.wait(0.5) and thread.is_alive():
+            pass
+    finally:
+        _shut_down(rest_server, thread, in_flight, grpc_server, shutdown_timeout_s, on_stop)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _shut_down(rest_server: Any, rest_thread: threading.Thread, in_flight: _InFlightCounter,
+               grpc_server: Any, timeout_s: float, on_stop: Callable[[], None]) -> None:
+    """Stops accepting (REST and gRPC), stops polling for versions, waits up to timeout_s
+    for requests in progress and lets their answers go out, then closes every
+    connection."""
+    from waitress import wasyncore
+
+    absl_logging.info("shutting down: no new connections; waiting up to %.0f s for "
+                      "requests in progress", timeout_s)
+    # Everything that touches waitress's sockets runs on its event loop thread.
+    rest_server.trigger.pull_trigger(lambda: wasyncore.dispatcher.close(rest_server))
+    grpc_stopped = grpc_server.stop(timeout_s)
+    on_stop()
+    if not in_flight.wait_idle(timeout_s):
+        absl_logging.warning("requests still in progress at shutdown were abandoned")
+    time.sleep(0.2)  # Let the loop send the last answers.
+    rest_server.trigger.pull_trigger(lambda: wasyncore.close_all(rest_server._map))
+    rest_thread.join(timeout=5)
+    rest_server.task_dispatcher.shutdown(cancel_pending=True, timeout=5)
+    grpc_stopped.wait(timeout_s)
 
 
 def run() -> None:
@@ -252,3 +331,7 @@ def _exit_now(code: Any) -> None:
     logging.shutdown()
     os._exit(code if isinstance(code, int) else cli.EXIT_OK if code is None
              else cli.EXIT_FAILURE)
+
+
+if __name__ == "__main__":
+    run()

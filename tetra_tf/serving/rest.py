@@ -7,6 +7,9 @@ Serving's few paths, fills a `PredictRequest` for the one predict path (predicto
 answers in TF Serving's JSON. It is plain WSGI, not a web framework: the request is a
 small, fixed set of paths, and under load every millisecond of CPU a request costs in
 Python is taken from the model (measured in serving/README.md, "Load test").
+
+This module is the front end only: `create_rest_server` builds the waitress server for an
+app; running and stopping it (signals, graceful shutdown) is main.py's.
 """
 
 from __future__ import annotations
@@ -15,9 +18,7 @@ import http
 import json
 import logging
 import re
-import signal
 import socket
-import threading
 import time
 import traceback
 from typing import Any, Callable, Iterable
@@ -225,29 +226,6 @@ def predict_json(predictor: Predictor, model_name: str, version: int | None, bod
                         for name, value in outputs.items()}}, batch_size
 
 
-class _InFlightCounter:
-    """WSGI middleware counting requests in progress, so shutdown can wait for them."""
-
-    def __init__(self, wsgi_app: Callable[..., Iterable[bytes]]) -> None:
-        self._wsgi_app = wsgi_app
-        self._count = 0
-        self._idle = threading.Condition()
-
-    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
-        with self._idle:
-            self._count += 1
-        try:
-            return self._wsgi_app(environ, start_response)
-        finally:
-            with self._idle:
-                self._count -= 1
-                self._idle.notify_all()
-
-    def wait_idle(self, timeout_s: float) -> bool:
-        with self._idle:
-            return self._idle.wait_for(lambda: self._count == 0, timeout=timeout_s)
-
-
 def _json_error_task_class(metrics: Metrics | None) -> type:
     """waitress's ErrorTask answering {"error": ...} as JSON, like the app's own errors,
     and counting the refusal (e.g. 413) in the metrics."""
@@ -341,27 +319,27 @@ def _lingering_class(channel_class: type) -> type:
     return lingering
 
 
-def serve(app: RestApp, host: str, port: int, shutdown_timeout_s: float,
-          on_ready: Callable[[int], None] | None = None, *, threads: int = 16,
-          max_request_bytes: int = 1 << 20, read_timeout_s: float = 30.0,
-          stop: threading.Event | None = None, grpc_server: Any = None,
-          on_stop: Callable[[], None] | None = None, metrics: Metrics | None = None) -> None:
-    """Serves the REST app with waitress until SIGINT or SIGTERM (or `stop` is set).
+def create_rest_server(app: Callable[..., Iterable[bytes]], host: str, port: int, *,
+                       threads: int = 16, max_request_bytes: int = 1 << 20,
+                       read_timeout_s: float = 30.0, metrics: Metrics | None = None) -> Any:
+    """A waitress server for a WSGI app (a `RestApp`, or middleware around one) on
+    host:port, bound but not yet running (main.py runs and stops it).
 
     waitress reads each request fully (Content-Length or chunked, at most
-    max_request_bytes) before a worker thread runs the app, keeps HTTP/1.1 connections
-    alive, and closes a connection silent for read_timeout_s (a stalled body included).
-    On a signal it stops accepting, waits up to shutdown_timeout_s for requests in
-    progress, then closes every connection.
+    max_request_bytes) before one of its `threads` worker threads runs the app, keeps
+    HTTP/1.1 connections alive, and closes a connection silent for read_timeout_s (a
+    stalled body included). Its own refusals (e.g. 413) are answered in JSON, counted in
+    `metrics`, and followed by a lingering close.
+
+    Raises:
+      OSError: host:port cannot be bound.
     """
     import waitress
     from waitress import channel as waitress_channel
-    from waitress import wasyncore
 
-    counter = _InFlightCounter(app)
     logging.getLogger("waitress.queue").setLevel(logging.ERROR)  # "Task queue depth" notes.
     server = waitress.create_server(
-        counter, host=host, port=port, threads=threads, ident="tetra-serving",
+        app, host=host, port=port, threads=threads, ident="tetra-serving",
         # waitress rejects bodies of max_request_body_size bytes or more: one over ours.
         max_request_body_size=max_request_bytes + 1, channel_timeout=read_timeout_s,
         cleanup_interval=max(0.5, min(30.0, read_timeout_s / 4)), connection_limit=1000,
@@ -371,33 +349,4 @@ def serve(app: RestApp, host: str, port: int, shutdown_timeout_s: float,
         error_task_class = _json_error_task_class(metrics)
 
     server.channel_class = JsonErrorChannel
-    stop = stop or threading.Event()
-    previous = {sig: signal.signal(sig, lambda *_: stop.set())
-                for sig in (signal.SIGINT, signal.SIGTERM)}
-    thread = threading.Thread(target=server.run, name="http", daemon=True)
-    thread.start()
-    if grpc_server is not None:
-        grpc_server.start()
-    if on_ready:
-        on_ready(int(server.effective_port))
-    try:
-        while not stop.wait(0.5) and thread.is_alive():
-            pass
-    finally:
-        absl_logging.info("shutting down: no new connections; waiting up to %.0f s for "
-                          "requests in progress", shutdown_timeout_s)
-        # Everything that touches waitress's sockets runs on its event loop thread.
-        server.trigger.pull_trigger(lambda: wasyncore.dispatcher.close(server))
-        grpc_stopped = grpc_server.stop(shutdown_timeout_s) if grpc_server else None
-        if on_stop:
-            on_stop()
-        if not counter.wait_idle(shutdown_timeout_s):
-            absl_logging.warning("requests still in progress at shutdown were abandoned")
-        time.sleep(0.2)  # Let the loop send the last answers.
-        server.trigger.pull_trigger(lambda: wasyncore.close_all(server._map))
-        thread.join(timeout=5)
-        server.task_dispatcher.shutdown(cancel_pending=True, timeout=5)
-        if grpc_stopped is not None:
-            grpc_stopped.wait(shutdown_timeout_s)
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    return server
