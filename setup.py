@@ -25,7 +25,9 @@ setup(
     # (`make install` runs it), not installed: their PyPI package pulls PyTorch and CUDA.
     extras_require={
         # Training and exporting: BERT from tf-models (Keras 2), HF safetensors weights.
-        "train": ["tf-models-official==2.20.0", "tf-keras==2.20.*", "safetensors"],
+        # tensorflow-serving-api: the export's warm-up records are TF Serving's protos.
+        "train": ["tf-models-official==2.20.0", "tf-keras==2.20.*", "safetensors",
+                  "tensorflow-serving-api==2.20.*"],
         # The documentation site (mkdocs build --strict runs in `make test`).
         "docs": ["mkdocs>=1.6", "mkdocs-material>=9.5", "mkdocstrings[python]>=0.26"],
         # tokenizers: the tokenization oracle; pytest-xdist and filelock: `make test` runs

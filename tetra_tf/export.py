@@ -40,7 +40,8 @@ Objects on the loaded model: ``max_stack_depth`` (int32 variable), ``leaf_tags``
 ``tokenize`` (words [B, W], num_words [B] → the encoder inputs) and ``encode`` (encoder
 inputs → logits), which split the pipeline for benchmarks; the encoder's vocab.txt is the
 asset ``assets/encoder_vocab.txt``. The model card (tetra_tf/model_card.py: encoder, data,
-scores) is ``assets.extra/model_card.json``.
+scores) is ``assets.extra/model_card.json``; TF Serving's warm-up records (`WARMUP_SENTENCES`
+through both signatures) are ``assets.extra/tf_serving_warmup_requests``.
 
 Exit codes: 0 exported; 2 usage error (missing flag, no model directory or checkpoint
 there, export directory already exists); 1 any other failure.
@@ -92,6 +93,17 @@ MAX_PACK_LENGTH = 512  # BERT's positions: a row is at most one window long
 # The encoder's matmul precision: float32, or bfloat16 (dense kernels and matmuls).
 ENCODER_DTYPES = ("float32", "bfloat16")
 DEFAULT_ENCODER_DTYPE = "float32"
+# Warm-up requests written into every export (TF Serving replays them when it loads a
+# version, so that no user request pays for the first run of each graph): a short, a
+# medium and a long sentence, alone and together (the long one reaches the larger window
+# buckets), through each signature.
+WARMUP_SENTENCES = (
+    "The cat sat on the mat .",
+    "Analysts said the company 's shares , which rose 3 % last week , could fall again "
+    "if sales do n't improve by the end of the year .",
+    " , and ".join(["the committee approved the plan that the board had proposed in May"] * 8)
+    + " .",
+)
 
 
 
@@ -514,6 +526,45 @@ def write_limits(module: ParserModule, export_dir: str) -> str:
     return path
 
 
+def warmup_requests(sentences: tuple[str, ...] = WARMUP_SENTENCES) -> list:
+    """TF Serving PredictionLog protos: each sentence alone, then all together, through
+    each signature (`serving_default` on sentences, `parse_words` on their words)."""
+    from tensorflow_serving.apis import (  # pylint: disable=import-outside-toplevel
+        predict_pb2, prediction_log_pb2)
+
+    batches = [[sentence] for sentence in sentences] + [list(sentences)]
+    logs = []
+    for batch in batches:
+        word_lists = [sentence.split() for sentence in batch]
+        width = max(map(len, word_lists))
+        inputs_by_signature = {
+            SERVING_SIGNATURE: {"sentences": np.array(batch, dtype=object)},
+            PARSE_WORDS_SIGNATURE: {
+                "words": np.array([words + [""] * (width - len(words)) for words in word_lists],
+                                  dtype=object),
+                "num_words": np.array([len(words) for words in word_lists], np.int32)},
+        }
+        for signature_name, inputs in inputs_by_signature.items():
+            request = predict_pb2.PredictRequest()
+            request.model_spec.signature_name = signature_name
+            for name, array in inputs.items():
+                request.inputs[name].CopyFrom(tf.make_tensor_proto(array))
+            logs.append(prediction_log_pb2.PredictionLog(
+                predict_log=prediction_log_pb2.PredictLog(request=request)))
+    return logs
+
+
+def write_warmup_requests(export_dir: str) -> str:
+    """Writes assets.extra/tf_serving_warmup_requests (TF Serving's warm-up records: a
+    TFRecord file of PredictionLog protos) into a SavedModel directory; returns its path."""
+    path = os.path.join(export_dir, export_format.WARMUP_FILE)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with tf.io.TFRecordWriter(path) as writer:
+        for log in warmup_requests():
+            writer.write(log.SerializeToString())
+    return path
+
+
 def export(checkpoint: str, export_dir: str, overwrite: bool = False,
            length_multiple: int = DEFAULT_LENGTH_MULTIPLE,
            encoder_dtype: str = DEFAULT_ENCODER_DTYPE,
@@ -559,6 +610,7 @@ def export(checkpoint: str, export_dir: str, overwrite: bool = False,
         tf.saved_model.save(module, staging, signatures=signatures)
         model_card.write(staging, model_card.build(model_dir, prefix, module))
         write_limits(module, staging)
+        write_warmup_requests(staging)
         if os.path.exists(export_dir):
             shutil.rmtree(export_dir)
         os.replace(staging, export_dir)

@@ -6,6 +6,9 @@ An export is a TF Serving version directory (BASE/VERSION) that `tetra_tf.export
   assets/encoder_vocab.txt       the encoder's WordPiece vocabulary (the graph's asset)
   assets.extra/limits.json       the work bounds the graph enforces (LIMIT_KEYS)
   assets.extra/model_card.json   what the export is: encoder, data, scores (and a .md)
+  assets.extra/tf_serving_warmup_requests
+                                 requests TF Serving (and tetra_tf's server) replay when a
+                                 version loads: a TFRecord file of PredictionLog protos
 
 Every way in (`Parser`, the servers, Beam, Spark, spaCy, tools/eval_export.py) reads an
 export through this module; writing one stays with `tetra_tf.export` and
@@ -28,6 +31,8 @@ LIMITS_FILE = os.path.join(ASSETS_EXTRA_DIR, "limits.json")
 CARD_FILE = os.path.join(ASSETS_EXTRA_DIR, "model_card.json")
 CARD_MARKDOWN_FILE = os.path.join(ASSETS_EXTRA_DIR, "model_card.md")
 ENCODER_VOCAB_ASSET = os.path.join("assets", "encoder_vocab.txt")
+# TF Serving's name and place for warm-up records (its saved_model_warmup.cc).
+WARMUP_FILE = os.path.join(ASSETS_EXTRA_DIR, "tf_serving_warmup_requests")
 CARD_FORMAT = "tetra-tf model card v1"
 
 # Signatures: `sentences` [B] (words separated by whitespace), or `words` [B, W] with

@@ -16,7 +16,7 @@ from tetra_tf.errors import TetraError
 
 # The top-level modules each extra brings, as `import` names them.
 MODULES = {
-    "train": ("tf_keras", "official", "safetensors"),
+    "train": ("tf_keras", "official", "safetensors", "tensorflow_serving"),
     "serving": ("waitress", "grpc", "tensorflow_serving", "prometheus_client"),
     "beam": ("apache_beam",),
     "spark": ("pyspark", "pyarrow"),

@@ -154,17 +154,27 @@ class ServedModel:
     def input_specs(self, signature_name: str) -> dict[str, Any]:
         return self._input_specs[signature_name]
 
-    def warm_up(self) -> None:
-        """Runs every signature once on a one-row input, as TF Serving runs its warm-up
-        records, so that the first requests a new version serves do not pay for it."""
-        for signature_name in self.signature_names:
-            inputs = {name: _warm_up_array(spec)
-                      for name, spec in self._input_specs[signature_name].items()}
+    def warm_up(self) -> int:
+        """Replays the export's warm-up records (TF Serving's
+        assets.extra/tf_serving_warmup_requests, as TF Serving does when it loads a version),
+        or, for an export without them, runs every signature once on a one-row input, so
+        that the first requests a new version serves do not pay for the first runs.
+
+        Returns:
+          The number of model calls made.
+        """
+        requests = read_warmup_requests(self.export_dir, self._tf)
+        if not requests:
+            requests = [(signature_name, {name: _warm_up_array(spec) for name, spec
+                                          in self._input_specs[signature_name].items()})
+                        for signature_name in self.signature_names]
+        for signature_name, inputs in requests:
             try:
-                self.call(signature_name, inputs)
+                self.call(self.signature(signature_name), inputs)
             except RequestError as e:
                 absl_logging.warning("warm-up of version %d, signature %s: %s", self.version,
                                      signature_name, first_line(str(e)))
+        return len(requests)
 
     def call(self, signature_name: str, inputs: dict[str, np.ndarray]
              ) -> dict[str, np.ndarray]:
@@ -195,6 +205,39 @@ class ServedModel:
                 if self._on_call_seconds is not None:
                     self._on_call_seconds(time.perf_counter() - started)
         return outputs
+
+
+def read_warmup_requests(export_dir: str, tf: Any) -> list[tuple[str, dict[str, np.ndarray]]]:
+    """The predict requests among an export's warm-up records, in file order, as
+    (signature name, input arrays); [] if it has no warm-up file.
+
+    Args:
+      tf: the tensorflow module (imported by the caller).
+
+    Raises:
+      RequestError: for a file that is not TFRecords of PredictionLog protos (500).
+    """
+    path = os.path.join(export_dir, export_format.WARMUP_FILE)
+    if not os.path.isfile(path):
+        return []
+    from tensorflow_serving.apis import prediction_log_pb2
+
+    requests = []
+    try:
+        for record in tf.data.TFRecordDataset(path):
+            log = prediction_log_pb2.PredictionLog.FromString(record.numpy())
+            if log.WhichOneof("log_type") != "predict_log":
+                absl_logging.warning("%s: skipping a %s warm-up record (only predict is "
+                                     "served)", path, log.WhichOneof("log_type"))
+                continue
+            request = log.predict_log.request
+            requests.append((request.model_spec.signature_name,
+                             {name: tf.make_ndarray(tensor)
+                              for name, tensor in request.inputs.items()}))
+    except Exception as e:  # noqa: BLE001 - a damaged file: the version does not load
+        raise RequestError(f"{path}: not TF Serving warm-up records ({type(e).__name__}: "
+                           f"{first_line(str(e))})", 500) from e
+    return requests
 
 
 def _warm_up_array(spec: Any) -> np.ndarray:
