@@ -290,11 +290,9 @@ def measure(model, parser, plain_encoder, sentences: list[list[str]], batch_size
 
 def main(argv):
     del argv
-    if _INTRA.value:
-        tf.config.threading.set_intra_op_parallelism_threads(_INTRA.value)
-    if _INTER.value:
-        tf.config.threading.set_inter_op_parallelism_threads(_INTER.value)
-    cpu.share_cores(DEFAULT_CONCURRENT_CALLS)  # as Parser would, unless the flags set them
+    # As Parser would size them, unless the flags choose the sizes.
+    cpu.share_cores(DEFAULT_CONCURRENT_CALLS, intra_op=_INTRA.value or None,
+                    inter_op=_INTER.value or None)
     try:
         test = test_split_sentences()
     except treebank.NltkSampleNotFoundError as e:
