@@ -53,6 +53,7 @@ INPUTS = {
     "sub/zipped.txt.gz": gzip.compress(b"Running is fun !\n" + LONG_LINE
                                        + b"\n\nMr. Smith ?\n"),
     "sub/cut.txt.gz": CUT_GZ,
+    "empty.txt": b"",  # no lines: an empty ordered file
 }
 
 
@@ -432,11 +433,3 @@ def test_an_over_long_line_is_skipped_without_being_held(tmp_path, suffix, compr
     assert [o.text if isinstance(o, beam.Sentence) else o.value["reason"]
             for o in outputs] == ["before", sentences.TOO_LONG, "after"]
     assert peak < 2 * 1024 * 1024, peak  # the line is 32 MiB
-
-
-def test_ordered_root_and_paths(tmp_path):
-    a, b = str(tmp_path / "x" / "a"), str(tmp_path / "x" / "b")
-    root = beam.ordered_root([a + "/*.txt", b + "/**/*.gz"])
-    assert root == str(tmp_path / "x") + "/"
-    assert beam.ordered_path("out/t", root, b + "/c/d.gz") == "out/t-ordered/b/c/d.gz.trees"
-    assert beam.ordered_root(["gs://bucket/a/*.txt"]) == "gs://bucket/a/"

@@ -2,6 +2,7 @@
 
 import bz2
 import gzip
+import inspect
 import io
 import lzma
 import os
@@ -14,7 +15,8 @@ import nltk
 import pytest
 import tensorflow as tf
 
-from tetra_tf import evalb, parse, sentences
+from tetra_tf import bulk_options, evalb, parse, sentences
+from tetra_tf import parser as parser_module
 from tetra_tf.errors import ExportError
 from tetra_tf.parser import ParseResult, Parser
 from tetra_tf.treebank import with_pos_tags
@@ -448,6 +450,18 @@ def test_cli_usage_errors(tmp_path):
     assert result.returncode == 2 and "--errors needs --on_error=skip" in result.stderr
     result = _cli(f"--model_dir={tmp_path}", "--on_error=maybe")
     assert result.returncode == 2 and result.stderr.startswith("error: flag --on_error")
+
+
+def test_cli_checks_the_bulk_programs_common_options(tmp_path):
+    """The checks of tetra_tf/bulk_options.py, which Beam and Spark share."""
+    for args, message in ((["--max_words=-1"], "--max_words must be 0 or more"),
+                          (["--batch_size=0"], "--batch_size must be positive"),
+                          ([], f"--model_dir: {tmp_path} holds no SavedModel")):
+        result = _cli(f"--model_dir={tmp_path}", *args)
+        assert result.returncode == 2
+        assert result.stderr.startswith(f"error: {message}"), result.stderr
+    assert (inspect.signature(parse.run).parameters["batch_size"].default
+            == parser_module.DEFAULT_BATCH_SIZE == bulk_options.DEFAULT_BATCH_SIZE)
 
 
 def test_eval_export_scores_with_gold_or_predicted_pos(export_dir, parser, tmp_path):

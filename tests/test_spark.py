@@ -27,7 +27,7 @@ pyspark = pytest.importorskip("pyspark", reason="pyspark is not installed (the [
 
 import tetra_tf  # noqa: F401,E402  (selects Keras 2 before TensorFlow loads)
 
-from tetra_tf import sentences, spark_parse  # noqa: E402
+from tetra_tf import bulk_options, sentences, spark_parse  # noqa: E402
 from tetra_tf import spark as tetra_spark  # noqa: E402
 from conftest import REPO_ROOT, run_module  # noqa: E402
 
@@ -84,7 +84,8 @@ def _corpus_files() -> dict[str, tuple[bytes, dict[int, str]]]:
     damaged = gzip.compress(long_text)[:6000]
     return {"mixed.txt": (mixed, {n: reason for n, (_, reason) in bad.items()}),
             "sub/zipped.txt.gz": (zipped, {}),
-            "sub/cut.txt.gz": (damaged, {})}
+            "sub/cut.txt.gz": (damaged, {}),
+            "empty.txt": (b"", {})}  # no lines: no rows, an empty ordered file
 
 
 @pytest.fixture(scope="module")
@@ -238,17 +239,26 @@ def test_the_model_is_loaded_once_per_worker_process(job, cluster):
 
 
 def test_ordered_output_has_a_line_per_input_line(job, corpus):
-    _, rows, output = job
-    root, _ = corpus
+    summary, rows, output = job
+    root, files = corpus
     by_key = {_key(root, row): row for row in rows}
     lines = _expected_lines(corpus)
-    for name in ("mixed.txt", "sub/zipped.txt.gz", "sub/cut.txt.gz"):
-        with open(os.path.join(output + spark_parse.ORDERED_INFIX, name + ".trees"),
+    for name in files:
+        with open(os.path.join(bulk_options.ordered_folder(output), name + ".trees"),
                   encoding="utf-8") as f:
             written = f.read().split("\n")
         assert written[-1] == ""
         numbers = sorted(n for file, n in lines if file == name)
         assert written[:-1] == [by_key[(name, n)].get("tree") or "" for n in numbers]
+    assert sorted(os.path.relpath(path.removeprefix("file:"), root)
+                  for path in summary["ordered_files"]) == sorted(files)
+
+
+def test_an_empty_input_file_gets_an_empty_ordered_file(job):
+    """The ordered output promises a file per input file: issue 30, item 7b."""
+    _, _, output = job
+    assert os.path.getsize(os.path.join(bulk_options.ordered_folder(output),
+                                        "empty.txt.trees")) == 0
 
 
 def test_a_model_failure_fails_the_job(spark, corpus, tmp_path):
@@ -259,7 +269,7 @@ def test_a_model_failure_fails_the_job(spark, corpus, tmp_path):
         spark_parse.run(spark, str(not_a_model), [os.path.join(root, "mixed.txt")],
                         str(tmp_path / "out"), partitions=2)
     message = spark_parse._job_error(raised.value)
-    assert message.startswith("the Spark job failed: FileNotFoundError: ")
+    assert message.startswith("the Spark job failed: tetra_tf.errors.ExportError: ")
     assert str(not_a_model) in message and "no SavedModel (saved_model.pb)" in message
     assert not glob.glob(str(tmp_path / "out" / "part-*"))
 

@@ -8,8 +8,10 @@
 Every input line ends in exactly one of the two outputs: a parsed record
 ``{"file", "line", "tree", "score"}`` or a dead letter ``{"file", "line", "reason", "error"}``
 (reasons: `sentences.REASONS`). With `ordered`, each input file also gets
-``OUTPUT-ordered/<its path below the inputs' common folder>.trees``: one tree per input line,
-in input order, an empty line where the input line was rejected (EVALB-ready when none was).
+``OUTPUT-ordered/<its path below the input files' common folder>.trees``: one tree per input
+line, in input order, an empty line where the input line was rejected (EVALB-ready when none
+was); an input file without lines gets an empty one. `bulk_options.OrderedWriter` writes
+these files, as it does Spark's.
 
 Lines: each file is read whole by one DoFn that streams its lines (``fileio.MatchAll`` and
 ``ReadMatches``; ``.gz`` and the other compressions Beam knows are opened by extension), so
@@ -36,7 +38,6 @@ import contextlib
 import io
 import json
 import os
-import posixpath
 from typing import (TYPE_CHECKING, Any, BinaryIO, Iterable, Iterator, NamedTuple, Optional,
                     Sequence)
 
@@ -48,17 +49,15 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 from apache_beam.ml.inference.base import ModelHandler, PredictionResult, RunInference
 
-from tetra_tf import export_format, sentences
+from tetra_tf import bulk_options, export_format, sentences
+from tetra_tf.bulk_options import DEFAULT_BATCH_SIZE
 
 if TYPE_CHECKING:  # tetra_tf.parser loads TensorFlow: only the workers that parse import it
     from tetra_tf.parser import Parser
 
 METRICS_NAMESPACE = "tetra_tf"
-DEFAULT_BATCH_SIZE = 64
 RECORDS_SUFFIX = ".jsonl"
 ERRORS_INFIX = "-errors"
-ORDERED_INFIX = "-ordered"
-ORDERED_SUFFIX = ".trees"
 
 
 class Sentence(NamedTuple):
@@ -246,59 +245,28 @@ class SplitResults(beam.DoFn):
                "score": inference["score"]}
 
 
-def ordered_root(patterns: Sequence[str]) -> str:
-    """The deepest folder holding every file the patterns can match (their glob-free parts)."""
-    folders = []
-    for pattern in patterns:
-        fixed = pattern
-        for i, char in enumerate(pattern):
-            if char in "*?[{":
-                fixed = pattern[:i]
-                break
-        folders.append(_absolute(fixed.rsplit("/", 1)[0] + "/" if "/" in fixed else ""))
-    parts = [folder.rstrip("/").split("/") for folder in folders]
-    common = []
-    for level in zip(*parts):
-        if any(part != level[0] for part in level):
-            break
-        common.append(level[0])
-    return "/".join(common) + "/"
-
-
-def _absolute(path: str) -> str:
-    if "://" in path:
-        return path
-    return os.path.abspath(path or ".") + "/"
-
-
-def ordered_path(output: str, root: str, path: str) -> str:
-    """Where `ordered` writes the trees of input `path`."""
-    absolute = path if "://" in path else os.path.abspath(path)
-    if absolute.startswith(root):
-        relative = absolute[len(root):]
-    else:
-        relative = absolute.split("://", 1)[-1].lstrip("/")
-    return posixpath.join(output + ORDERED_INFIX, relative + ORDERED_SUFFIX)
+def _create(path: str) -> BinaryIO:
+    """A new file at path on any of Beam's file systems (a local path's folders made)."""
+    if "://" not in path:
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    return FileSystems.create(path, mime_type="text/plain",
+                              compression_type=CompressionTypes.UNCOMPRESSED)
 
 
 class WriteOrdered(beam.DoFn):
-    """(file, [(line, tree or "")]) → that file's trees, one per input line, in order."""
+    """(file, [(line, tree or None), and one None]) → that file's trees in input order, written
+    by `bulk_options.OrderedWriter` (the None stands for the file itself, so that a file
+    without lines gets its empty file); root: the input files' common folder."""
 
-    def __init__(self, output: str, root: str):
-        self._output = output
-        self._root = root
+    def __init__(self, folder: str):
+        self._folder = folder
 
-    def process(self, element: tuple[str, Iterable[tuple[int, str]]]) -> Iterator[str]:
-        path, lines = element
-        trees = sorted(lines)
-        target = ordered_path(self._output, self._root, path)
-        if "://" not in target:
-            os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
-        with FileSystems.create(target, mime_type="text/plain",
-                                compression_type=CompressionTypes.UNCOMPRESSED) as f:
-            for _, tree in trees:
-                f.write(tree.encode("utf-8") + b"\n")
-        yield target
+    def process(self, element: tuple[str, Iterable[Optional[tuple[int, Optional[str]]]]],
+                root: str) -> Iterator[str]:
+        path, values = element
+        lines = sorted((value for value in values if value is not None),
+                       key=lambda value: value[0])
+        yield bulk_options.OrderedWriter(self._folder, root, _create).write(path, lines)
 
 
 def _to_json(record: dict) -> str:
@@ -315,11 +283,10 @@ def build(pipeline: beam.Pipeline, options: ParseOptions,
     """
     handler = handler or ParseModelHandler(options.model_dir, options.batch_size,
                                            options.max_words)
-    files = (pipeline
-             | "Patterns" >> beam.Create(list(options.inputs))
-             | "Match" >> fileio.MatchAll(EmptyMatchTreatment.DISALLOW)
-             | "SpreadFiles" >> beam.Reshuffle()
-             | "Open" >> fileio.ReadMatches())
+    matched = (pipeline
+               | "Patterns" >> beam.Create(list(options.inputs))
+               | "Match" >> fileio.MatchAll(EmptyMatchTreatment.DISALLOW))
+    files = matched | "SpreadFiles" >> beam.Reshuffle() | "Open" >> fileio.ReadMatches()
     checked = (files
                | "ReadSentences" >> beam.ParDo(ReadSentences(
                    options.tokenize, sentences.SentenceLimits().lowered(
@@ -340,11 +307,15 @@ def build(pipeline: beam.Pipeline, options: ParseOptions,
      | "WriteErrors" >> beam.io.WriteToText(options.output + ERRORS_INFIX,
                                             file_name_suffix=RECORDS_SUFFIX))
     if options.ordered:
-        root = ordered_root(options.inputs)
+        paths = matched | "FilePaths" >> beam.Map(lambda metadata: metadata.path)
+        root = paths | "CommonFolder" >> beam.CombineGlobally(bulk_options.common_folder)
+        every_file = paths | "EveryFile" >> beam.Map(lambda path: (path, None))
         trees = parsed | "TreeByFile" >> beam.Map(lambda r: (r["file"], (r["line"], r["tree"])))
-        blanks = rejected | "BlankByFile" >> beam.Map(lambda r: (r["file"], (r["line"], "")))
-        ((trees, blanks) | "AllByFile" >> beam.Flatten() | "GroupByFile" >> beam.GroupByKey()
-         | "WriteOrdered" >> beam.ParDo(WriteOrdered(options.output, root)))
+        blanks = rejected | "BlankByFile" >> beam.Map(lambda r: (r["file"], (r["line"], None)))
+        ((every_file, trees, blanks) | "AllByFile" >> beam.Flatten()
+         | "GroupByFile" >> beam.GroupByKey()
+         | "WriteOrdered" >> beam.ParDo(WriteOrdered(bulk_options.ordered_folder(options.output)),
+                                        root=beam.pvalue.AsSingleton(root)))
     return {"parsed": parsed, "rejected": rejected}
 
 

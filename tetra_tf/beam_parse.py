@@ -8,16 +8,19 @@ Input: files or globs (--input may be repeated; .gz and other compressions by ex
 one sentence per line, PTB tokens separated by whitespace (or raw text with --tokenize), as
 for `python -m tetra_tf.parse` (both read and check lines with tetra_tf.sentences: the same
 bad lines, the same reasons). A damaged compressed file keeps its readable lines and gives
-one `damaged` dead letter where the damage starts. Output, sharded as Beam writes it:
+one `damaged` dead letter where the damage starts. A line over --max_line_bytes is skipped
+without being held, except that Beam's own reader inflates a .deflate file 16 MiB of
+compressed input at a time. Output, sharded as Beam writes it:
 
   OUTPUT-SSSSS-of-NNNNN.jsonl         {"file", "line", "tree", "score"} per parsed line
   OUTPUT-errors-SSSSS-of-NNNNN.jsonl  {"file", "line", "reason", "error"} per rejected line
                                       (reason: a code of tetra_tf.sentences: empty,
                                       not_utf8, too_long, damaged, too_many_words,
                                       too_many_pieces, rejected)
-  OUTPUT-ordered/PATH.trees           with --ordered: per input file (PATH below the inputs'
-                                      common folder), one tree per line in input order, an
-                                      empty line for a rejected one
+  OUTPUT-ordered/PATH.trees           with --ordered: per input file (PATH below the input
+                                      files' common folder), one tree per line in input
+                                      order, an empty line for a rejected one (an empty file
+                                      for an input file without lines)
 
 Every input line is in exactly one of the first two. The pipeline's counters are printed at
 the end. Any other --flag is a Beam pipeline option (--runner, --direct_num_workers,
@@ -40,38 +43,22 @@ import sys
 # TensorFlow's C++ notices and Beam's import-time warnings (e.g. no GCP libraries) are
 # noise here; pipeline failures are reported from their exceptions.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-from tetra_tf import cli, export_format, sentences  # noqa: E402
+from tetra_tf import bulk_options, cli, sentences  # noqa: E402
 from tetra_tf.cli import UsageError  # noqa: E402
 
 LOCAL_RUNNER = "FnApiRunner"
 
 
-def _parser() -> argparse.ArgumentParser:
-    from tetra_tf import beam  # pylint: disable=import-outside-toplevel
+# The common options of the bulk programs (tetra_tf/bulk_options.py) this program has.
+BULK_OPTIONS = ("model_dir", "corpus_input", "corpus_output", "tokenize", "max_words",
+                "max_line_bytes", "batch_size", "ordered")
 
+
+def _parser() -> argparse.ArgumentParser:
     parser = cli.ArgumentParser(
         prog="python -m tetra_tf.beam_parse", description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False)
-    parser.add_argument("--model_dir", required=True,
-                        help="The exported SavedModel (local or e.g. gs://...).")
-    parser.add_argument("--input", required=True, action="append",
-                        help="Input file or glob; may be repeated.")
-    parser.add_argument("--output", required=True, help="Prefix of the output files.")
-    parser.add_argument("--tokenize", action="store_true",
-                        help="Input is raw text: split it into PTB tokens first.")
-    parser.add_argument("--max_words", type=int, default=0,
-                        help="Lines with more words are dead letters (too_many_words); 0: "
-                             "no limit beyond the export's (a sentence's subword pieces).")
-    parser.add_argument("--max_line_bytes", type=int, default=sentences.DEFAULT_MAX_LINE_BYTES,
-                        help="An input line of more bytes than this (without its line end) "
-                             "is a dead letter; it is skipped over, never held in memory "
-                             "(in .deflate and .zst files, Beam inflates 16 MiB of "
-                             "compressed input at a time). "
-                             "Default %(default)s.")
-    parser.add_argument("--batch_size", type=int, default=beam.DEFAULT_BATCH_SIZE,
-                        help="Most sentences per model call. Default %(default)s.")
-    parser.add_argument("--ordered", action="store_true",
-                        help="Also write each input file's trees in input order.")
+    bulk_options.add_argparse_arguments(parser, BULK_OPTIONS)
     return parser
 
 
@@ -106,22 +93,15 @@ def parse_args(argv: list[str]):
     if unknown:
         raise UsageError(f"unknown arguments {' '.join(unknown)} (neither this program's "
                          "flags nor Beam pipeline options; see --help)")
-    for name in ("max_words",):
-        if getattr(args, name) < 0:
-            raise UsageError(f"--{name} must be 0 or more")
-    for name in ("max_line_bytes", "batch_size"):
-        if getattr(args, name) < 1:
-            raise UsageError(f"--{name} must be positive")
-    if not FileSystems.exists(FileSystems.join(args.model_dir, export_format.SAVED_MODEL_FILE)):
-        raise UsageError(f"--model_dir: {export_format.no_saved_model_message(args.model_dir)}")
-    for pattern in args.input:
+    bulk_options.check(vars(args))
+    for pattern in args.corpus_input:
         if not FileSystems.match([pattern])[0].metadata_list:
             raise UsageError(f"--input: {pattern} matches no file")
     pipeline_options = PipelineOptions(rest)
     if pipeline_options.view_as(StandardOptions).runner is None:
         pipeline_options.view_as(StandardOptions).runner = LOCAL_RUNNER
     options = beam.ParseOptions(
-        model_dir=args.model_dir, inputs=args.input, output=args.output,
+        model_dir=args.model_dir, inputs=args.corpus_input, output=args.corpus_output,
         tokenize=args.tokenize, max_words=args.max_words, max_line_bytes=args.max_line_bytes,
         batch_size=args.batch_size, ordered=args.ordered)
     return options, pipeline_options
@@ -149,8 +129,8 @@ def main(argv: list[str]) -> int:
     print(f"{totals['sentences_parsed']} of {totals['lines_read']} lines parsed → "
           f"{options.output}-*{beam.RECORDS_SUFFIX}; {rejected} rejected → "
           f"{options.output}{beam.ERRORS_INFIX}-*{beam.RECORDS_SUFFIX}"
-          + (f"; in input order → {options.output}{beam.ORDERED_INFIX}/" if options.ordered
-             else ""))
+          + (f"; in input order → {bulk_options.ordered_folder(options.output)}/"
+             if options.ordered else ""))
     return cli.EXIT_OK
 
 

@@ -64,13 +64,12 @@ from typing import IO, Iterator, Sequence, TextIO
 from absl import flags
 from tqdm import tqdm
 
-from tetra_tf import cli, export_format, sentences
+from tetra_tf import bulk_options, cli, export_format, sentences
 from tetra_tf.errors import InputError
 
 # A chunk is read, parsed and written before the next is read: this bounds memory.
 CHUNK_LINES = 4096
 CHUNK_BYTES = 8 * 1024 * 1024
-ON_ERROR_CHOICES = ("fail", "skip")
 
 
 class BadLineError(InputError):
@@ -148,9 +147,9 @@ class _Writer:
 
 
 def run(model_dir: str, input_file: IO, output_file: IO, tokenize: bool = False,
-        batch_size: int = 64, progress: bool = False, parser=None, on_error: str = "fail",
-        errors_file: TextIO | None = None, max_words: int = 0,
-        max_line_bytes: int = sentences.DEFAULT_MAX_LINE_BYTES,
+        batch_size: int = bulk_options.DEFAULT_BATCH_SIZE, progress: bool = False,
+        parser=None, on_error: str = "fail", errors_file: TextIO | None = None,
+        max_words: int = 0, max_line_bytes: int = sentences.DEFAULT_MAX_LINE_BYTES,
         chunk_lines: int = CHUNK_LINES, output_name: str = "the output",
         errors_name: str = "--errors", scores: bool = False) -> Summary:
     """Parses every line of input_file into output_file, chunk by chunk; returns a Summary.
@@ -176,9 +175,9 @@ def run(model_dir: str, input_file: IO, output_file: IO, tokenize: bool = False,
       OutputError: if output_file or errors_file cannot be written.
       parser.ModelError: if the model itself fails.
     """
-    if on_error not in ON_ERROR_CHOICES:
-        raise InputError(f"--on_error must be one of {', '.join(ON_ERROR_CHOICES)}, got "
-                         f"{on_error!r}")
+    choices = bulk_options.ON_ERROR_CHOICES
+    if on_error not in choices:
+        raise InputError(f"--on_error must be one of {', '.join(choices)}, got {on_error!r}")
     # Checked before TensorFlow loads (seconds) for a local path.
     if parser is None:
         export_format.check(model_dir)
@@ -309,33 +308,18 @@ def _closing(stream: IO, name: str) -> Iterator[IO]:
 FLAGS = flags.FLAGS
 
 
+# The common options of the bulk programs (tetra_tf/bulk_options.py) this program has.
+BULK_OPTIONS = ("model_dir", "input", "output", "tokenize", "batch_size", "on_error", "errors",
+                "max_words", "max_line_bytes")
+
+
 def define_flags() -> None:
     """Defines the flags; only when run as a program, so that importing stays side-effect free."""
-    flags.DEFINE_string("model_dir", None, "The exported SavedModel (tetra_tf.export's "
-                        "--export_dir, e.g. models/tetra/1).")
-    flags.DEFINE_string("input", None, "Input file, one sentence per line, UTF-8 (default: "
-                        "stdin).")
-    flags.DEFINE_string("output", None, "Output file, one tree per line (default: stdout). "
-                        "Written to a temporary file next to it and renamed onto it only when "
-                        "the run succeeds.")
-    flags.DEFINE_bool("tokenize", False, "Input is raw text: split it into PTB tokens first.")
-    flags.DEFINE_integer("batch_size", 64, "Most sentences per call of the model.")
+    bulk_options.define_absl_flags(BULK_OPTIONS)
     flags.DEFINE_bool("scores", False, "Write each tree's score (log-probability of its tags), "
                       "a tab, then the tree.")
     flags.DEFINE_bool("describe", False, "Print the export's model card (encoder, data, "
                       "dev/test F1) and exit.")
-    flags.DEFINE_enum("on_error", "fail", list(ON_ERROR_CHOICES),
-                      "What a bad line does: 'fail' stops with exit code 2 naming it; 'skip' "
-                      "writes an empty output line in its place, reports it to --errors and "
-                      "goes on (exit code 0).")
-    flags.DEFINE_string("errors", None, "With --on_error=skip: write one 'line N: REASON: DETAIL' line "
-                        "per bad input line here (default: stderr).")
-    flags.DEFINE_integer("max_words", 0, "A sentence with more words than this (after "
-                         "--tokenize) is a bad line (too_many_words); 0: no limit beyond the "
-                         "export's (a sentence's subword pieces, its max_pieces_per_call).")
-    flags.DEFINE_integer("max_line_bytes", sentences.DEFAULT_MAX_LINE_BYTES, "An input line "
-                         "of more bytes than this (without its line end) is a bad line "
-                         "(too_long); it is skipped over, never held in memory.")
 
 
 def _open_errors(path: str | None) -> TextIO | None:
@@ -345,24 +329,6 @@ def _open_errors(path: str | None) -> TextIO | None:
         return open(path, "w", encoding="utf-8")  # pylint: disable=consider-using-with
     except OSError as e:
         raise InputError(f"--errors: cannot write {path} ({e.strerror})") from None
-
-
-def _check_flags() -> None:
-    """Checks the flags that absl cannot.
-
-    Raises:
-      InputError: naming the first problem.
-    """
-    cli.require("model_dir")
-    if FLAGS.batch_size < 1:
-        raise InputError("--batch_size must be positive")
-    if FLAGS.max_words < 0:
-        raise InputError("--max_words must be 0 (no limit) or positive")
-    if FLAGS.max_line_bytes < 1:
-        raise InputError("--max_line_bytes must be positive")
-    if FLAGS.errors is not None and FLAGS.on_error != "skip":
-        raise InputError("--errors needs --on_error=skip (with 'fail' the first bad line goes "
-                         "to stderr)")
 
 
 def _parse_flagged_files() -> Summary:
@@ -396,7 +362,7 @@ def main(argv) -> int:
       could not be written, else cli.EXIT_OK.
     """
     del argv
-    _check_flags()
+    bulk_options.check(bulk_options.absl_values(BULK_OPTIONS))
     if FLAGS.describe:
         sys.stdout.write(export_format.describe(FLAGS.model_dir))
         return cli.EXIT_OK

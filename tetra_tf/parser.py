@@ -36,7 +36,7 @@ from tetra_tf import cpu, export_format, sentences, treebank
 from tetra_tf.errors import ExportError, ModelError
 from tetra_tf.sentences import SentenceError, SentenceLimits
 
-DEFAULT_BATCH_SIZE = 64
+from tetra_tf.bulk_options import DEFAULT_BATCH_SIZE  # (no TensorFlow there: the programs read it)
 # Model calls in flight at once. On a 2-core CPU, with TensorFlow's default pools, two
 # concurrent calls parsed 1.01-1.56x the sentences per second of one call using both cores
 # (TensorFlow's per-op threading gains little on one call's small matmuls); with the pools

@@ -28,12 +28,14 @@ retries, the job: it does not turn every row into an error row.
 Files: `read_files` reads text files (plain, or .gz/.bz2/.xz by extension) with
 `SparkContext.binaryFiles`, each file whole by one task, so line numbers are exact; its
 lines go through `sentences.read_lines`, so a damaged compressed file gives its readable
-lines, then one `damaged` row where the damage starts.
+lines, then one `damaged` row where the damage starts. `write_ordered` brings each file's
+rows, in line order, to `bulk_options.OrderedWriter` (the ordered output Beam writes too).
 """
 
 from __future__ import annotations
 
 import io
+import itertools
 import os
 import socket
 import sys
@@ -42,7 +44,8 @@ import time
 import warnings
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
-from tetra_tf import cpu, sentences
+from tetra_tf import bulk_options, cpu, sentences
+from tetra_tf.bulk_options import DEFAULT_BATCH_SIZE
 
 if TYPE_CHECKING:  # pyspark and TensorFlow are imported where they are used
     import pyarrow as pa
@@ -57,7 +60,6 @@ PARSE_COLUMNS = (TREE, SCORE, REASON, ERROR)
 # The rows `read_files` makes: one per input line.
 FILE, LINE, SENTENCE = "file", "line", "sentence"
 LINES_SCHEMA = "file string, line long, sentence string, reason string, error string"
-DEFAULT_BATCH_SIZE = 64
 
 # This Python worker's parsers by model directory; the threads loading one ahead of the
 # parse (`warm_workers`); the loads not yet added to a `loads` accumulator.
@@ -340,90 +342,48 @@ def read_files(session: "SparkSession", paths: Sequence[str], max_words: int = 0
 
 
 # --------------------------------------------------------------------------------------
-# Writing each file's trees in input order
-
-ORDERED_SUFFIX = ".trees"
+# Writing each file's trees in input order (the files are `bulk_options.OrderedWriter`'s)
 
 
-def _local(path: str) -> str:
-    """A Hadoop "file:" URI as a local path; other paths as they are."""
-    if path.startswith("file://"):
-        return path[len("file://"):]
-    if path.startswith("file:"):
-        return path[len("file:"):]
-    return path
-
-
-def common_folder(paths: Iterable[str]) -> str:
-    """The deepest folder holding every path ("" for none), ending in "/"."""
-    folders = [path.rsplit("/", 1)[0].split("/") for path in paths]
-    if not folders:
-        return ""
-    common: list[str] = []
-    for level in zip(*folders):
-        if any(part != level[0] for part in level):
-            break
-        common.append(level[0])
-    return "/".join(common) + "/"
-
-
-def ordered_path(target: str, root: str, path: str) -> str:
-    """Where the trees of input `path` go: below target, at its place below root."""
-    relative = path[len(root):] if path.startswith(root) else path.split(":", 1)[-1].lstrip("/")
-    return target.rstrip("/") + "/" + relative + ORDERED_SUFFIX
+def input_files(session: "SparkSession", paths: Sequence[str]) -> list[str]:
+    """The files `read_files` reads for these paths, as its rows name them (empty files
+    included); listed on the JVM, without reading the files."""
+    # pylint: disable=protected-access
+    return sorted(session.sparkContext._jsc.binaryFiles(",".join(paths), 1).keys().collect())
 
 
 class _WriteOrdered:
-    """foreachPartition's function: rows (file, line, tree) sorted by file and line → one
-    file per input file, a tree or an empty line per line."""
+    """mapPartitions' function: rows (file, line, tree) sorted by file and line → one file per
+    input file, a tree or an empty line per line; yields the input files written."""
 
-    def __init__(self, target: str, root: str):
-        self.target, self.root = target, root
+    def __init__(self, writer: bulk_options.OrderedWriter):
+        self.writer = writer
 
-    def __call__(self, rows: Iterable[Any]) -> None:
-        current, expected, out = None, 1, None
-        try:
-            for file, line, tree in rows:
-                if file != current:
-                    if out is not None:
-                        out.close()
-                    current, expected = file, 1
-                    out = _open_for_writing(ordered_path(self.target, self.root, file))
-                if line != expected:
-                    raise RuntimeError(f"{file}: line {expected} is missing from the results "
-                                       f"(next is line {line})")
-                out.write((tree or "") + "\n")
-                expected += 1
-        finally:
-            if out is not None:
-                out.close()
+    def __call__(self, rows: Iterable[tuple]) -> Iterator[str]:
+        for file, file_rows in itertools.groupby(rows, key=lambda row: row[0]):
+            self.writer.write(file, ((line, tree) for _, line, tree in file_rows))
+            yield file
 
 
-def _open_for_writing(path: str):
-    path = _local(path)
-    if "://" in path:  # gs:// and the other file systems TensorFlow writes
-        import tensorflow as tf  # pylint: disable=import-outside-toplevel
+def write_ordered(results: "DataFrame", folder: str, files: Sequence[str]) -> list[str]:
+    """Writes each input file's trees in input order into `folder` (a qualified path), one
+    task per group of files, and an empty file for each input file without rows; returns
+    the input files.
 
-        folder = path.rsplit("/", 1)[0]
-        tf.io.gfile.makedirs(folder)
-        return tf.io.gfile.GFile(path, "w")
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    return open(path, "w", encoding="utf-8", newline="\n")  # pylint: disable=consider-using-with
-
-
-def write_ordered(results: "DataFrame", target: str) -> list[str]:
-    """Writes each input file's trees in input order below `target` (see `ordered_path`),
-    one task per group of files; returns the input files.
-
-    results: rows with file, line and tree (null for a refused line), every line of each
-    file exactly once.
+    Args:
+      results: rows with file, line and tree (null for a refused line), every line of each
+        file exactly once.
+      files: every input file (`input_files`).
     """
-    files = sorted(row[0] for row in results.select(FILE).distinct().collect())
-    root = common_folder(files)
-    (results.select(FILE, LINE, TREE).repartition(max(1, min(len(files), 64)), FILE)
-     .sortWithinPartitions(FILE, LINE)
-     .rdd.map(tuple).foreachPartition(_WriteOrdered(target, root)))
-    return files
+    writer = bulk_options.OrderedWriter(folder, bulk_options.common_folder(files))
+    written = set(results.select(FILE, LINE, TREE)
+                  .repartition(max(1, min(len(files), 64)), FILE)
+                  .sortWithinPartitions(FILE, LINE)
+                  .rdd.map(tuple).mapPartitions(_WriteOrdered(writer)).collect())
+    for file in files:
+        if file not in written:
+            writer.write(file, [])
+    return sorted(set(files) | written)
 
 
 # --------------------------------------------------------------------------------------

@@ -17,8 +17,9 @@ Output: --output is a Parquet (default) or JSON-lines dataset with a row per inp
 ``error`` for a refused one (in JSON the absent fields are left out, so records are those of
 `tetra_tf.beam_parse`). Every input line is in it exactly once; a damaged compressed file
 gives its readable lines and one ``damaged`` row at the line where the damage starts.
-With --ordered, also OUTPUT-ordered/PATH.trees per input file (PATH below the inputs'
-common folder): one tree per line in input order, an empty line for a refused one.
+With --ordered, also OUTPUT-ordered/PATH.trees per input file (PATH below the input files'
+common folder): one tree per line in input order, an empty line for a refused one (an empty
+file for an input file without lines).
 
 Spark: --master is any Spark master URL (default local[*]: this machine, no cluster; run
 by spark-submit, its --master); the module also runs as spark-submit's script;
@@ -45,32 +46,21 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 from absl import flags  # noqa: E402
 
-from tetra_tf import cli, export_format, sentences  # noqa: E402
+from tetra_tf import bulk_options, cli, sentences  # noqa: E402
 
 FORMATS = ("parquet", "json")
-ORDERED_INFIX = "-ordered"
+# The common options of the bulk programs (tetra_tf/bulk_options.py) this program has.
+BULK_OPTIONS = ("model_dir", "corpus_input", "corpus_output", "ordered", "tokenize",
+                "max_words", "max_line_bytes", "batch_size")
 FLAGS = flags.FLAGS
 
 
 def define_flags() -> None:
     """Defines the flags (only when run as a program)."""
+    bulk_options.define_absl_flags(BULK_OPTIONS)
     flags.DEFINE_string("master", "local[*]", "Spark master URL: local[N], spark://HOST:PORT, "
                         "yarn, ...")
-    flags.DEFINE_string("model_dir", None, "The exported SavedModel, at a path every Spark "
-                        "worker reads (local, gs://, ...).")
-    flags.DEFINE_multi_string("input", None, "Input file, folder or glob (Spark's paths); may "
-                              "be repeated.")
-    flags.DEFINE_string("output", None, "The output dataset (a folder Spark writes).")
     flags.DEFINE_enum("format", "parquet", list(FORMATS), "Output format.")
-    flags.DEFINE_bool("ordered", False, "Also write OUTPUT-ordered/PATH.trees per input file: "
-                      "one tree per line in input order, an empty line for a refused line.")
-    flags.DEFINE_bool("tokenize", False, "Input is raw text: split it into PTB tokens first.")
-    flags.DEFINE_integer("max_words", 0, "A sentence of more words is refused "
-                         "(too_many_words); 0: no limit beyond the model's.")
-    flags.DEFINE_integer("max_line_bytes", sentences.DEFAULT_MAX_LINE_BYTES,
-                         "A line of more bytes is refused (too_long), skipped in bounded "
-                         "pieces.")
-    flags.DEFINE_integer("batch_size", 64, "Sentences per model call.")
     flags.DEFINE_integer("partitions", 0, "Partitions the lines are spread over (0: 4 per "
                          "core of the cluster).")
     flags.DEFINE_multi_string("conf", [], "A Spark property KEY=VALUE; may be repeated.")
@@ -83,23 +73,15 @@ def _check_flags() -> dict[str, str]:
     Raises:
       cli.UsageError: naming the first problem.
     """
-    cli.require("model_dir", "output")
-    if not FLAGS.input:
-        raise cli.UsageError("--input is required (see --help)")
-    for name in ("batch_size", "max_line_bytes"):
-        if getattr(FLAGS, name) < 1:
-            raise cli.UsageError(f"--{name} must be positive")
-    for name in ("max_words", "partitions"):
-        if getattr(FLAGS, name) < 0:
-            raise cli.UsageError(f"--{name} must be 0 or more")
+    if FLAGS.partitions < 0:
+        raise cli.UsageError("--partitions must be 0 or more")
     conf = {}
     for item in FLAGS.conf:
         key, equals, value = item.partition("=")
         if not equals or not key:
             raise cli.UsageError(f"--conf {item!r}: expected KEY=VALUE")
         conf[key] = value
-    if not export_format.has_saved_model(FLAGS.model_dir):
-        raise cli.UsageError(f"--model_dir: {export_format.no_saved_model_message(FLAGS.model_dir)}")
+    bulk_options.check(bulk_options.absl_values(BULK_OPTIONS))  # last: it reads --model_dir
     return conf
 
 
@@ -177,7 +159,8 @@ def check_paths(spark, inputs: list[str], outputs: list[str], overwrite: bool) -
 
 def run(spark, model_dir: str, inputs: list[str], output: str, output_format: str = "parquet",
         ordered: bool = False, tokenize: bool = False, max_words: int = 0,
-        max_line_bytes: int = sentences.DEFAULT_MAX_LINE_BYTES, batch_size: int = 64,
+        max_line_bytes: int = sentences.DEFAULT_MAX_LINE_BYTES,
+        batch_size: int = bulk_options.DEFAULT_BATCH_SIZE,
         partitions: int = 0, overwrite: bool = False) -> dict:
     """Reads, parses and writes (see the module doc); returns a summary: lines, parsed,
     refused by reason, model loads [(host, pid, seconds)], seconds, ordered files."""
@@ -201,8 +184,9 @@ def run(spark, model_dir: str, inputs: list[str], output: str, output_format: st
                                   written.groupBy(tetra_spark.REASON).count().collect()})
     files = []
     if ordered:  # qualified here: a relative path would be relative to each executor
-        fs, path = _hadoop_fs(spark, output.rstrip("/") + ORDERED_INFIX)
-        files = tetra_spark.write_ordered(written, str(fs.makeQualified(path).toString()))
+        fs, path = _hadoop_fs(spark, bulk_options.ordered_folder(output))
+        files = tetra_spark.write_ordered(written, str(fs.makeQualified(path).toString()),
+                                          tetra_spark.input_files(spark, inputs))
     refused = {reason: n for reason, n in counts.items() if reason is not None}
     return {"lines": sum(counts.values()), "parsed": counts.get(None, 0), "refused": refused,
             "loads": list(loads.value), "seconds": time.perf_counter() - start,
@@ -230,7 +214,7 @@ def main(argv: list[str]) -> int:
     submitted = "PYSPARK_GATEWAY_PORT" in os.environ and not FLAGS["master"].present
     spark = session(None if submitted else FLAGS.master, conf)
     try:
-        ordered_dir = FLAGS.output.rstrip("/") + ORDERED_INFIX
+        ordered_dir = bulk_options.ordered_folder(FLAGS.output)
         check_paths(spark, FLAGS.input, [FLAGS.output] + ([ordered_dir] if FLAGS.ordered
                                                           else []), FLAGS.overwrite)
         try:
