@@ -20,8 +20,11 @@ pytest.importorskip("waitress")
 
 import tensorflow as tf  # noqa: E402
 
+from tensorflow.core.protobuf import meta_graph_pb2  # noqa: E402
+
 from tetra_tf.serving.admission import Limits, ModelLimits  # noqa: E402
 from tetra_tf.serving.errors import RequestError  # noqa: E402
+from tetra_tf.serving.metrics import Metrics  # noqa: E402
 from tetra_tf.serving.predictor import PredictResult  # noqa: E402
 from tetra_tf.serving.rest import METRICS_PATH, RestApp  # noqa: E402
 
@@ -29,7 +32,11 @@ MODEL = "tetra"
 
 
 class _Manager:
-    """Serves one model name, version 1."""
+    """Serves one model name, version 1: a predict signature and a classify one."""
+
+    signature_defs = {
+        "serving_default": meta_graph_pb2.SignatureDef(method_name="tensorflow/serving/predict"),
+        "classes": meta_graph_pb2.SignatureDef(method_name="tensorflow/serving/classify")}
 
     @contextlib.contextmanager
     def acquire(self, name, version):
@@ -90,9 +97,9 @@ def log_lines():
     return []
 
 
-def _app(predictor, log_lines, max_request_bytes=1 << 20):
+def _app(predictor, log_lines, max_request_bytes=1 << 20, **kwargs):
     return RestApp(predictor, max_request_bytes,
-                   log_request=lambda fmt, *args: log_lines.append(fmt % args))
+                   log_request=lambda fmt, *args: log_lines.append(fmt % args), **kwargs)
 
 
 def test_predict_answers_json_and_logs_one_line_with_the_batch(log_lines):
@@ -108,13 +115,16 @@ def test_predict_answers_json_and_logs_one_line_with_the_batch(log_lines):
     assert log_lines[0].endswith(" batch=2")
 
 
-def test_wrong_method_is_405_with_allow_and_head_is_get_without_a_body(log_lines):
+def test_wrong_method_is_tf_servings_400_and_head_is_get_without_a_body(log_lines):
     predictor = _Predictor()
     app = _app(predictor, log_lines)
     status, headers, body = _call(app, "GET", f"/v1/models/{MODEL}:predict")
-    assert status == 405 and headers["Allow"] == "POST"
-    assert "GET is not allowed here, use POST" in json.loads(body)["error"]
-    assert _call(app, "POST", f"/v1/models/{MODEL}", {"instances": ["a"]})[0] == 405
+    assert status == 400 and "Allow" not in headers
+    assert json.loads(body) == {"error": f"Malformed request: GET /v1/models/{MODEL}:predict"}
+    status, _, body = _call(app, "POST", f"/v1/models/{MODEL}", {"instances": ["a"]})
+    assert (status, json.loads(body)) == (
+        400, {"error": f"Malformed request: POST /v1/models/{MODEL}"})
+    assert _call(app, "PUT", f"/v1/models/{MODEL}/metadata")[0] == 400
     assert predictor.requests == []
     get = _call(app, "GET", f"/v1/models/{MODEL}")
     head = _call(app, "HEAD", f"/v1/models/{MODEL}")
@@ -125,14 +135,70 @@ def test_wrong_method_is_405_with_allow_and_head_is_get_without_a_body(log_lines
 def test_unknown_paths_models_and_verbs(log_lines):
     app = _app(_Predictor(), log_lines)
     assert _call(app, "GET", "/v2/whatever")[0] == 404
+    assert _call(app, "GET", "/v1/whatever")[0] == 400  # TF Serving's "Malformed request".
+    assert _call(app, "POST", f"/v1/models/{MODEL}/versions/x:predict", {})[0] == 400
     assert _call(app, "GET", "/v1/models/nope")[0] == 404
-    status, _, body = _call(app, "POST", f"/v1/models/{MODEL}:classify", {"instances": ["a"]})
-    assert status == 501 and ":classify" in json.loads(body)["error"]
-    assert _call(app, "POST", "/v1/models/nope:classify", {"instances": ["a"]})[0] == 404
+    assert _call(app, "POST", "/v1/models/nope:classify", {"examples": [{}]})[0] == 404
     assert _call(app, "GET", f"/v1/models/{MODEL}/metadata")[0] == 200
     assert _call(app, "GET", "/v1/models")[0] == 400  # No model name.
     assert _call(app, "GET", METRICS_PATH)[0] == 404  # No metrics given to this app.
-    assert len(log_lines) == 7
+    assert len(log_lines) == 8
+
+
+@pytest.mark.parametrize("verb, body, expected", [
+    ("classify", {"examples": [{"x": 1}]}, (400, "Expected classification signature "
+                                           "method_name to be tensorflow/serving/classify. "
+                                           "Was: tensorflow/serving/predict")),
+    ("regress", {"examples": [{"x": 1}]}, (400, "Expected regression signature method_name "
+                                          "to be tensorflow/serving/regress. Was: "
+                                          "tensorflow/serving/predict")),
+    ("Classify", {"signature_name": "nope", "examples": [{}]},
+     (400, "No signature was found with the name: nope")),
+    ("classify", {"signature_name": "classes", "examples": [{}]},
+     (501, "Unimplemented: signature classes is a classify signature; this server runs "
+           "predict signatures only")),
+    ("regress", {"signature_name": 3}, (400, "'signature_name' must be a string")),
+    ("classify", b'{"examples": [', (400, None)),  # The body is parsed first.
+])
+def test_classify_and_regress_answer_as_tf_serving_does(log_lines, verb, body, expected):
+    predictor = _Predictor()
+    status, _, answer = _call(_app(predictor, log_lines), "POST",
+                              f"/v1/models/{MODEL}:{verb}", body)
+    assert status == expected[0]
+    assert expected[1] is None or json.loads(answer) == {"error": expected[1]}
+    assert predictor.requests == []
+
+
+def test_metrics_path_is_the_apps_and_each_method_is_labelled_as_itself(log_lines):
+    metrics = Metrics()
+    app = _app(_Predictor(), log_lines, metrics=metrics, metrics_path="/tf/metrics")
+    assert _call(app, "GET", METRICS_PATH)[0] == 404  # Only at the configured path.
+    for verb in ("predict", "classify", "regress"):
+        _call(app, "POST", f"/v1/models/{MODEL}:{verb}", {"instances": ["a"]})
+    _call(app, "GET", f"/v1/models/{MODEL}/metadata")
+    _call(app, "GET", f"/v1/models/{MODEL}")
+    _call(app, "GET", "/v1/whatever")
+    status, headers, body = _call(app, "GET", "/tf/metrics")
+    assert status == 200 and headers["Content-Type"].startswith("text/plain")
+    text = body.decode()
+    for method, code in [("predict", "OK"), ("classify", "INVALID_ARGUMENT"),
+                         ("regress", "INVALID_ARGUMENT"), ("metadata", "OK"),
+                         ("status", "OK"), ("other", "INVALID_ARGUMENT")]:
+        assert (f'tetra_serving_requests_total{{api="rest",method="{method}",'
+                f'status="{code}"}} 1.0') in text.splitlines()
+    lines = text.splitlines()
+    assert f':tensorflow:serving:request_count{{model_name="{MODEL}",status="OK"}} 3' in lines
+    assert (f':tensorflow:serving:request_count{{model_name="{MODEL}",'
+            'status="INVALID_ARGUMENT"} 2') in lines
+    assert ':tensorflow:serving:request_count{model_name="",status="INVALID_ARGUMENT"} 1' \
+        in lines
+    for api in ("predict", "metadata", "status"):  # Only successes are timed.
+        assert (f':tensorflow:serving:request_latency_count{{model_name="{MODEL}",'
+                f'API="{api}",entrypoint="REST"}} 1') in lines
+    assert "classify" not in "".join(line for line in lines
+                                     if line.startswith(":tensorflow:serving:request_latency"))
+    disabled = _app(_Predictor(), log_lines, metrics=metrics, metrics_path=None)
+    assert _call(disabled, "GET", METRICS_PATH)[0] == 404
 
 
 def test_body_over_the_limit_is_413_before_the_predictor_runs(log_lines):
