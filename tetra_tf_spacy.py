@@ -9,7 +9,7 @@ The component itself is tetra_tf/spacy_component.py.
 
 # No `from __future__ import annotations` here: spaCy validates a component's config
 # against the factory's annotations, which must be real types.
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Optional
 
 from spacy.language import Language
 
@@ -18,16 +18,14 @@ if TYPE_CHECKING:
 
 FACTORY_NAME = "tetra_tf"
 """The component's name for `nlp.add_pipe`."""
-DEFAULT_BATCH_SIZE = 64
-"""Sentences per call of the model, unless configured."""
 DEFAULT_DISABLE_TAGGER = False
 """Whether `token.tag_` is left alone, unless configured (benepar's default: it is not)."""
 
 
 @Language.factory(FACTORY_NAME, assigns=["token.tag"],
-                  default_config={"batch_size": DEFAULT_BATCH_SIZE,
+                  default_config={"batch_size": None,
                                   "disable_tagger": DEFAULT_DISABLE_TAGGER})
-def make_tetra_tf(nlp: Language, name: str, model_dir: str, batch_size: int,
+def make_tetra_tf(nlp: Language, name: str, model_dir: str, batch_size: Optional[int],
                   disable_tagger: bool) -> "TetraTfComponent":
     """The ``tetra_tf`` factory, called by ``nlp.add_pipe("tetra_tf", config={...})``.
 
@@ -35,7 +33,8 @@ def make_tetra_tf(nlp: Language, name: str, model_dir: str, batch_size: int,
         nlp: the pipeline.
         name: the component's name in it.
         model_dir: an export directory (``python -m tetra_tf.export``'s ``--export_dir``).
-        batch_size: sentences per call of the model.
+        batch_size: sentences per call of the model (None: every way in's default,
+            `tetra_tf.bulk_options.DEFAULT_BATCH_SIZE`).
         disable_tagger: leave ``token.tag_`` alone instead of writing the parser's POS
             tags into it (benepar's option of the same name).
 

@@ -464,3 +464,13 @@ def test_a_failing_model_goes_to_the_error_handler(tiny_export_dir):
     assert doc.text == "E f ." and doc._.get("tetra_tf") is None  # no parse data set
     assert [texts for texts, _ in handled[1:]] == [["E f ."]]
     assert isinstance(handled[1][1], ModelError) and len(calls) == 3
+
+
+def test_default_batch_size_is_every_way_in_s(tiny_export_dir):
+    from tetra_tf.bulk_options import DEFAULT_BATCH_SIZE
+
+    nlp = spacy.blank("en")
+    nlp.add_pipe("sentencizer")
+    component = nlp.add_pipe("tetra_tf", config={"model_dir": tiny_export_dir})
+    assert nlp.get_pipe_config("tetra_tf")["batch_size"] is None
+    assert component.batch_size == DEFAULT_BATCH_SIZE

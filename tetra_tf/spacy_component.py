@@ -27,7 +27,7 @@ added.
 | Setting | Default | Meaning |
 |---|---|---|
 | `model_dir` | (required) | the export to parse with |
-| `batch_size` | 64 | sentences per call of the model |
+| `batch_size` | `None`: 64, every way in's default | sentences per call of the model |
 | `disable_tagger` | `False` | leave `token.tag_` alone instead of writing the parser's POS tags (benepar's option of the same name) |
 
 ### What the component sets
@@ -216,15 +216,16 @@ class TetraTfComponent:
         ```
     """
 
-    def __init__(self, nlp: Language, name: str, model_dir: str, batch_size: int,
-                 disable_tagger: bool = False):
+    def __init__(self, nlp: Language, name: str, model_dir: str,
+                 batch_size: int | None = None, disable_tagger: bool = False):
         """Loads the export and registers the Doc/Span/Token attributes.
 
         Args:
             nlp: the pipeline (unused; spaCy's factory signature).
             name: the component's name in the pipeline.
             model_dir: an export directory (`python -m tetra_tf.export`'s `--export_dir`).
-            batch_size: sentences per call of the model.
+            batch_size: sentences per call of the model (None:
+                `tetra_tf.bulk_options.DEFAULT_BATCH_SIZE`).
             disable_tagger: leave `token.tag_` alone instead of writing the parser's POS
                 tags into it (benepar's option).
 
@@ -232,8 +233,11 @@ class TetraTfComponent:
             ValueError: batch_size is not positive.
             tetra_tf.errors.ExportError: model_dir holds no usable export.
         """
+        from tetra_tf.bulk_options import DEFAULT_BATCH_SIZE  # pylint: disable=C0415
         from tetra_tf.parser import Parser  # pylint: disable=import-outside-toplevel
 
+        if batch_size is None:
+            batch_size = DEFAULT_BATCH_SIZE
         if batch_size < 1:
             raise ValueError(f"tetra_tf: batch_size must be positive, got {batch_size}")
         self.name = name
