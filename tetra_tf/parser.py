@@ -1,11 +1,15 @@
 """Host-side parsing with an exported SavedModel (see tetra_tf/export.py).
 
-  parser = tetra_tf.Parser("models/tetra/1")
-  tree = parser.parse(["The", "cat", "sat", "."])        # nltk.Tree (TOP (S ...))
-  trees = parser.parse_sents(list_of_word_lists)        # batched, in input order
-  results = parser.parse_each(list_of_word_lists)       # per sentence: ParseResult or
-                                                        # the SentenceError refusing it
-  parser.card                                           # the export's model card (or None)
+```python
+import tetra_tf
+
+parser = tetra_tf.Parser("models/tetra/1")
+tree = parser.parse(["The", "cat", "sat", "."])     # nltk.Tree (TOP (S ...))
+trees = parser.parse_sents(list_of_word_lists)     # batched, in input order
+results = parser.parse_each(list_of_word_lists)    # per sentence: a ParseResult, or
+                                                   # the SentenceError refusing it
+parser.card                                        # the export's model card (or None)
+```
 
 The SavedModel does all the work (tokenization, tagging, decoding, the bracketed tree);
 this class checks sentences by the sentence contract (tetra_tf/sentences.py), batches
@@ -41,7 +45,7 @@ from tetra_tf.bulk_options import DEFAULT_BATCH_SIZE  # (no TensorFlow there: th
 # concurrent calls parsed 1.01-1.56x the sentences per second of one call using both cores
 # (TensorFlow's per-op threading gains little on one call's small matmuls); with the pools
 # sized for them (`cpu.share_cores`, one intra-op thread per call) two calls parsed 1.4-1.8x
-# as much again at batch 1 (README.md, "4. Parse" and "Benchmarks").
+# as much again at batch 1 (docs/benchmarks.md, "Parser concurrency").
 DEFAULT_CONCURRENT_CALLS = 2
 
 __all__ = ["DEFAULT_BATCH_SIZE", "ModelError", "ParseResult", "Parser"]
@@ -58,6 +62,15 @@ class ParseResult:
         decoder's objective; ≤ 0, higher is more confident; POS tags not included).
       pos_tags, leaf_tags: one per word.
       internal_tags: one per fencepost between words (n − 1).
+
+    Example:
+        ```python
+        result = parser.parse_each([["Hello", "!"]])[0]
+        result.bracketed   # '(TOP (ADVP (INTJ (RB Hello)) (. !)))'
+        result.score       # -1.8686...
+        result.pos_tags    # ['RB', '.']
+        result.tree        # the same tree as an nltk.Tree
+        ```
     """
 
     bracketed: str
@@ -73,7 +86,22 @@ class ParseResult:
 
 
 class Parser:
-    """Parses pre-tokenized sentences with an exported tetra-tagging SavedModel."""
+    """Parses pre-tokenized sentences with an exported tetra-tagging SavedModel.
+
+    A sentence is a list of words (PTB tokens: `-LRB-`, ``` `` ```, ...). Every method checks
+    each sentence by the sentence contract (`tetra_tf.sentences`), batches sentences of
+    similar length and keeps each model call under the export's limits. `parse_each` gives
+    every sentence its own result; `parse` and `parse_sents` raise the first refusal.
+
+    Example:
+        ```python
+        import tetra_tf
+
+        parser = tetra_tf.Parser("models/tetra/1")
+        print(parser.parse("The cat sat on the mat .".split()).pformat(margin=10**6))
+        # (TOP (S (NP (DT The) (NNP cat)) (VP (VBD sat) (PP (IN on) (NP (DT the) (NN mat)))) (. .)))
+        ```
+    """
 
     def __init__(self, export_dir: str, concurrent_calls: int = DEFAULT_CONCURRENT_CALLS):
         """Loads the SavedModel.
@@ -160,9 +188,23 @@ class Parser:
     def parse(self, words: Sequence[str]) -> nltk.Tree:
         """Parses one sentence of pre-tokenized words into a tree.
 
+        Args:
+          words: the sentence's words, e.g. ``"The cat sat .".split()``.
+
+        Returns:
+          The tree, rooted in ``TOP``, with the predicted POS tags above the words (brackets
+          in words PTB-escaped).
+
         Raises:
-          SentenceError: if the sentence is refused (see `parse_each`).
+          SentenceError: if the sentence is refused (see `parse_each`), e.g. reason
+            ``empty`` for ``[]``.
           ModelError: if the model itself fails.
+
+        Example:
+            ```python
+            tree = parser.parse(["Hello", "!"])
+            tree.label(), tree.leaves()   # ('TOP', ['Hello', '!'])
+            ```
         """
         return self.parse_sents([words])[0]
 
@@ -171,10 +213,26 @@ class Parser:
                     progress: Callable[[int], None] | None = None) -> list[nltk.Tree]:
         """Parses sentences in batches of similar length; returns trees in input order.
 
+        Args:
+          word_lists: the sentences, each a list of pre-tokenized words.
+          batch_size: most sentences per model call.
+          progress: called with a number of sentences as they are done (e.g. a tqdm bar's
+            ``update``).
+
+        Returns:
+          One `nltk.Tree` per sentence, in input order.
+
         Raises:
           SentenceError: for the first refused sentence, its index in the detail ("sentence
             3: ..."); `parse_each` gives every sentence its own result instead.
           ModelError: if the model itself fails.
+          ValueError: for a batch_size below 1.
+
+        Example:
+            ```python
+            trees = parser.parse_sents([["Hello", "!"], ["Dogs", "bark", "."]])
+            [tree.leaves() for tree in trees]   # [['Hello', '!'], ['Dogs', 'bark', '.']]
+            ```
         """
         results = self._parse_each(word_lists, batch_size, None, progress, read_trees=True)
         for index, result in enumerate(results):
@@ -209,6 +267,17 @@ class Parser:
           ValueError: for a batch_size below 1.
           ModelError: the model itself failed (any error but the graph refusing a
             sentence); nothing is retried.
+
+        Example:
+            ```python
+            from tetra_tf.sentences import SentenceError
+
+            for result in parser.parse_each([["Hello", "!"], []]):
+                if isinstance(result, SentenceError):
+                    print(result.reason, result.detail)   # empty no words
+                else:
+                    print(result.score, result.bracketed)
+            ```
         """
         return self._parse_each(word_lists, batch_size, limits, progress, read_trees=False)
 

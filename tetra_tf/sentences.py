@@ -21,6 +21,32 @@ Escaping: words reach the model as given (the tokenizer undoes whole-token PTB e
 such as -LRB- for the encoder); only the tree's leaves are escaped, by one table
 (`PTB_BRACKET_ESCAPES`: the six brackets), so that every tree reads back with one leaf per
 word.
+
+Refusals: a `SentenceError` carries one of these reason codes (`REASONS`), shown everywhere
+as "REASON: detail":
+
+| reason | the sentence |
+|---|---|
+| `empty` (`EMPTY`) | has no words |
+| `not_utf8` (`NOT_UTF8`) | is not valid UTF-8, or holds a lone surrogate |
+| `too_long` (`TOO_LONG`) | is a line of more than `max_line_bytes` |
+| `damaged` (`DAMAGED`) | is where a compressed file turns out cut short or corrupt |
+| `bad_words` (`BAD_WORDS`) | API input that is not a list of non-empty strings without whitespace |
+| `too_many_words` (`TOO_MANY_WORDS`) | has more words than a front end's `max_words` |
+| `too_many_pieces` (`TOO_MANY_PIECES`) | has more subword pieces than the export takes in one call |
+| `rejected` (`REJECTED`) | was refused by the model for another reason |
+
+Example:
+    ```python
+    from tetra_tf import sentences
+
+    sentences.text_to_words("The  cat\u00a0sat .")     # ['The', 'cat', 'sat', '.']
+    sentences.escape_leaf("a(b)")                       # 'a-LRB-b-RRB-'
+    try:
+        sentences.text_to_words("   ")
+    except sentences.SentenceError as e:
+        e.reason, str(e)     # ('empty', 'empty: no words (give one sentence per line)')
+    ```
 """
 
 from __future__ import annotations
@@ -51,12 +77,26 @@ WHITESPACE_PATTERN = "[" + "".join(
 
 
 def split_words(text: str) -> list[str]:
-    """Splits a sentence into words on `WHITESPACE` (runs of it are one separator)."""
+    """Splits a sentence into words on `WHITESPACE` (runs of it are one separator).
+
+    Args:
+      text: one sentence.
+
+    Returns:
+      Its words (none for an empty or blank text); ``"a\\u3000b"`` → ``["a", "b"]``.
+    """
     return text.split()
 
 
 def has_whitespace(word: str) -> bool:
-    """Whether a word holds a `WHITESPACE` character (so it would not come back as one word)."""
+    """Whether a word holds a `WHITESPACE` character (so it would not come back as one word).
+
+    Args:
+      word: one word.
+
+    Returns:
+      True if splitting the word would not give it back whole.
+    """
     return any(c in WHITESPACE for c in word)
 
 
@@ -75,14 +115,29 @@ _BRACKETS = re.compile("[" + re.escape("".join(PTB_BRACKET_ESCAPES)) + "]")
 
 
 def escape_leaf(word: str) -> str:
-    """A word as a tree leaf: each bracket replaced by its PTB escape ("(" → "-LRB-")."""
+    """A word as a tree leaf: each bracket replaced by its PTB escape ("(" → "-LRB-").
+
+    Args:
+      word: one word, as given.
+
+    Returns:
+      The word with each of the six brackets escaped: ``"a(b"`` → ``"a-LRB-b"``.
+    """
     if _BRACKETS.search(word) is None:
         return word
     return _BRACKETS.sub(lambda match: PTB_BRACKET_ESCAPES[match.group()], word)
 
 
 def unescape_token(token: str) -> str:
-    """The text a PTB token stands for ("-LRB-" → "(", "1\\/2" → "1/2"): what the encoder reads."""
+    """The text a PTB token stands for ("-LRB-" → "(", "1\\/2" → "1/2"): what the encoder reads.
+
+    Args:
+      token: one PTB token.
+
+    Returns:
+      The text it stands for: whole-token escapes (`PTB_TOKEN_ESCAPES`) replaced, and
+      backslash escapes (`PTB_BACKSLASH_ESCAPES`) undone inside it.
+    """
     if token in PTB_TOKEN_ESCAPES:
         return PTB_TOKEN_ESCAPES[token]
     for escape, text in PTB_BACKSLASH_ESCAPES.items():
@@ -95,22 +150,53 @@ def unescape_token(token: str) -> str:
 
 # Why a sentence is refused: one code for each way in.
 EMPTY = "empty"                      # no words
+"""No words: an empty or whitespace-only line, an empty list."""
 NOT_UTF8 = "not_utf8"                # bytes that are not UTF-8
+"""Bytes that are not UTF-8 (the detail names the byte), or a word holding a lone surrogate."""
 TOO_LONG = "too_long"                # a line of more than max_line_bytes
+"""A line of more than `SentenceLimits.max_line_bytes` bytes (skipped, never held whole)."""
 DAMAGED = "damaged"                  # a compressed file is cut short or corrupt from here on
+"""Where a compressed file turns out cut short or corrupt; nothing after it is read."""
 BAD_WORDS = "bad_words"              # API input: not a list of non-empty strings without spaces
+"""API input that is not a list of non-empty strings without whitespace."""
 TOO_MANY_WORDS = "too_many_words"    # more words than a front end's max_words
+"""More words than a front end's `max_words`."""
 TOO_MANY_PIECES = "too_many_pieces"  # more subword pieces than the export takes in one call
+"""More subword pieces than the export takes in one call (its `max_pieces_per_call`)."""
 REJECTED = "rejected"                # the model refused it for another reason
+"""The model's graph refused the sentence for another reason."""
 REASONS = (EMPTY, NOT_UTF8, TOO_LONG, DAMAGED, BAD_WORDS, TOO_MANY_WORDS, TOO_MANY_PIECES,
            REJECTED)
+"""Every reason code, in this order."""
 _REASON_IN_MESSAGE = re.compile(r"\b(" + "|".join(REASONS) + r"): ")
 MAX_DETAIL_CHARS = 300
 
 
 class SentenceError(ValueError):
     """A sentence refused by the contract or the model: `reason` (one of REASONS) and a
-    one-line `detail`; str() is "REASON: DETAIL" wherever it is shown."""
+    one-line `detail`; str() is "REASON: DETAIL" wherever it is shown.
+
+    It is picklable (Beam, Spark and process pools pass it between processes), and a
+    `ValueError`, so ``except ValueError`` catches it too.
+
+    Args:
+      reason: one of `REASONS`.
+      detail: what is wrong; only its first line is kept, cut to 300 characters.
+
+    Attributes:
+      reason: the reason code.
+      detail: the one-line detail.
+
+    Raises:
+      ValueError: for a reason that is not one of `REASONS`.
+
+    Example:
+        ```python
+        error = SentenceError(TOO_MANY_WORDS, "450 words, more than max_words=400")
+        str(error)       # 'too_many_words: 450 words, more than max_words=400'
+        error.reason     # 'too_many_words'
+        ```
+    """
 
     def __init__(self, reason: str, detail: str):
         if reason not in REASONS:
@@ -124,7 +210,20 @@ class SentenceError(ValueError):
 
 
 def reason_in(message: str) -> str | None:
-    """The refusal reason a message carries ("sentence 3: empty: no words" → "empty")."""
+    """The refusal reason a message carries ("sentence 3: empty: no words" → "empty").
+
+    Args:
+      message: any message, e.g. a server's 400 answer.
+
+    Returns:
+      The first reason code followed by ": " in it, or None.
+
+    Example:
+        ```python
+        reason_in("sentence 1: empty: no words (give one sentence per line)")   # 'empty'
+        reason_in("HTTP 404: model not found")                                  # None
+        ```
+    """
     match = _REASON_IN_MESSAGE.search(message)
     return match.group(1) if match else None
 
@@ -156,12 +255,36 @@ class SentenceLimits:
 
     @classmethod
     def from_export(cls, export_limits: dict[str, int]) -> "SentenceLimits":
-        """The limits an export publishes (assets.extra/limits.json, or its variables)."""
+        """The limits an export publishes (assets.extra/limits.json, or its variables).
+
+        Args:
+          export_limits: the export's limits by `export_format.LIMIT_KEYS` name ({} if none).
+
+        Returns:
+          Limits with `max_pieces` and `max_pieces_per_word` from the export.
+        """
         return cls(max_pieces=int(export_limits.get("max_pieces_per_call", 0)),
                    max_pieces_per_word=int(export_limits.get("max_pieces_per_word", 0)))
 
     def lowered(self, max_words: int = 0, max_line_bytes: int = 0) -> "SentenceLimits":
-        """These limits with a front end's own, which only lower them (0: keep)."""
+        """These limits with a front end's own, which only lower them (0: keep).
+
+        Args:
+          max_words: the front end's most words per sentence; 0 keeps the current.
+          max_line_bytes: the front end's most bytes per line; 0 keeps the current.
+
+        Returns:
+          New limits, each the lower of the current one and the requested one.
+
+        Raises:
+          ValueError: for a negative limit.
+
+        Example:
+            ```python
+            limits = parser.sentence_limits.lowered(max_words=400)
+            parser.parse_each(word_lists, limits=limits)
+            ```
+        """
         return dataclasses.replace(
             self, max_words=_lowest(self.max_words, max_words),
             max_line_bytes=_lowest(self.max_line_bytes, max_line_bytes))
@@ -181,6 +304,19 @@ def _lowest(current: int, requested: int) -> int:
 
 def check_words(words: Any, limits: SentenceLimits = SentenceLimits()) -> list[str]:
     """Checks one sentence given as words (the Python API's input); returns them as a list.
+
+    Args:
+      words: the sentence's words (a sequence of strings, not one string).
+      limits: the bounds to check against.
+
+    Returns:
+      The words, as a list.
+
+    Example:
+        ```python
+        check_words(["Hello", "!"])     # ['Hello', '!']
+        check_words(["a b"])            # SentenceError: bad_words: word 0 ('a b') contains whitespace
+        ```
 
     Raises:
       SentenceError: BAD_WORDS for anything but a sequence of non-empty strings without
@@ -216,11 +352,23 @@ def text_to_words(text: str, limits: SentenceLimits = SentenceLimits(),
     """One sentence given as text (a line, a request's string) → its words, checked.
 
     Args:
+      text: the sentence.
+      limits: the bounds to check against.
       tokenize: the text is raw: split it into PTB tokens (`ptb_tokenize`) instead of on
         whitespace.
 
+    Returns:
+      Its words.
+
     Raises:
-      SentenceError: EMPTY for no words, TOO_MANY_WORDS over limits.max_words.
+      SentenceError: EMPTY for no words, TOO_MANY_WORDS over limits.max_words,
+        TOO_MANY_PIECES when it has more words than limits.max_pieces.
+
+    Example:
+        ```python
+        text_to_words("It works .")                         # ['It', 'works', '.']
+        text_to_words("(It) works.", tokenize=True)         # ['-LRB-', 'It', '-RRB-', 'works', '.']
+        ```
     """
     words = ptb_tokenize(text) if tokenize else split_words(text)
     if not words:
@@ -233,6 +381,14 @@ def bytes_to_words(data: bytes, limits: SentenceLimits = SentenceLimits(),
                    tokenize: bool = False) -> list[str]:
     """`text_to_words` on UTF-8 bytes (a server's decoded request string).
 
+    Args:
+      data: the sentence as UTF-8 bytes.
+      limits: the bounds to check against.
+      tokenize: as for `text_to_words`.
+
+    Returns:
+      Its words.
+
     Raises:
       SentenceError: NOT_UTF8, or as `text_to_words`.
     """
@@ -240,7 +396,17 @@ def bytes_to_words(data: bytes, limits: SentenceLimits = SentenceLimits(),
 
 
 def decode_utf8(data: bytes) -> str:
-    """UTF-8 bytes → text; SentenceError(NOT_UTF8) naming the first bad byte."""
+    """UTF-8 bytes → text.
+
+    Args:
+      data: the bytes.
+
+    Returns:
+      The text.
+
+    Raises:
+      SentenceError: NOT_UTF8, naming the first bad byte ("not UTF-8 (byte 0xE9 at byte 4)").
+    """
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -249,12 +415,22 @@ def decode_utf8(data: bytes) -> str:
 
 
 def check_pieces(num_pieces: int, limits: SentenceLimits) -> None:
-    """Raises SentenceError(TOO_MANY_PIECES) for a sentence over the export's pieces."""
+    """Checks a sentence's count of subword pieces against the export's.
+
+    Args:
+      num_pieces: the sentence's subword pieces (each word counted at most
+        `max_pieces_per_word`).
+      limits: the bounds; a `max_pieces` of 0 checks nothing.
+
+    Raises:
+      SentenceError: TOO_MANY_PIECES for a sentence over `limits.max_pieces`.
+    """
     if limits.max_pieces and num_pieces > limits.max_pieces:
         raise SentenceError(TOO_MANY_PIECES, too_many_pieces_detail(num_pieces, limits.max_pieces))
 
 
 def too_many_pieces_detail(num_pieces: int, max_pieces: int) -> str:
+    """The detail of a TOO_MANY_PIECES refusal, the same in every way in."""
     return (f"{num_pieces} subword pieces, more than the model takes in one call "
             f"({max_pieces}, its max_pieces_per_call)")
 
@@ -283,8 +459,20 @@ _tokenizer = None
 def ptb_tokenize(text: str) -> list[str]:
     """Splits raw text into PTB-style tokens (NLTK's improved Treebank tokenizer).
 
-    Brackets become -LRB-/-RRB-/-LSB-/..., straight and curly double quotes `` and '',
-    and the sentence-final period is split off; needs no NLTK data downloads.
+    Brackets become -LRB-/-RRB-/-LSB-/..., straight and curly double quotes ``` `` ``` and
+    '', and the sentence-final period is split off; needs no NLTK data downloads.
+
+    Args:
+      text: raw text, one sentence.
+
+    Returns:
+      Its PTB tokens (none for blank text).
+
+    Example:
+        ```python
+        ptb_tokenize('He said "hi" (twice).')
+        # ['He', 'said', '``', 'hi', "''", '-LRB-', 'twice', '-RRB-', '.']
+        ```
     """
     global _tokenizer  # pylint: disable=global-statement
     if _tokenizer is None:
@@ -342,8 +530,27 @@ def read_lines(input_file: IO, limits: SentenceLimits = SentenceLimits(),
     come first, then one Line with a DAMAGED error, numbered as the line where the damage
     starts; nothing is read after it.
 
+    Args:
+      input_file: the input, binary or text.
+      limits: the bounds each line is checked against (max_line_bytes, max_words, ...).
+      tokenize: each line is raw text: split it into PTB tokens (`ptb_tokenize`).
+
+    Yields:
+      A `Line` per input line, numbered from 1: its words, or its `SentenceError`.
+
     Raises:
       ReadError: the stream failed to read (not damaged content).
+
+    Example:
+        ```python
+        import io
+
+        for line in read_lines(io.BytesIO(b"It works .\\r\\n\\ncaf\\xe9\\n")):
+            print(line.number, line.words, line.error)
+        # 1 ['It', 'works', '.'] None
+        # 2 None empty: no words (give one sentence per line)
+        # 3 None not_utf8: not UTF-8 (byte 0xE9 at byte 4)
+        ```
     """
     max_line_bytes = limits.max_line_bytes
     binary = not isinstance(input_file, io.TextIOBase)
@@ -453,7 +660,15 @@ DECOMPRESSORS: dict[str, Callable[[BinaryIO], BinaryIO]] = {
 
 def decompressed(raw: BinaryIO, path: str) -> BinaryIO:
     """The decompressed stream of a file by its extension (.gz, .bz2, .xz, .lzma, .zst,
-    .zstd; zstd needs the zstandard package, which Beam brings); else raw."""
+    .zstd; zstd needs the zstandard package, which Beam brings); else raw.
+
+    Args:
+      raw: the file's bytes, as a binary stream.
+      path: the file's name (only its extension is read, case-insensitively).
+
+    Returns:
+      A binary stream of the decompressed bytes, for `read_lines`.
+    """
     for suffix, decompressor in DECOMPRESSORS.items():
         if path.lower().endswith(suffix):
             return decompressor(raw)

@@ -1,15 +1,20 @@
 """A small client for the parser behind TF Serving's REST API (or serving/server.py).
 
-  python serving/client.py --server=http://127.0.0.1:8501 --model_name=tetra \
-      "The cat sat ." "Another sentence ."
-  python serving/client.py < sentences.txt      # one pre-tokenized sentence per line
+```sh
+python serving/client.py --server=http://127.0.0.1:8501 --model_name=tetra \\
+    "The cat sat ." "Another sentence ."
+python serving/client.py < sentences.txt      # one pre-tokenized sentence per line
+```
 
 Prints one PTB bracketed tree per sentence, one per line, in input order. Sentences are
 space-separated, pre-tokenized words; they are sent in row format ({"instances": [...]})
 in batches of --batch_size. From Python:
 
-  from tetra_tf.serving.client import parse
-  trees = parse(["The cat sat ."], server="http://127.0.0.1:8501", model_name="tetra")
+```python
+from tetra_tf.serving.client import parse
+
+trees = parse(["The cat sat ."], server="http://127.0.0.1:8501", model_name="tetra")
+```
 
 The client itself (`parse`, `predict`) uses only the standard library (urllib); the
 command line uses tetra_tf.cli.
@@ -36,8 +41,23 @@ TREE_OUTPUT = "tree"
 class ServingError(RuntimeError):
     """A failed request: the server's {"error": ...} message, or why there was no answer.
 
+    Args:
+      message: what failed, with the server's error text when it sent one.
+      status: the HTTP status code, or None when no HTTP response came back.
+
     Attributes:
       status: the HTTP status code, or None when no HTTP response came back.
+
+    Example:
+        ```python
+        try:
+            parse(["The cat sat ."], server="http://127.0.0.1:8501")
+        except ServingError as e:
+            if e.status is None:
+                ...   # the server could not be reached (or did not answer in time)
+            elif e.is_client_error:
+                ...   # the request was refused (HTTP 4xx), e.g. a sentence over the limits
+        ```
     """
 
     def __init__(self, message: str, status: int | None = None) -> None:
@@ -92,8 +112,28 @@ def predict(instances: Sequence[Any], server: str = DEFAULT_SERVER,
             signature_name: str | None = None, timeout_s: float = 120.0) -> list[Any]:
     """Sends one row-format predict request; returns its "predictions" list.
 
+    Args:
+      instances: the request's instances: sentences (strings) for `serving_default`, or
+        objects such as ``{"words": [...], "num_words": 4}`` for `parse_words`.
+      server: the REST address, e.g. http://127.0.0.1:8501 (``http://`` is added if
+        missing).
+      model_name: the served model's name.
+      version: a model version to ask for; None: the one served by default.
+      signature_name: the signature; None: the server's default (`serving_default`).
+      timeout_s: the request's timeout in seconds.
+
+    Returns:
+      One prediction per instance, in order: a dict of the signature's outputs (``tree``,
+      ``score``, ``pos_tags``, ...).
+
     Raises:
       ServingError: the request failed or the answer has no predictions for every instance.
+
+    Example:
+        ```python
+        prediction = predict(["The cat sat ."])[0]
+        prediction["tree"], prediction["score"]
+        ```
     """
     payload: dict[str, Any] = {"instances": list(instances)}
     if signature_name:
@@ -109,7 +149,25 @@ def predict(instances: Sequence[Any], server: str = DEFAULT_SERVER,
 
 def model_status(server: str = DEFAULT_SERVER, model_name: str = DEFAULT_MODEL_NAME,
                  timeout_s: float = 10.0) -> dict[str, Any]:
-    """Returns the model status JSON (GET /v1/models/NAME)."""
+    """The model's status (GET /v1/models/NAME), as TF Serving answers it.
+
+    Args:
+      server: the REST address.
+      model_name: the served model's name.
+      timeout_s: the request's timeout in seconds.
+
+    Returns:
+      The decoded JSON, e.g. ``{"model_version_status": [{"version": "1", "state":
+      "AVAILABLE", ...}]}``.
+
+    Raises:
+      ServingError: the request failed.
+
+    Example:
+        ```python
+        model_status()["model_version_status"][0]["state"]   # 'AVAILABLE'
+        ```
+    """
     return _request_json(_model_url(server, model_name), None, timeout_s)
 
 
@@ -129,8 +187,15 @@ def parse(sentences: list[str], server: str = DEFAULT_SERVER,
       One tree string per sentence, in order.
 
     Raises:
-      ValueError: a sentence is not a string or has no words.
+      ValueError: a sentence is not a string or has no words, or batch_size < 1.
       ServingError: a request failed (see ServingError.status).
+
+    Example:
+        ```python
+        parse(["The cat sat on the mat .", "Hello !"])
+        # ['(TOP (S (NP (DT The) (NNP cat)) (VP (VBD sat) (PP (IN on) (NP (DT the) (NN mat)))) (. .)))',
+        #  '(TOP (ADVP (INTJ (RB Hello)) (. !)))']
+        ```
     """
     if isinstance(sentences, str):
         raise ValueError("sentences must be a list of strings, not one string")
@@ -155,6 +220,11 @@ def parse(sentences: list[str], server: str = DEFAULT_SERVER,
 
 
 def run_cli() -> None:
+    """The command line (serving/client.py): flags, then sentences as arguments or stdin.
+
+    Exits 0 after printing one tree per sentence; 2 for a usage or input error or a 4xx
+    answer; 1 for an unreachable server, a 5xx answer or an answer without trees.
+    """
     from absl import flags
 
     from tetra_tf import cli
