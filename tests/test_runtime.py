@@ -58,15 +58,20 @@ def test_the_block_would_see_a_training_import():
     assert "pip install 'tetra-tf[train]'" in result.stderr
 
 
-@pytest.mark.parametrize("program", ["tetra_tf.train", "tetra_tf.export"])
-def test_training_programs_without_the_train_extra_say_so_in_one_line(program):
+@pytest.mark.parametrize("program, extra, missing", [
+    ("tetra_tf.train", "train", "tf_keras"),
+    ("tetra_tf.export", "train", "tf_keras"),
+    ("tetra_tf.beam_parse", "beam", "apache_beam"),
+    ("tetra_tf.spark_parse", "spark", "pyspark"),
+])
+def test_programs_without_their_extra_say_so_in_one_line(program, extra, missing):
     code = ("import runpy, sys\n"
-            f"sys.modules['tf_keras'] = None\n"
-            f"sys.argv = [{program!r}, '--help']\n"
+            f"sys.modules[{missing!r}] = None\n"
+            f"sys.argv = [{program!r}]\n"
             f"runpy.run_module({program!r}, run_name='__main__')\n")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             env=_runtime_env(), cwd=REPO_ROOT, timeout=300)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
-        f"error: python -m {program} needs tetra-tf's [train] extra (not installed: "
-        "tf_keras): pip install 'tetra-tf[train]'"]
+        f"error: python -m {program} needs tetra-tf's [{extra}] extra (not installed: "
+        f"{missing}): pip install 'tetra-tf[{extra}]'"]

@@ -43,7 +43,7 @@ import sys
 # TensorFlow's C++ notices and Beam's import-time warnings (e.g. no GCP libraries) are
 # noise here; pipeline failures are reported from their exceptions.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-from tetra_tf import bulk_options, cli, sentences  # noqa: E402
+from tetra_tf import bulk_options, cli, extras, sentences  # noqa: E402
 from tetra_tf.cli import UsageError  # noqa: E402
 
 LOCAL_RUNNER = "FnApiRunner"
@@ -113,10 +113,8 @@ def main(argv: list[str]) -> int:
     # error below says what failed.
     logging.getLogger().setLevel(logging.ERROR)
     logging.getLogger("apache_beam").setLevel(logging.CRITICAL)
-    try:
-        from tetra_tf import beam  # pylint: disable=import-outside-toplevel
-    except ImportError as e:
-        raise UsageError(f"Apache Beam is not installed ({e}); pip install -e \".[beam]\"")
+    extras.require("beam", "python -m tetra_tf.beam_parse")
+    from tetra_tf import beam  # pylint: disable=import-outside-toplevel
     options, pipeline_options = parse_args(argv)
     try:
         totals = beam.run(options, pipeline_options)

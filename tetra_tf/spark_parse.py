@@ -46,7 +46,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 from absl import flags  # noqa: E402
 
-from tetra_tf import bulk_options, cli, sentences  # noqa: E402
+from tetra_tf import bulk_options, cli, extras, sentences  # noqa: E402
 
 FORMATS = ("parquet", "json")
 # The common options of the bulk programs (tetra_tf/bulk_options.py) this program has.
@@ -204,11 +204,8 @@ def read_output(spark, output: str, output_format: str = "parquet"):
 def main(argv: list[str]) -> int:
     """Runs the job as the flags say; `cli.run` reports usage errors (2) and failures (1)."""
     del argv
+    extras.require("spark", "python -m tetra_tf.spark_parse")
     conf = _check_flags()
-    try:
-        import pyspark  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
-    except ImportError as e:
-        raise cli.UsageError(f"PySpark is not installed ({e}); pip install -e \".[spark]\"")
     # Under spark-submit (which starts the JVM first), its --master stands unless --master
     # is given here too.
     submitted = "PYSPARK_GATEWAY_PORT" in os.environ and not FLAGS["master"].present
