@@ -14,12 +14,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tetra_tf import cli, cpu, decoding, encoders, export, tags as tags_lib, tokenization, treebank
+from tetra_tf import cpu, decoding, encoders, export, tags as tags_lib, tokenization, treebank
 from tetra_tf.sentences import WHITESPACE, escape_leaf, split_words
 from tetra_tf.inference_encoder import InferenceEncoder
 from tetra_tf.tree_writer import TreeWriter
 from tetra_tf.parser import Parser
 from tetra_tf.tags import TagVocabularies
+from tetra_tf.errors import InputError
 from tetra_tf.model_dir import ModelDirError, TaggerSpec, build_tagger
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -331,7 +332,7 @@ def test_packed_and_unpacked_exports_give_the_same_trees_on_the_test_split(model
     card = json.load(open(os.path.join(export_dir, "assets.extra", "model_card.json")))
     assert card["encoder"]["pack_length"] == 0
     for bad in (-1, export.MAX_PACK_LENGTH + 1):
-        with pytest.raises(cli.UsageError, match="pack_length"):
+        with pytest.raises(InputError, match="pack_length"):
             export.export(model_dir, str(tmp_path / "bad" / "1"), pack_length=bad)
 
 
@@ -369,7 +370,7 @@ def test_bfloat16_encoder_export_stays_close_to_float32(model_dir, loaded, tmp_p
     out = bf16.signatures["serving_default"](sentences=tf.constant(SENTENCES))
     for tree, sentence in zip(_strings(out["tree"]), SENTENCES):
         assert (nltk.Tree.fromstring(tree).leaves() if tree else []) == sentence.split()
-    with pytest.raises(cli.UsageError, match="encoder_dtype"):
+    with pytest.raises(InputError, match="encoder_dtype"):
         export.export(model_dir, str(tmp_path / "fp16" / "1"), encoder_dtype="float16")
 
 
@@ -513,7 +514,7 @@ def test_cli_errors_are_one_line(model_dir, export_dir, tmp_path):
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1].startswith("error: ")
     assert "Traceback" not in result.stderr
-    with pytest.raises(cli.UsageError, match="already exists"):
+    with pytest.raises(InputError, match="already exists"):
         export.export(model_dir, export_dir)
 
 
