@@ -154,7 +154,8 @@ def _running_server(base_path, model_name, log_path, *flags, while_starting=None
                     grpc_port=None, in_flight_at_shutdown=None):
     """Starts serving/server.py on a free port; yields the port once the model is available.
 
-    The gRPC API listens on grpc_port (a free port when None).
+    The gRPC API listens on grpc_port (a free port when None). With base_path None, the
+    flags name the models (--model_config_file); model_name is the one waited for.
 
     while_starting, if given, is called after the server process starts (to overlap work
     with its startup). On exit, checks that SIGTERM shuts the server down cleanly; with
@@ -163,9 +164,10 @@ def _running_server(base_path, model_name, log_path, *flags, while_starting=None
     port = _free_port()
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
-            [sys.executable, SERVER_SCRIPT, f"--model_base_path={base_path}",
-             f"--model_name={model_name}", f"--rest_api_port={port}",
-             f"--port={grpc_port or _free_port()}", *flags],
+            [sys.executable, SERVER_SCRIPT, *([f"--model_base_path={base_path}",
+                                               f"--model_name={model_name}"]
+                                              if base_path is not None else []),
+             f"--rest_api_port={port}", f"--port={grpc_port or _free_port()}", *flags],
             stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT)
     try:
         if while_starting is not None:
@@ -221,7 +223,7 @@ def server(server_process):
 
 def test_one_log_line_per_request(server_process):
     port, log_path = server_process
-    paths = [f"/v1/models/{MODEL_NAME}/versions/{SERVED_VERSION}", "/v1/log-test-404"]
+    paths = [f"/v1/models/{MODEL_NAME}/versions/{SERVED_VERSION}", "/log-test-404"]
     assert [_http(port, "GET", path)[0] for path in paths] == [200, 404]
     expected = [f"GET {path} {status}" for path, status in zip(paths, [200, 404])]
     deadline = time.monotonic() + 10
@@ -409,8 +411,16 @@ _BAD_REQUESTS = {
     "unknown version": ("POST", f"/v1/models/{MODEL_NAME}/versions/9:predict",
                         {"instances": ["a"]}, 404),
     "unknown path": ("GET", "/v2/whatever", None, 404),
-    "GET on predict": ("GET", _PREDICT, None, 405),
-    "POST on status": ("POST", f"/v1/models/{MODEL_NAME}", {"instances": ["a"]}, 405),
+    # TF Serving's answers: 400 "Malformed request" for any /v1/ request it cannot route.
+    "unknown /v1/ path": ("GET", "/v1/whatever", None, 400),
+    "GET on predict": ("GET", _PREDICT, None, 400),
+    "POST on status": ("POST", f"/v1/models/{MODEL_NAME}", {"instances": ["a"]}, 400),
+    "classify on a predict signature": ("POST", f"/v1/models/{MODEL_NAME}:classify",
+                                        {"examples": [{"sentences": "a b"}]}, 400),
+    "regress on a predict signature": ("POST", f"/v1/models/{MODEL_NAME}:regress",
+                                       {"signature_name": "label", "examples": [{}]}, 400),
+    "classify on an unknown model": ("POST", "/v1/models/nope:classify", {"examples": [{}]},
+                                     404),
     "body over the size limit": ("POST", _PREDICT,
                                  {"instances": ["x" * (MAX_REQUEST_BYTES + 1)]}, 413),
     "5,000-digit integer": ("POST", _PREDICT, b'{"signature_name": "label", "instances": '
@@ -528,7 +538,7 @@ def test_request_data_cannot_forge_log_lines(server_process):
     port, log_path = server_process
     forged = "FORGED 127.0.0.1 GET /v1/models/toy 200"
     status, _ = _http(port, "GET", "/v1/x%0a" + forged.replace(" ", "%20") + "%0d%0aEND")
-    assert status == 404
+    assert status == 400  # TF Serving's "Malformed request" for a /v1/ path it cannot route.
     deadline = time.monotonic() + 10
     while "FORGED" not in log_path.read_text() and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -977,8 +987,10 @@ def test_new_version_is_served_without_a_restart_and_loses_no_request(tmp_path):
         for roots in roots_by_client.values():
             if "V2" in roots:
                 assert "V1" not in roots[roots.index("V2"):]
-        assert _http(port, "GET", f"/v1/models/{MODEL_NAME}")[1][
-            "model_version_status"][0]["version"] == "2"
+        # Highest first, as TF Serving: the broken version 3 (END), 2, then 1 (unloaded).
+        versions = _http(port, "GET", f"/v1/models/{MODEL_NAME}")[1]["model_version_status"]
+        assert [(v["version"], v["state"]) for v in versions] == [
+            ("3", "END"), ("2", "AVAILABLE"), ("1", "END")]
         log = log_path.read_text()
         assert "failed to load version 3" in log
         # Version 2 took over while the slow request ran on version 1, and version 1 was
@@ -1242,8 +1254,9 @@ def test_refused_sentence_carries_its_reason_over_rest_and_grpc(batching_server)
 
 def test_refused_calls_are_counted_and_logged_in_one_line(batching_server):
     """REST's 413, gRPC's oversized (RESOURCE_EXHAUSTED) and undecodable (INTERNAL)
-    messages and its unimplemented methods: each counted, each one log line; and a negative
-    version is NOT_FOUND."""
+    messages, Classify and Regress on predict signatures (INVALID_ARGUMENT, as TF Serving)
+    and MultiInference's predict task (UNIMPLEMENTED): each counted, each one log line; and
+    a negative version is NOT_FOUND."""
     import grpc
     from tensorflow_serving.apis import (classification_pb2, inference_pb2, predict_pb2,
                                          prediction_service_pb2_grpc, regression_pb2)
@@ -1260,10 +1273,16 @@ def test_refused_calls_are_counted_and_logged_in_one_line(batching_server):
         assert _grpc_code(stub.Predict, big)[0] == grpc.StatusCode.RESOURCE_EXHAUSTED
         raw = channel.unary_unary("/tensorflow.serving.PredictionService/Predict")
         assert _grpc_code(raw, b"\xff\xff\xff")[0] == grpc.StatusCode.INTERNAL
-        for call, request in [(stub.Classify, classification_pb2.ClassificationRequest()),
-                              (stub.Regress, regression_pb2.RegressionRequest()),
-                              (stub.MultiInference, inference_pb2.MultiInferenceRequest())]:
-            assert _grpc_code(call, request)[0] == grpc.StatusCode.UNIMPLEMENTED
+        spec = {"model_spec": {"name": MODEL_NAME}}
+        for call, request, code in [
+                (stub.Classify, classification_pb2.ClassificationRequest(**spec),
+                 grpc.StatusCode.INVALID_ARGUMENT),
+                (stub.Regress, regression_pb2.RegressionRequest(**spec),
+                 grpc.StatusCode.INVALID_ARGUMENT),
+                (stub.MultiInference, inference_pb2.MultiInferenceRequest(tasks=[dict(
+                    spec, method_name="tensorflow/serving/predict")]),
+                 grpc.StatusCode.UNIMPLEMENTED)]:
+            assert _grpc_code(call, request)[0] == code
         negative = predict_pb2.PredictRequest()
         negative.model_spec.name = MODEL_NAME
         negative.model_spec.version.value = -1
@@ -1273,8 +1292,8 @@ def test_refused_calls_are_counted_and_logged_in_one_line(batching_server):
     for api, method, code in [("rest", "predict", "RESOURCE_EXHAUSTED"),
                               ("grpc", "predict", "RESOURCE_EXHAUSTED"),
                               ("grpc", "predict", "INTERNAL"),
-                              ("grpc", "classify", "UNIMPLEMENTED"),
-                              ("grpc", "regress", "UNIMPLEMENTED"),
+                              ("grpc", "classify", "INVALID_ARGUMENT"),
+                              ("grpc", "regress", "INVALID_ARGUMENT"),
                               ("grpc", "multi_inference", "UNIMPLEMENTED"),
                               ("grpc", "predict", "NOT_FOUND")]:
         name = f'tetra_serving_requests_total{{api="{api}",method="{method}",status="{code}"}}'
@@ -1284,7 +1303,7 @@ def test_refused_calls_are_counted_and_logged_in_one_line(batching_server):
         time.sleep(0.1)
     log = log_path.read_text()
     assert "Traceback" not in log and "Exception" not in log
-    for method, code in [("predict", "INTERNAL"), ("classify", "UNIMPLEMENTED"),
-                         ("regress", "UNIMPLEMENTED"), ("multi_inference", "UNIMPLEMENTED")]:
+    for method, code in [("predict", "INTERNAL"), ("classify", "INVALID_ARGUMENT"),
+                         ("regress", "INVALID_ARGUMENT"), ("multi_inference", "UNIMPLEMENTED")]:
         assert len([line for line in log.splitlines()
                     if f" grpc {method} {code} " in line]) == 1, (method, code)

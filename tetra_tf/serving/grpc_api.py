@@ -2,9 +2,11 @@
 
 Each method receives its message as bytes and decodes it itself, so that every call, an
 oversized or undecodable message included, is answered with TF Serving's status code,
-counted in the metrics and logged in one line. Predict fills a `PredictRequest` for the
-one predict path (predictor.py); a TensorProto's declared shape is checked before any
-array is built.
+counted in the metrics (TF Serving's, labelled with the method's name: Predict, Classify,
+GetModelMetadata, ...) and logged in one line. Predict fills a `PredictRequest` for the one
+predict path (predictor.py); a TensorProto's declared shape is checked before any array is
+built. Classify, Regress and MultiInference answer as TF Serving does for a model without
+such signatures (INVALID_ARGUMENT).
 """
 
 from __future__ import annotations
@@ -17,8 +19,14 @@ from typing import Any, Callable
 from absl import logging as absl_logging
 
 from tetra_tf.serving import codecs
-from tetra_tf.serving.errors import STATUS_CODES, RequestError, first_line, log_safe
+from tetra_tf.serving.errors import (INFERENCE_METHOD_NAMES, STATUS_CODES, RequestError,
+                                     first_line, inference_refusal, log_safe)
+
+# TF Serving's method: its SignatureDef method_name (a MultiInference task's method_name).
+INFERENCE_METHODS = {name: method for method, name in INFERENCE_METHOD_NAMES.items()}
+from tetra_tf.serving.manager import VersionChoice, VersionLabel, not_available_message
 from tetra_tf.serving.metrics import Metrics
+from tetra_tf.serving.model_config import ConfigError
 from tetra_tf.serving.predictor import PredictRequest, Predictor
 
 PREDICTION_SERVICE = "tensorflow.serving.PredictionService"
@@ -26,13 +34,37 @@ MODEL_SERVICE = "tensorflow.serving.ModelService"
 # gRPC itself refuses messages over this many times --max_request_bytes (uncounted, as it
 # never hands them over); between the two, this server answers RESOURCE_EXHAUSTED itself.
 GRPC_MESSAGE_SLACK = 4
+MAX_ERROR_CHARS = 1024  # TF Serving's kErrorMessageLimit (model_servers/grpc_status_util.cc)
 
 
-def _version_of(model_spec: Any) -> int | None:
-    if model_spec.version_label:
-        raise RequestError("version labels are not supported by this server; use "
-                           "model_spec.version")
-    return model_spec.version.value if model_spec.HasField("version") else None
+def _version_of(model_spec: Any) -> VersionChoice:
+    """A ModelSpec's version choice: its version, its version_label, or None (latest)."""
+    choice = model_spec.WhichOneof("version_choice")
+    if choice == "version_label":
+        return VersionLabel(model_spec.version_label)
+    return model_spec.version.value if choice == "version" else None
+
+
+class _CodedError(RequestError):
+    """A refusal with a status code of its own (FAILED_PRECONDITION, UNKNOWN), which no
+    HTTP status stands for."""
+
+    def __init__(self, message: str, grpc_code: str) -> None:
+        super().__init__(message, 400)
+        self.grpc_code = grpc_code
+
+
+def _truncated(message: str) -> str:
+    """An error message as TF Serving's ToGRPCStatus sends it: cut after 1024 characters."""
+    return message if len(message) <= MAX_ERROR_CHARS else (
+        message[:MAX_ERROR_CHARS] + "...TRUNCATED")
+
+
+def _model_name(request: Any) -> str:
+    """The model a request names (a MultiInference its first task's), "" if none."""
+    if hasattr(request, "tasks"):
+        return request.tasks[0].model_spec.name if request.tasks else ""
+    return request.model_spec.name if hasattr(request, "model_spec") else ""
 
 
 def create_grpc_server(predictor: Predictor, metrics: Metrics | None, host: str, port: int,
@@ -40,13 +72,16 @@ def create_grpc_server(predictor: Predictor, metrics: Metrics | None, host: str,
                        log_request: Callable[..., None] = absl_logging.info
                        ) -> tuple[Any, int]:
     """TF Serving's PredictionService (Predict, GetModelMetadata; Classify, Regress and
-    MultiInference answer UNIMPLEMENTED) and ModelService (GetModelStatus) on host:port;
+    MultiInference refused as TF Serving refuses them for predict signatures) and
+    ModelService (GetModelStatus, HandleReloadConfigRequest) on host:port;
     returns (grpc server, bound port), not yet started (main.py starts and stops it, and
     owns the `executor` whose threads answer the calls). `log_request` logs each call's
     line, as in `rest.RestApp`.
 
-    Errors carry TF Serving's status codes: INVALID_ARGUMENT for bad requests, NOT_FOUND
-    for an unknown model or version, UNAVAILABLE for a full batch queue,
+    A model_spec picks a version by number, by label, or neither (the latest). Errors carry
+    TF Serving's status codes: INVALID_ARGUMENT for bad requests (an unknown version label
+    included), NOT_FOUND for an unknown model or version, UNAVAILABLE for a full batch queue,
+    UNIMPLEMENTED for a real classification or regression signature,
     RESOURCE_EXHAUSTED for a message over max_request_bytes, INTERNAL for a model failure
     or an undecodable message.
     """
@@ -58,12 +93,15 @@ def create_grpc_server(predictor: Predictor, metrics: Metrics | None, host: str,
 
     manager = predictor.manager
 
-    def handler(method: str, request_class: Any, answer: Callable[[Any], Any]) -> Any:
-        """A unary method taking raw bytes: size check, decoding, status, metrics, log."""
+    def handler(method: str, rpc: str, request_class: Any, answer: Callable[[Any], Any]
+                ) -> Any:
+        """A unary method taking raw bytes: size check, decoding, status, metrics, log.
+        `method` is its label in this server's metrics and log, `rpc` its name (TF
+        Serving's API label)."""
 
         def behaviour(data: bytes, context: Any) -> Any:
             started = time.perf_counter()
-            status, message = 200, ""
+            status, message, model_name, grpc_code = 200, "", "", None
             try:
                 if len(data) > max_request_bytes:
                     raise RequestError(f"Received message of {len(data)} bytes, larger than "
@@ -73,21 +111,22 @@ def create_grpc_server(predictor: Predictor, metrics: Metrics | None, host: str,
                 except protobuf_message.DecodeError as e:
                     raise RequestError(f"Internal: cannot decode the request message as "
                                        f"{request_class.DESCRIPTOR.name}: {e}", 500) from None
+                model_name = _model_name(request)
                 return answer(request)
             except RequestError as e:
                 status, message = e.status, str(e)
+                grpc_code = getattr(e, "grpc_code", None)
             except Exception as e:  # noqa: BLE001 - any failure is INTERNAL, not a crash.
                 absl_logging.error("internal error:\n%s", traceback.format_exc())
                 status, message = 500, f"Internal: {type(e).__name__}: {first_line(str(e))}"
             finally:
                 elapsed = time.perf_counter() - started
-                code = STATUS_CODES.get(status, "INTERNAL")
+                code = grpc_code or STATUS_CODES.get(status, "INTERNAL")
                 log_request("%s grpc %s %s %.1fms", log_safe(context.peer(), 60), method,
                             code, elapsed * 1e3)
                 if metrics is not None:
-                    metrics.observe("grpc", method, code, elapsed)
-            context.abort(getattr(grpc.StatusCode, STATUS_CODES.get(status, "INTERNAL")),
-                          message)
+                    metrics.observe("grpc", method, code, elapsed, model_name, rpc)
+            context.abort(getattr(grpc.StatusCode, code), _truncated(message))
 
         return grpc.unary_unary_rpc_method_handler(
             behaviour, response_serializer=lambda response: response.SerializeToString())
@@ -139,30 +178,74 @@ def create_grpc_server(predictor: Predictor, metrics: Metrics | None, host: str,
             version.version = int(entry["version"])
             version.state = get_model_status_pb2.ModelVersionStatus.State.Value(
                 entry["state"])
+            version.status.error_code = version.status.DESCRIPTOR.fields_by_name[
+                "error_code"].enum_type.values_by_name[entry["status"]["error_code"]].number
+            version.status.error_message = entry["status"]["error_message"]
         return response
 
-    def unimplemented(method: str) -> Callable[[Any], Any]:
+    def reload_config(request: Any) -> Any:
+        """HandleReloadConfigRequest: serves exactly the request's model config list
+        (`Models.apply_config`), with TF Serving's status codes: INVALID_ARGUMENT for a
+        bad config, FAILED_PRECONDITION for a label on a version that is not available,
+        UNKNOWN for new models that did not become available (the config stays in
+        force). Each metric name asked for is answered with an increase of 0, as TF
+        Serving answers for names it does not have."""
+        if request.config.WhichOneof("config") != "model_config_list":
+            raise RequestError("ServerModelConfig type not supported by "
+                               "HandleReloadConfigRequest. Only ModelConfigList is currently "
+                               "supported")
+        try:
+            failures = manager.apply_config(request.config)
+        except ConfigError as e:
+            raise _CodedError(str(e), e.code) from None
+        if failures:
+            raise _CodedError(not_available_message(failures), "UNKNOWN")
+        response = model_management_pb2.ReloadConfigResponse()
+        for name in request.metric_names:
+            response.metric.add(name=name)
+        return response
+
+    def inference(method: str) -> Callable[[Any], Any]:
+        """Classify or Regress (method "classify" or "regress"): TF Serving's checks, in
+        its order, up to the signature this server cannot run that way."""
         def refuse(request: Any) -> Any:
-            raise RequestError(f"Unimplemented: this server implements Predict, not {method}",
-                               501)
+            if not request.HasField("model_spec"):
+                raise RequestError("Missing ModelSpec")
+            spec = request.model_spec
+            with manager.acquire(spec.name, _version_of(spec)) as model:
+                raise inference_refusal(method, spec.signature_name, model.signature_defs)
         return refuse
 
+    def multi_inference(request: Any) -> Any:
+        """MultiInference: TF Serving checks its tasks in order and refuses the first one as
+        Classify or Regress would (UNIMPLEMENTED for another method_name); this server runs
+        no classification or regression signature, so no task passes."""
+        task = request.tasks[0] if request.tasks else inference_pb2.InferenceTask()
+        with manager.acquire(task.model_spec.name, _version_of(task.model_spec)) as model:
+            method = INFERENCE_METHODS.get(task.method_name)
+            if method is None:
+                raise RequestError("Unimplemented: Unsupported signature method_name: "
+                                   f"{log_safe(task.method_name, 100)}", 501)
+            raise inference_refusal(method, task.model_spec.signature_name,
+                                    model.signature_defs)
+
     prediction_methods = {
-        "Predict": handler("predict", predict_pb2.PredictRequest, predict),
-        "GetModelMetadata": handler("metadata", get_model_metadata_pb2.GetModelMetadataRequest,
-                                    metadata),
-        "Classify": handler("classify", classification_pb2.ClassificationRequest,
-                            unimplemented("Classify")),
-        "Regress": handler("regress", regression_pb2.RegressionRequest,
-                           unimplemented("Regress")),
-        "MultiInference": handler("multi_inference", inference_pb2.MultiInferenceRequest,
-                                  unimplemented("MultiInference")),
+        "Predict": handler("predict", "Predict", predict_pb2.PredictRequest, predict),
+        "GetModelMetadata": handler("metadata", "GetModelMetadata",
+                                    get_model_metadata_pb2.GetModelMetadataRequest, metadata),
+        "Classify": handler("classify", "Classify", classification_pb2.ClassificationRequest,
+                            inference("classify")),
+        "Regress": handler("regress", "Regress", regression_pb2.RegressionRequest,
+                           inference("regress")),
+        "MultiInference": handler("multi_inference", "MultiInference",
+                                  inference_pb2.MultiInferenceRequest, multi_inference),
     }
     model_methods = {
-        "GetModelStatus": handler("status", get_model_status_pb2.GetModelStatusRequest, status),
+        "GetModelStatus": handler("status", "GetModelStatus",
+                                  get_model_status_pb2.GetModelStatusRequest, status),
         "HandleReloadConfigRequest": handler(
-            "reload_config", model_management_pb2.ReloadConfigRequest,
-            unimplemented("HandleReloadConfigRequest")),
+            "reload_config", "HandleReloadConfigRequest",
+            model_management_pb2.ReloadConfigRequest, reload_config),
     }
     server = grpc.server(
         executor,

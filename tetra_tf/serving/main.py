@@ -8,8 +8,9 @@ and the shutdown that waits for requests in progress. The front ends only build 
 servers.
 
 Exit codes (tetra_tf.cli): 0 after a clean shutdown (SIGINT or SIGTERM); 2 for a usage or
-input error (bad flags, a bad batching parameters file, no servable version under
---model_base_path); 1 for any other failure (the model fails to load, the port is taken).
+input error (bad flags, a bad batching parameters, monitoring or model config file, no
+servable version under a model's base path); 1 for any other failure (a model fails to load,
+the port is taken).
 """
 
 from __future__ import annotations
@@ -31,12 +32,15 @@ from absl import flags  # noqa: E402
 from absl import logging as absl_logging  # noqa: E402
 
 from tetra_tf import cli, cpu  # noqa: E402
+from tetra_tf.errors import InputError, TetraError  # noqa: E402
 from tetra_tf.serving import batching  # noqa: E402
 from tetra_tf.serving.admission import NUM_WORDS_INPUT, Limits  # noqa: E402
 from tetra_tf.serving.errors import first_line  # noqa: E402
 from tetra_tf.serving.grpc_api import create_grpc_server  # noqa: E402
-from tetra_tf.serving.manager import ModelManager, find_latest_version  # noqa: E402
-from tetra_tf.serving.metrics import AccessLog, Metrics  # noqa: E402
+from tetra_tf.serving import model_config  # noqa: E402
+from tetra_tf.serving.manager import Models, versions_on_disk  # noqa: E402
+from tetra_tf.serving.metrics import (DEFAULT_METRICS_PATH, AccessLog, Metrics,  # noqa: E402
+                                      read_monitoring_config)
 from tetra_tf.serving.predictor import Predictor  # noqa: E402
 from tetra_tf.serving.rest import RestApp, create_rest_server  # noqa: E402
 from tetra_tf.serving.runners import BatchingRunner, DirectRunner  # noqa: E402
@@ -51,8 +55,23 @@ if __name__ != "__main__":
 def _define_flags() -> None:
     flags.DEFINE_string("model_base_path", None,
                         "Directory with numbered SavedModel versions (BASE/1/saved_model.pb); "
-                        "the highest version is served.")
-    flags.DEFINE_string("model_name", "tetra", "Model name in the request paths.")
+                        "the highest version is served. Not with --model_config_file.")
+    flags.DEFINE_string("model_name", "tetra", "Model name in the request paths. Not with "
+                        "--model_config_file.")
+    flags.DEFINE_string("model_config_file", None,
+                        "TF Serving's ModelServerConfig in text format (see "
+                        "serving/models.config): the models to serve, each with its name, "
+                        "absolute base_path, model_platform \"tensorflow\", "
+                        "model_version_policy (latest, all or specific versions) and "
+                        "version_labels. Instead of --model_name and --model_base_path.")
+    flags.DEFINE_float("model_config_file_poll_wait_seconds", 0.0,
+                       "Read --model_config_file again this often and serve what it lists "
+                       "when it changes (TF Serving's flag); 0: read it once, at start.",
+                       lower_bound=0.0)
+    flags.DEFINE_bool("allow_version_labels_for_unavailable_models", False,
+                      "Let a new version label name a version that is not loaded yet, e.g. "
+                      "in the config read at start (TF Serving's flag); a label already in "
+                      "use can only move to an available version.")
     flags.DEFINE_integer("rest_api_port", 8501, "HTTP port (0: pick a free one, logged).",
                          lower_bound=0, upper_bound=65535)
     flags.DEFINE_string("rest_api_host", "127.0.0.1",
@@ -114,6 +133,14 @@ def _define_flags() -> None:
     flags.DEFINE_integer("tensorflow_inter_op_parallelism", 0,
                          "Threads running independent TensorFlow ops (TF Serving's flag); "
                          "0: TensorFlow's default.", lower_bound=0)
+    flags.DEFINE_string("monitoring_config_file", None,
+                        "TF Serving's MonitoringConfig in text format, e.g. "
+                        "'prometheus_config { enable: true, path: "
+                        f"\"{DEFAULT_METRICS_PATH}\" }}': Prometheus metrics (TF "
+                        "Serving's :tensorflow:serving:* and this server's tetra_serving_*) "
+                        "on the REST port at that path, or none if not enabled. Without "
+                        f"it, they are served at {DEFAULT_METRICS_PATH} (TF Serving serves "
+                        "none). See serving/monitoring.config.")
     flags.DEFINE_float("shutdown_timeout_s", 30.0,
                        "On SIGINT/SIGTERM, wait this long for requests in progress.",
                        lower_bound=0.0)
@@ -138,8 +165,7 @@ def _check_port_free(host: str, port: int) -> None:
 
 def main(argv: list[str]) -> int:
     flag_values = flags.FLAGS
-    cli.require("model_base_path")
-    version, export_dir = find_latest_version(flag_values.model_base_path)
+    config = _model_server_config(flag_values)
     batching_params = None
     if flag_values.enable_batching:
         try:
@@ -150,10 +176,14 @@ def main(argv: list[str]) -> int:
             raise cli.UsageError(f"--batching_parameters_file: {e}") from None
     elif flag_values.batching_parameters_file:
         raise cli.UsageError("--batching_parameters_file needs --enable_batching")
+    metrics_path: str | None = DEFAULT_METRICS_PATH
+    if flag_values.monitoring_config_file:
+        try:
+            metrics_path = read_monitoring_config(flag_values.monitoring_config_file)
+        except InputError as e:
+            raise cli.UsageError(f"--monitoring_config_file: {e}") from None
     for port in (flag_values.rest_api_port, flag_values.port):
         _check_port_free(flag_values.rest_api_host, port)
-    absl_logging.info("loading model %r version %d from %s", flag_values.model_name, version,
-                      export_dir)
     metrics = Metrics()
     limits = Limits(max_batch_size=flag_values.max_batch_size,
                     max_words_per_sentence=flag_values.max_words_per_sentence,
@@ -167,33 +197,81 @@ def main(argv: list[str]) -> int:
     _size_tensorflow_threads(model_slots, flag_values.tensorflow_intra_op_parallelism,
                              flag_values.tensorflow_inter_op_parallelism)
 
-    def load(new_version: int, new_export_dir: str) -> ServedModel:
-        return ServedModel(flag_values.model_name, new_version, new_export_dir, limits,
-                           model_slots, metrics.model_call_seconds.observe)
+    def load(name: str, new_version: int, new_export_dir: str) -> ServedModel:
+        with metrics.model_load(new_export_dir):
+            return ServedModel(name, new_version, new_export_dir, limits, model_slots,
+                               metrics.model_calls(name))
 
-    try:
-        model = load(version, export_dir)
-    except Exception as e:  # noqa: BLE001 - one line (exit 1), naming the directory
-        raise RuntimeError(f"cannot load {export_dir}: {type(e).__name__}: "
-                           f"{first_line(str(e))}") from None
-    model.warm_up()
-    metrics.model_version.set(model.version)
     runner: DirectRunner | BatchingRunner
     if batching_params is not None:
         runner = BatchingRunner(batching_params, limits.word_inputs, metrics)
         absl_logging.info("batching: %s", batching_params)
     else:
         runner = DirectRunner(metrics)
-    manager = ModelManager(model, load, on_unload=runner.unload,
-                           on_switch=lambda m: metrics.model_version.set(m.version))
+    manager = Models(load, on_unload=runner.unload,
+                     on_switch=lambda m: metrics.model_version.set(m.version),
+                     allow_version_labels_for_unavailable_models=(
+                         flag_values.allow_version_labels_for_unavailable_models))
+    _load_models(manager, config)
     if flag_values.file_system_poll_wait_seconds > 0:
-        manager.watch(flag_values.model_base_path, flag_values.file_system_poll_wait_seconds)
+        manager.watch(flag_values.file_system_poll_wait_seconds)
+    if flag_values.model_config_file and flag_values.model_config_file_poll_wait_seconds > 0:
+        manager.watch_config(flag_values.model_config_file,
+                             flag_values.model_config_file_poll_wait_seconds)
     access_log = AccessLog()
     try:
-        _serve(flag_values, Predictor(manager, runner), metrics, access_log)
+        _serve(flag_values, Predictor(manager, runner), metrics, metrics_path, access_log)
     finally:
         access_log.stop()
     return cli.EXIT_OK
+
+
+def _model_server_config(flag_values: Any) -> Any:
+    """The ModelServerConfig the flags ask for: --model_config_file's, or one model from
+    --model_name and --model_base_path (made absolute), each model's base path checked to
+    hold a version.
+
+    Raises:
+      cli.UsageError: --model_config_file with --model_name or --model_base_path, neither
+        it nor --model_base_path, or a config file that cannot be served (exit 2).
+      ExportError: a base path without a servable version (exit 2).
+    """
+    if flag_values.model_config_file:
+        if flag_values.model_base_path or flag_values["model_name"].present:
+            raise cli.UsageError("--model_config_file lists the models to serve: give it "
+                                 "without --model_name and --model_base_path")
+        try:
+            config = model_config.read_model_server_config(flag_values.model_config_file)
+            model_config.check_model_server_config(config)
+        except model_config.ConfigError as e:
+            raise cli.UsageError(f"--model_config_file: {e}") from None
+    elif flag_values.model_base_path:
+        config = model_config.single_model_config(
+            flag_values.model_name, os.path.abspath(flag_values.model_base_path))
+    else:
+        raise cli.UsageError("--model_base_path or --model_config_file is required (see "
+                             "--help)")
+    for model in config.model_config_list.config:
+        versions_on_disk(model.base_path)
+    return config
+
+
+def _load_models(manager: Models, config: Any) -> None:
+    """Loads and warms up the config's models before the server starts.
+
+    Raises:
+      TetraError: a model with no servable version, or a bad export (exit 2).
+      RuntimeError: a model that failed to load (exit 1).
+    """
+    try:
+        failures = manager.apply_config(config)
+    except model_config.ConfigError as e:
+        raise cli.UsageError(f"--model_config_file: {e}") from None
+    for name, error in sorted(failures.items()):
+        if isinstance(error, TetraError):
+            raise error
+        raise RuntimeError(f"cannot load model {name!r}: {type(error).__name__}: "
+                           f"{first_line(str(error))}")
 
 
 def _size_tensorflow_threads(model_slots: int, intra_op: int, inter_op: int) -> None:
@@ -211,9 +289,10 @@ def _size_tensorflow_threads(model_slots: int, intra_op: int, inter_op: int) -> 
     absl_logging.info("TensorFlow threads: %s", cpu.thread_pools_text())
 
 
-def _serve(flag_values: Any, predictor: Predictor, metrics: Metrics,
+def _serve(flag_values: Any, predictor: Predictor, metrics: Metrics, metrics_path: str | None,
            access_log: AccessLog) -> None:
-    """Serves REST and gRPC until SIGINT or SIGTERM, then shuts both down gracefully."""
+    """Serves REST (the metrics at metrics_path, if any) and gRPC until SIGINT or SIGTERM,
+    then shuts both down gracefully."""
     host = flag_values.rest_api_host
     grpc_threads = futures.ThreadPoolExecutor(max_workers=flag_values.rest_api_num_threads,
                                               thread_name_prefix="grpc")
@@ -224,7 +303,8 @@ def _serve(flag_values: Any, predictor: Predictor, metrics: Metrics,
     except (OSError, RuntimeError) as e:
         raise RuntimeError(f"cannot serve gRPC on {host}:{flag_values.port}: {e}") from None
     in_flight = _InFlightCounter(
-        RestApp(predictor, flag_values.max_request_bytes, metrics, access_log.info))
+        RestApp(predictor, flag_values.max_request_bytes, metrics, access_log.info,
+                metrics_path=metrics_path))
     try:
         rest_server = create_rest_server(
             in_flight, host, flag_values.rest_api_port,
@@ -234,13 +314,12 @@ def _serve(flag_values: Any, predictor: Predictor, metrics: Metrics,
     except OSError as e:
         raise RuntimeError(f"cannot serve on {host}:{flag_values.rest_api_port}: "
                            f"{e.strerror or e}") from None
-    model = predictor.manager.current
 
     def on_ready(port: int) -> None:
-        absl_logging.info("serving model %r version %d (signatures: %s) at http://%s:%d/v1/"
-                          "models/%s and gRPC %s:%d", model.name, model.version,
-                          ", ".join(model.signature_names), host, port, model.name, host,
-                          grpc_port)
+        for name, versions in sorted(predictor.manager.served().items()):
+            absl_logging.info("serving model %r versions %s at http://%s:%d/v1/models/%s "
+                              "and gRPC %s:%d", name, ", ".join(map(str, versions)), host,
+                              port, name, host, grpc_port)
 
     _serve_until_signal(rest_server, in_flight, grpc_server, flag_values.shutdown_timeout_s,
                         on_ready, on_stop=predictor.manager.stop)

@@ -13,7 +13,7 @@ import numpy as np
 
 from tetra_tf.serving import admission
 from tetra_tf.serving.admission import ModelLimits
-from tetra_tf.serving.manager import ModelManager
+from tetra_tf.serving.manager import Models, VersionChoice
 from tetra_tf.serving.runners import Runner
 
 
@@ -22,12 +22,13 @@ class PredictRequest:
     """A predict request as a front end decoded it.
 
     Attributes:
+      version: a version number, a `VersionLabel`, or None for the latest version.
       decode: given the signature's input specs and the version's limits, returns the
         input arrays (checking each one's shape before building it).
     """
 
     model_name: str
-    version: int | None
+    version: VersionChoice
     signature_name: str
     decode: Callable[[dict[str, Any], ModelLimits], dict[str, np.ndarray]]
 
@@ -42,15 +43,16 @@ class PredictResult:
 
 
 class Predictor:
-    """Serves predict requests on the manager's versions with a runner (direct or batching)."""
+    """Serves predict requests on the served models' versions with a runner (direct or
+    batching)."""
 
-    def __init__(self, manager: ModelManager, run: Runner) -> None:
+    def __init__(self, manager: Models, run: Runner) -> None:
         self.manager = manager
         self.run = run
 
     def predict(self, request: PredictRequest) -> PredictResult:
-        """Raises RequestError: unknown model, version or signature, refused input, model
-        failure."""
+        """Raises RequestError: unknown model, version, label or signature, refused input,
+        model failure."""
         with self.manager.acquire(request.model_name, request.version) as model:
             signature_name = model.signature(request.signature_name)
             inputs = request.decode(model.input_specs(signature_name), model.limits)

@@ -8,6 +8,11 @@ answers in TF Serving's JSON. It is plain WSGI, not a web framework: the request
 small, fixed set of paths, and under load every millisecond of CPU a request costs in
 Python is taken from the model (measured in serving/README.md, "Load test").
 
+Answers are TF Serving's where it answers: any /v1/ request it cannot route (a wrong method
+included) is 400 "Malformed request: METHOD PATH", and :classify/:regress get TF Serving's 400
+for a signature that is not a classification/regression one. Metrics are served at
+`metrics_path` (TF Serving's path by default; main.py's --monitoring_config_file).
+
 This module is the front end only: `create_rest_server` builds the waitress server for an
 app; running and stopping it (signals, graceful shutdown) is main.py's.
 """
@@ -21,49 +26,47 @@ import re
 import socket
 import time
 import traceback
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, NoReturn
 
 from absl import logging as absl_logging
 
 from tetra_tf import export_format
 from tetra_tf.serving import codecs
-from tetra_tf.serving.errors import STATUS_CODES, RequestError, log_safe
-from tetra_tf.serving.manager import parse_version
-from tetra_tf.serving.metrics import Metrics
+from tetra_tf.serving.errors import STATUS_CODES, RequestError, inference_refusal, log_safe
+from tetra_tf.serving.manager import (ModelManager, VersionChoice, VersionLabel,
+                                      parse_version)
+from tetra_tf.serving.metrics import DEFAULT_METRICS_PATH, Metrics
 from tetra_tf.serving.predictor import PredictRequest, Predictor
 
 
-_PREDICT_PATH = re.compile(r"/v1/models/([^/:]+)(?:/versions/(\d+))?:(classify|regress|predict)",
+# TF Serving's paths: a model, then /versions/N, /labels/LABEL or neither (the latest).
+_VERSION = r"(/versions/\d+|/labels/[^/:]+)?"
+_PREDICT_PATH = re.compile(rf"/v1/models/([^/:]+){_VERSION}:(classify|regress|predict)",
                            re.IGNORECASE)
-_METADATA_PATH = re.compile(r"/v1/models/([^/:]+)(?:/versions/(\d+))?/metadata", re.IGNORECASE)
-_STATUS_PATH = re.compile(r"/v1/models(?:/([^/:]+))?(?:/versions/(\d+))?", re.IGNORECASE)
-METRICS_PATH = "/monitoring/prometheus/metrics"
+_METADATA_PATH = re.compile(rf"/v1/models/([^/:]+){_VERSION}/metadata", re.IGNORECASE)
+_STATUS_PATH = re.compile(rf"/v1/models(?:/([^/:]+))?{_VERSION}", re.IGNORECASE)
+METRICS_PATH = DEFAULT_METRICS_PATH
 JSON_CONTENT_TYPE = "application/json"
+_GET = ("GET", "HEAD")  # HEAD: a GET's answer without its body.
 
 
-def _rest_method(path: str) -> str:
-    """The metrics' method label for a REST path."""
-    if _PREDICT_PATH.fullmatch(path):
-        return "predict"
-    if _METADATA_PATH.fullmatch(path):
-        return "metadata"
-    if _STATUS_PATH.fullmatch(path):
-        return "status"
-    return "metrics" if path == METRICS_PATH else "other"
+def _describe(path: str, metrics_path: str | None = None) -> tuple[str, str | None]:
+    """The metrics' labels for a REST path: (method, e.g. predict, classify, metadata,
+    status; model name for TF Serving's metrics, "" if the path names none, None outside
+    /v1/, which TF Serving does not count)."""
+    for pattern, method in ((_PREDICT_PATH, None), (_METADATA_PATH, "metadata"),
+                            (_STATUS_PATH, "status")):
+        match = pattern.fullmatch(path)
+        if match:
+            return method or match.group(3).lower(), match.group(1) or ""
+    if path == metrics_path:
+        return "metrics", None
+    return "other", "" if path.lower().startswith("/v1/") else None
 
 
-class _MethodNotAllowed(RequestError):
-    """405, with the method the path takes (the answer's Allow header)."""
-
-    def __init__(self, method: str, allowed: str) -> None:
-        super().__init__(f"Malformed request: {log_safe(method, 20)} is not allowed here, "
-                         f"use {allowed}", 405)
-        self.allowed = allowed
-
-
-def _require_method(method: str, allowed: str) -> None:
-    if method != allowed and not (method == "HEAD" and allowed == "GET"):
-        raise _MethodNotAllowed(method, allowed)
+def _malformed(method: str, path: str) -> RequestError:
+    """TF Serving's answer to a /v1/ request it cannot route, a wrong method included."""
+    return RequestError(f"Malformed request: {log_safe(method, 20)} {log_safe(path)}")
 
 
 def _json_body(payload: Any) -> bytes:
@@ -89,43 +92,44 @@ class RestApp:
 
     def __init__(self, predictor: Predictor, max_request_bytes: int = 1 << 20,
                  metrics: Metrics | None = None,
-                 log_request: Callable[..., None] = absl_logging.info) -> None:
+                 log_request: Callable[..., None] = absl_logging.info,
+                 metrics_path: str | None = DEFAULT_METRICS_PATH) -> None:
         """Args:
           log_request: logs a request's line (format, *args), e.g. `AccessLog.info`.
+          metrics_path: where `metrics` are served; None: nowhere.
         """
         self.predictor = predictor
         self.max_request_bytes = max_request_bytes
         self._metrics = metrics
         self._log_request = log_request
+        self.metrics_path = metrics_path if metrics is not None else None
 
     def __call__(self, environ: dict[str, Any],
                  start_response: Callable[..., Any]) -> Iterable[bytes]:
         started = time.perf_counter()
         method = str(environ.get("REQUEST_METHOD", "GET")).upper()
         path = _request_path(environ)
-        headers: list[tuple[str, str]] = []
         batch_size = None
         try:
             status, body, content_type, batch_size = self._route(method, path, environ)
         except RequestError as error:
             status, body, content_type = error.status, _json_body({"error": str(error)}), \
                 JSON_CONTENT_TYPE
-            if isinstance(error, _MethodNotAllowed):
-                headers.append(("Allow", error.allowed))
         except Exception as error:  # noqa: BLE001 - a bug answers 500, never a traceback.
             absl_logging.error("internal error:\n%s", traceback.format_exc())
             status, body, content_type = 500, _json_body(
                 {"error": f"Internal: {type(error).__name__}: {error}"}), JSON_CONTENT_TYPE
-        headers[:0] = [("Content-Type", content_type), ("Content-Length", str(len(body)))]
-        start_response(f"{status} {_reason(status)}", headers)
+        start_response(f"{status} {_reason(status)}", [("Content-Type", content_type),
+                                                       ("Content-Length", str(len(body)))])
         elapsed_s = time.perf_counter() - started
         # The path is request data: escaped, so that it cannot forge log lines.
         self._log_request("%s %s %s %d %.1fms%s", environ.get("REMOTE_ADDR"),
                           log_safe(method, 20), log_safe(path), status, elapsed_s * 1e3,
                           f" batch={batch_size}" if batch_size is not None else "")
         if self._metrics is not None:
-            self._metrics.observe("rest", _rest_method(path),
-                                  STATUS_CODES.get(status, str(status)), elapsed_s)
+            label, model_name = _describe(path, self.metrics_path)
+            self._metrics.observe("rest", label, STATUS_CODES.get(status, str(status)),
+                                  elapsed_s, model_name)
         return [b"" if method == "HEAD" else body]
 
     def _route(self, method: str, path: str, environ: dict[str, Any]
@@ -133,41 +137,39 @@ class RestApp:
         """(status, body, content type, batch size or None) for one request.
 
         Raises:
-          RequestError: the request's error answer (404, 405, 400, ...).
+          RequestError: the request's error answer (400, 404, ...).
         """
         manager = self.predictor.manager
-        if path == METRICS_PATH and self._metrics is not None:
-            _require_method(method, "GET")
+        if path == self.metrics_path and self._metrics is not None:
+            if method not in _GET:
+                raise _malformed(method, path)
             body, content_type = self._metrics.exposition()
             return 200, body, content_type, None
+        if not path.lower().startswith("/v1/"):
+            raise RequestError(f"Malformed request: {log_safe(method, 20)} {log_safe(path)} "
+                               "(no such endpoint)", 404)
         match = _PREDICT_PATH.fullmatch(path)
-        if match:
-            _require_method(method, "POST")
+        if match and method == "POST":
             model_name, version, verb = match.groups()
             number = _version(version)
+            body = self._read_body(environ)
             if verb.lower() != "predict":
-                with manager.acquire(model_name, number):
-                    raise RequestError(f"Unimplemented: this server supports :predict only, "
-                                       f"not :{verb}", 501)
-            payload, batch_size = predict_json(self.predictor, model_name, number,
-                                               self._read_body(environ))
+                refuse_inference_json(manager, model_name, number, verb.lower(), body)
+            payload, batch_size = predict_json(self.predictor, model_name, number, body)
             return 200, _json_body(payload), JSON_CONTENT_TYPE, batch_size
         match = _METADATA_PATH.fullmatch(path)
-        if match:
-            _require_method(method, "GET")
+        if match and method in _GET:
             model_name, version = match.groups()
             with manager.acquire(model_name, _version(version)) as model:
                 return 200, _json_body(model.metadata_json()), JSON_CONTENT_TYPE, None
         match = _STATUS_PATH.fullmatch(path)
-        if match:
-            _require_method(method, "GET")
+        if match and method in _GET:
             model_name, version = match.groups()
             if not model_name:
                 raise RequestError("Missing model name in request.")
             return (200, _json_body(manager.status_json(model_name, _version(version))),
                     JSON_CONTENT_TYPE, None)
-        raise RequestError(f"Malformed request: {log_safe(method, 20)} {log_safe(path)} "
-                           "(no such endpoint)", 404)
+        raise _malformed(method, path)
 
     def _read_body(self, environ: dict[str, Any]) -> bytes:
         """The request body, at most max_request_bytes (waitress has already refused longer
@@ -198,17 +200,42 @@ def _reason(status: int) -> str:
         return "Error"
 
 
-def _version(text: str | None) -> int | None:
-    return parse_version(text) if text is not None else None
+def _version(part: str | None) -> VersionChoice:
+    """A path's version choice from its "/versions/N" or "/labels/LABEL" (None: the
+    latest version)."""
+    if not part:
+        return None
+    kind, _, value = part[1:].partition("/")
+    return VersionLabel(value) if kind.lower() == "labels" else parse_version(value)
 
 
-def predict_json(predictor: Predictor, model_name: str, version: int | None, body: bytes
-                 ) -> tuple[dict[str, Any], int]:
-    """Runs a TF Serving REST predict body; returns (response JSON, batch size)."""
-    request = codecs.parse_json_object(body)
+def _signature_name(request: dict[str, Any]) -> str:
     signature_name = request.get("signature_name", export_format.SERVING_SIGNATURE)
     if not isinstance(signature_name, str):
         raise RequestError("'signature_name' must be a string")
+    return signature_name
+
+
+def refuse_inference_json(manager: ModelManager, model_name: str, version: VersionChoice,
+                          method: str, body: bytes) -> NoReturn:
+    """Answers a TF Serving REST :classify or :regress body (method "classify" or
+    "regress"), as TF Serving does for a model without such signatures: the body is parsed
+    first (400), then the model looked up (404), then the signature (400; 501 for a real
+    classification or regression signature, which this server does not run).
+
+    Raises:
+      RequestError: always.
+    """
+    signature_name = _signature_name(codecs.parse_json_object(body))
+    with manager.acquire(model_name, version) as model:
+        raise inference_refusal(method, signature_name, model.signature_defs)
+
+
+def predict_json(predictor: Predictor, model_name: str, version: VersionChoice, body: bytes
+                 ) -> tuple[dict[str, Any], int]:
+    """Runs a TF Serving REST predict body; returns (response JSON, batch size)."""
+    request = codecs.parse_json_object(body)
+    signature_name = _signature_name(request)
     row_format = []
 
     def decode(specs: dict[str, Any], limits: Any) -> dict[str, Any]:
@@ -247,8 +274,9 @@ def _json_error_task_class(metrics: Metrics | None) -> type:
             self.content_length = len(body)
             self.write(body)
             if metrics is not None:
-                metrics.count("rest", _rest_method(self.request.path or ""),
-                              STATUS_CODES.get(error.code, str(error.code)))
+                label, model_name = _describe(self.request.path or "")
+                metrics.observe("rest", label, STATUS_CODES.get(error.code, str(error.code)),
+                                None, model_name)
 
     return JsonErrorTask
 

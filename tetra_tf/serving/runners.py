@@ -34,7 +34,8 @@ class DirectRunner:
 class BatchingRunner:
     """Merges concurrent requests into model calls (TF Serving's --enable_batching).
 
-    One scheduler per loaded version and one queue per signature and input shape. A
+    One scheduler per loaded version (of each model) and one queue per signature and input
+    shape. A
     request over a batch's rows (or over --max_pieces_per_request merged) is split into
     slices. When a merged call is refused as an invalid argument, its requests run again
     one by one, so that a request that fails only fails itself; when it fails otherwise
@@ -51,7 +52,7 @@ class BatchingRunner:
         self._word_inputs = set(word_inputs)
         self._metrics = metrics
         self._lock = threading.Lock()
-        self._schedulers: dict[int, batching.BatchScheduler] = {}
+        self._schedulers: dict[tuple[str, int], batching.BatchScheduler] = {}
         if metrics:
             metrics.queue_depth.set_function(self.queued_rows)
 
@@ -62,19 +63,19 @@ class BatchingRunner:
 
     def _scheduler(self, model: ServedModel) -> batching.BatchScheduler:
         with self._lock:
-            scheduler = self._schedulers.get(model.version)
+            scheduler = self._schedulers.get((model.name, model.version))
             if scheduler is None:
                 max_cost = (model.limits.max_pieces_per_request or None
                             if model.piece_counter is not None else None)
                 scheduler = batching.BatchScheduler(
                     self.params, lambda tasks: self._run_batch(model, tasks), max_cost,
-                    name=f"batch-v{model.version}")
-                self._schedulers[model.version] = scheduler
+                    name=f"batch-{model.name}-v{model.version}")
+                self._schedulers[(model.name, model.version)] = scheduler
             return scheduler
 
     def unload(self, model: ServedModel) -> None:
         with self._lock:
-            scheduler = self._schedulers.pop(model.version, None)
+            scheduler = self._schedulers.pop((model.name, model.version), None)
         if scheduler is not None:
             scheduler.stop()
 
