@@ -21,9 +21,6 @@ from absl import logging as absl_logging
 from tetra_tf.serving import codecs
 from tetra_tf.serving.errors import (INFERENCE_METHOD_NAMES, STATUS_CODES, RequestError,
                                      first_line, inference_refusal, log_safe)
-
-# TF Serving's method: its SignatureDef method_name (a MultiInference task's method_name).
-INFERENCE_METHODS = {name: method for method, name in INFERENCE_METHOD_NAMES.items()}
 from tetra_tf.serving.manager import VersionChoice, VersionLabel, not_available_message
 from tetra_tf.serving.metrics import Metrics
 from tetra_tf.serving.model_config import ConfigError
@@ -35,6 +32,9 @@ MODEL_SERVICE = "tensorflow.serving.ModelService"
 # never hands them over); between the two, this server answers RESOURCE_EXHAUSTED itself.
 GRPC_MESSAGE_SLACK = 4
 MAX_ERROR_CHARS = 1024  # TF Serving's kErrorMessageLimit (model_servers/grpc_status_util.cc)
+# The method ("classify", "regress") of a SignatureDef method_name, e.g. a MultiInference
+# task's.
+INFERENCE_METHODS = {name: method for method, name in INFERENCE_METHOD_NAMES.items()}
 
 
 def _version_of(model_spec: Any) -> VersionChoice:

@@ -226,7 +226,7 @@ class TfServingMetrics:
         with self._lock:
             self.request_count.add((model_name, status), 1)
             if status == "OK" and seconds is not None:
-                self.request_latency.add((model_name, api, entrypoint), int(seconds * 1e6))
+                self.request_latency.add((model_name, api, entrypoint), round(seconds * 1e6))
 
     def exposition(self) -> str:
         with self._lock:
@@ -299,7 +299,7 @@ class Metrics:
 
         def observe(seconds: float) -> None:
             self.model_call_seconds.observe(seconds)
-            self.tf_serving.add(self.tf_serving.runtime_latency, labels, int(seconds * 1e6))
+            self.tf_serving.add(self.tf_serving.runtime_latency, labels, round(seconds * 1e6))
 
         return observe
 
@@ -315,7 +315,7 @@ class Metrics:
             raise
         self.tf_serving.add(self.tf_serving.load_attempt_count, (model_path, "success"), 1)
         self.tf_serving.add(self.tf_serving.load_latency, (model_path,),
-                            int((time.perf_counter() - started) * 1e6))
+                            round((time.perf_counter() - started) * 1e6))
 
     def exposition(self) -> tuple[bytes, str]:
         """The Prometheus text (TF Serving's metrics, then the extras) and its content type."""
