@@ -58,13 +58,14 @@ def test_the_block_would_see_a_training_import():
     assert "pip install 'tetra-tf[train]'" in result.stderr
 
 
-@pytest.mark.parametrize("program, extra, missing", [
-    ("tetra_tf.train", "train", "tf_keras"),
-    ("tetra_tf.export", "train", "tf_keras"),
-    ("tetra_tf.beam_parse", "beam", "apache_beam"),
-    ("tetra_tf.spark_parse", "spark", "pyspark"),
+@pytest.mark.parametrize("program, extra, missing, name", [
+    ("tetra_tf.train", "train", "tf_keras", "python -m tetra_tf.train"),
+    ("tetra_tf.export", "train", "tf_keras", "python -m tetra_tf.export"),
+    ("tetra_tf.beam_parse", "beam", "apache_beam", "python -m tetra_tf.beam_parse"),
+    ("tetra_tf.spark_parse", "spark", "pyspark", "python -m tetra_tf.spark_parse"),
+    ("tetra_tf.serving.main", "serving", "waitress", "the tetra-tf server"),
 ])
-def test_programs_without_their_extra_say_so_in_one_line(program, extra, missing):
+def test_programs_without_their_extra_say_so_in_one_line(program, extra, missing, name):
     code = ("import runpy, sys\n"
             f"sys.modules[{missing!r}] = None\n"
             f"sys.argv = [{program!r}]\n"
@@ -73,5 +74,5 @@ def test_programs_without_their_extra_say_so_in_one_line(program, extra, missing
                             env=_runtime_env(), cwd=REPO_ROOT, timeout=300)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
-        f"error: python -m {program} needs tetra-tf's [{extra}] extra (not installed: "
+        f"error: {name} needs tetra-tf's [{extra}] extra (not installed: "
         f"{missing}): pip install 'tetra-tf[{extra}]'"]

@@ -31,7 +31,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from absl import flags  # noqa: E402
 from absl import logging as absl_logging  # noqa: E402
 
-from tetra_tf import cli, cpu  # noqa: E402
+from tetra_tf import cli, cpu, extras  # noqa: E402
 from tetra_tf.errors import InputError, TetraError  # noqa: E402
 from tetra_tf.serving import batching  # noqa: E402
 from tetra_tf.serving.admission import NUM_WORDS_INPUT, Limits  # noqa: E402
@@ -164,6 +164,7 @@ def _check_port_free(host: str, port: int) -> None:
 
 
 def main(argv: list[str]) -> int:
+    extras.require("serving", "the tetra-tf server")
     flag_values = flags.FLAGS
     config = _model_server_config(flag_values)
     batching_params = None
