@@ -1,9 +1,14 @@
 """Corpus-scale parsing as an Apache Beam pipeline over the exported SavedModel.
 
-  files ─► lines read and checked ─┬─► Reshuffle ─► sort and batch ─► RunInference(handler)
-                                   │   ─┬─► OUTPUT-SSSSS-of-NNNNN.jsonl
-                                   ▼    ▼
-                   OUTPUT-errors-SSSSS-of-NNNNN.jsonl (dead letters)
+```text
+files ─► lines read and checked ─┬─► Reshuffle ─► sort and batch ─► RunInference(handler)
+                                 │   ─┬─► OUTPUT-SSSSS-of-NNNNN.jsonl
+                                 ▼    ▼
+                 OUTPUT-errors-SSSSS-of-NNNNN.jsonl (dead letters)
+```
+
+`run` runs it (`python -m tetra_tf.beam_parse` is the command line); `build` adds it to a
+pipeline of one's own.
 
 Every input line ends in exactly one of the two outputs: a parsed record
 ``{"file", "line", "tree", "score"}`` or a dead letter ``{"file", "line", "reason", "error"}``
@@ -56,13 +61,24 @@ if TYPE_CHECKING:  # tetra_tf.parser loads TensorFlow: only the workers that par
     from tetra_tf.parser import Parser
 
 METRICS_NAMESPACE = "tetra_tf"
+"""The Beam metrics namespace of the pipeline's counters (see `counters`)."""
 RECORDS_SUFFIX = ".jsonl"
+"""The suffix of every output file of records and dead letters."""
 ERRORS_INFIX = "-errors"
+"""Added to the output prefix for the dead letters' files (OUTPUT-errors-SSSSS-of-NNNNN)."""
 
 
 class Sentence(NamedTuple):
     """A validated input line: its words (as `sentences.read_lines` split them) joined by single
-    spaces."""
+    spaces; what `ReadSentences` emits and `ParseModelHandler` parses.
+
+    Attributes:
+      file: the input file's path, as Beam's match names it (e.g. ``/data/in.txt``,
+        ``gs://bucket/in.txt.gz``).
+      line: the line's number in its file, from 1.
+      text: the line's words (PTB tokens with tokenize) joined by single spaces.
+      num_words: how many words: the sentence's weight in a batch (`sentence_words`).
+    """
     file: str
     line: int  # 1-based
     text: str
@@ -70,7 +86,33 @@ class Sentence(NamedTuple):
 
 
 class ParseOptions(NamedTuple):
-    """What the pipeline reads, how it parses and where it writes."""
+    """What the pipeline reads, how it parses and where it writes (`build`, `run`).
+
+    Attributes:
+      model_dir: the export's directory, readable by every worker.
+      inputs: files or glob patterns (any of Beam's file systems); each must match a file.
+      output: the prefix of every output file: records ``OUTPUT-SSSSS-of-NNNNN.jsonl``, dead
+        letters ``OUTPUT-errors-SSSSS-of-NNNNN.jsonl``, and with ordered the folder
+        ``OUTPUT-ordered/``.
+      tokenize: each line is raw text: split it into PTB tokens (`sentences.ptb_tokenize`)
+        instead of on whitespace. Default False.
+      max_words: a line of more words is a dead letter (``too_many_words``); 0 (the
+        default): no limit beyond the export's (``too_many_pieces``).
+      max_line_bytes: a line of more bytes is a dead letter (``too_long``); default
+        `sentences.DEFAULT_MAX_LINE_BYTES` (1 MiB).
+      batch_size: most sentences per model call (default `DEFAULT_BATCH_SIZE`, 64).
+      ordered: also write each input file's trees in input order (see the module doc).
+        Default False.
+
+    Example:
+        ```python
+        from tetra_tf import beam as tetra_beam
+
+        options = tetra_beam.ParseOptions(model_dir="models/tetra/1",
+                                          inputs=["corpus/*.txt.gz"], output="out/trees",
+                                          max_words=400)
+        ```
+    """
     model_dir: str
     inputs: Sequence[str]  # files or glob patterns
     output: str  # prefix of every output file
@@ -98,14 +140,41 @@ class ParseModelHandler(ModelHandler[Sentence, PredictionResult, "Parser"]):
     (`batch_elements_kwargs`). Beam 2.77's BatchElements rejects ``max_batch_weight``, so
     the pipeline batches with ``SortAndBatchElements(**handler.batch_elements_kwargs())``
     and gives RunInference ``handler.with_no_batching()``.
+
+    RunInference's own metrics (``num_inferences``, ...) go to `METRICS_NAMESPACE` too.
+
+    Example:
+        ```python
+        import apache_beam as beam
+        from apache_beam.ml.inference.base import RunInference
+        from tetra_tf import beam as tetra_beam
+
+        handler = tetra_beam.ParseModelHandler("models/tetra/1", batch_size=32)
+        results = (sentences   # a PCollection of tetra_beam.Sentence
+                   | beam.SortAndBatchElements(**handler.batch_elements_kwargs())
+                   | RunInference(handler.with_no_batching()))
+        # each a PredictionResult: example the Sentence, inference {"tree", "score"}
+        # or {"error": SentenceError}; tetra_beam.SplitResults turns them into records
+        ```
     """
 
     def __init__(self, model_dir: str, batch_size: int = DEFAULT_BATCH_SIZE,
                  max_words: int = 0, max_batch_words: int | None = None):
-        """Args:
-          max_words: the pipeline's own words-per-sentence limit (0: the export's only).
+        """Makes the handler; the model is loaded later, on the workers (`load_model`).
+
+        Args:
+          model_dir: the export's directory, readable by every worker.
+          batch_size: most sentences per batch, so per model call (default
+            `DEFAULT_BATCH_SIZE`, 64).
+          max_words: the pipeline's own words-per-sentence limit; a longer sentence gets a
+            ``too_many_words`` error (0, the default: the export's limit only).
           max_batch_words: most words per batch; by default what the export takes in one
-            call (its max_pieces_per_call // max_pieces_per_word).
+            call (its max_pieces_per_call // max_pieces_per_word), or batch_size * 64 for
+            an export that does not publish them.
+
+        Raises:
+          tetra_tf.errors.ExportError: the export's limits file (assets.extra/limits.json)
+            is there but unreadable (only read when max_batch_words is None).
         """
         if max_batch_words is None:
             limits = sentences.SentenceLimits.from_export(export_format.read_limits(model_dir))
@@ -118,6 +187,15 @@ class ParseModelHandler(ModelHandler[Sentence, PredictionResult, "Parser"]):
         self._max_words = max_words
 
     def load_model(self) -> Parser:
+        """Loads the parser; RunInference calls it once per worker process.
+
+        Returns:
+          A `tetra_tf.parser.Parser` of model_dir.
+
+        Raises:
+          tetra_tf.errors.ExportError: model_dir is not a usable tetra-tf export (the
+            pipeline fails).
+        """
         from tetra_tf.parser import Parser  # pylint: disable=import-outside-toplevel
 
         return Parser(self._model_dir)
@@ -125,6 +203,24 @@ class ParseModelHandler(ModelHandler[Sentence, PredictionResult, "Parser"]):
     def run_inference(self, batch: Sequence[Sentence], model: Parser,
                       inference_args: Optional[dict[str, Any]] = None
                       ) -> Iterable[PredictionResult]:
+        """Parses one batch of sentences with `Parser.parse_each`, each failing alone.
+
+        Args:
+          batch: the sentences, parsed in one model call if the graph takes them together.
+          model: the parser `load_model` gave.
+          inference_args: RunInference's extra arguments (not used).
+
+        Returns:
+          A `PredictionResult` per sentence, in batch order: ``example`` the `Sentence`,
+          ``inference`` either ``{"tree": str, "score": float}`` (the one-line bracketed
+          tree and its log-probability) or ``{"error": SentenceError}`` for a sentence
+          refused alone (``too_many_words``, ``too_many_pieces``, ``rejected``). A refused
+          sentence is never raised.
+
+        Raises:
+          tetra_tf.errors.ModelError: the model itself failed; the bundle fails, and after
+            the runner's retries the pipeline.
+        """
         if not batch:
             return []
         results = model.parse_each([sentence.text.split(" ") for sentence in batch],
@@ -136,14 +232,34 @@ class ParseModelHandler(ModelHandler[Sentence, PredictionResult, "Parser"]):
                 for sentence, result in zip(batch, results)]
 
     def get_num_bytes(self, batch: Sequence[Sentence]) -> int:
+        """A batch's size for RunInference's byte-size metric.
+
+        Args:
+          batch: the sentences.
+
+        Returns:
+          The total length of their texts, in characters.
+        """
         return sum(len(sentence.text) for sentence in batch)
 
     def get_metrics_namespace(self) -> str:
+        """The namespace of RunInference's metrics for this handler.
+
+        Returns:
+          `METRICS_NAMESPACE` (``"tetra_tf"``), the pipeline's own counters' namespace.
+        """
         return METRICS_NAMESPACE
 
 
 def sentence_words(sentence: Sentence) -> int:
-    """A sentence's weight in a batch: its number of words."""
+    """A sentence's weight in a batch: its number of words (the handler's element_size_fn).
+
+    Args:
+      sentence: a `Sentence`.
+
+    Returns:
+      sentence.num_words.
+    """
     return sentence.num_words
 
 
@@ -187,20 +303,71 @@ def _open_binary(readable: fileio.ReadableFile) -> Iterator[BinaryIO]:
 
 class ReadSentences(beam.DoFn):
     """One matched file → a `Sentence` per line to parse, a dead letter (tagged REJECTED) per
-    other line; the lines are read and checked by `sentences.read_lines`."""
+    other line; the lines are read and checked by `sentences.read_lines`.
+
+    The file is read whole, as a stream, so line numbers are exact; its compression is
+    told by its extension (.gz, .bz2, .xz, .lzma, .zst through `sentences.decompressed`,
+    the others Beam knows through Beam). Counters (`METRICS_NAMESPACE`): ``files_read``,
+    ``lines_read`` and ``rejected_<reason>``.
+
+    Outputs:
+      - main: a `Sentence` per line with words.
+      - REJECTED: a `dead_letter` dict ``{"file", "line", "reason", "error"}`` per refused
+        line, reason ``empty``, ``not_utf8``, ``too_long``, ``too_many_words``,
+        ``too_many_pieces`` (per limits), or ``damaged`` once where a compressed file turns
+        out cut short or corrupt (after its readable lines; nothing after it is read).
+
+    Example:
+        ```python
+        import apache_beam as beam
+        from apache_beam.io import fileio
+        from tetra_tf import beam as tetra_beam, sentences
+
+        limits = sentences.SentenceLimits().lowered(max_words=400)
+        read = (pipeline
+                | fileio.MatchFiles("corpus/*.txt.gz") | fileio.ReadMatches()
+                | beam.ParDo(tetra_beam.ReadSentences(False, limits)).with_outputs(
+                    tetra_beam.ReadSentences.REJECTED, main="sentences"))
+        read.sentences                              # Sentence elements
+        read[tetra_beam.ReadSentences.REJECTED]     # dead-letter dicts
+        ```
+    """
     REJECTED = "rejected"
+    """The tag of the dead letters' output."""
 
     def __init__(self, tokenize: bool, limits: sentences.SentenceLimits):
+        """Makes the DoFn; its counters are made on the worker (`setup`).
+
+        Args:
+          tokenize: each line is raw text: split it into PTB tokens
+            (`sentences.ptb_tokenize`) instead of on whitespace.
+          limits: the bounds each line is checked against (max_line_bytes, max_words;
+            e.g. ``SentenceLimits().lowered(max_words, max_line_bytes)``).
+        """
         self._tokenize = tokenize
         self._limits = limits
 
     def setup(self):
+        """Makes the counters (Beam calls it once per DoFn instance on a worker)."""
         self._files_read = _counter("files_read")
         self._lines_read = _counter("lines_read")
         self._rejected = {reason: _counter(f"rejected_{reason}")
                           for reason in sentences.REASONS}
 
     def process(self, readable: fileio.ReadableFile):
+        """Reads one file's lines.
+
+        Args:
+          readable: a file from ``fileio.ReadMatches``.
+
+        Yields:
+          A `Sentence` per line with words; a ``TaggedOutput(REJECTED, dead letter)`` per
+          refused line, in line order.
+
+        Raises:
+          tetra_tf.sentences.ReadError: the file could not be read (an I/O failure, not
+            bad content): the bundle fails.
+        """
         path = readable.metadata.path
         self._files_read.inc()
         with _open_binary(readable) as stream:
@@ -216,22 +383,53 @@ class ReadSentences(beam.DoFn):
 
 
 def dead_letter(path: str, number: int, error: sentences.SentenceError) -> dict:
-    """A dead-letter record: where the line is and why it was refused."""
+    """A dead-letter record: where the line is and why it was refused.
+
+    Args:
+      path: the input file's path.
+      number: the line's number, from 1.
+      error: the refusal.
+
+    Returns:
+      ``{"file": path, "line": number, "reason": error.reason, "error": str(error)}``;
+      the error is "REASON: detail" (e.g. ``"empty: no words (give one sentence per
+      line)"``), the reason one of `sentences.REASONS`.
+    """
     return {"file": path, "line": number, "reason": error.reason, "error": str(error)}
 
 
 class SplitResults(beam.DoFn):
     """RunInference results → parsed records, or dead letters of refused sentences (tagged
-    REJECTED)."""
+    REJECTED).
+
+    Counters (`METRICS_NAMESPACE`): ``sentences_parsed``, ``words_parsed`` and
+    ``rejected_<reason>``.
+
+    Outputs:
+      - main: a record ``{"file": str, "line": int, "tree": str, "score": float}`` per
+        parsed sentence.
+      - REJECTED: a `dead_letter` per sentence `ParseModelHandler` refused (reason
+        ``too_many_words``, ``too_many_pieces`` or ``rejected``).
+    """
     REJECTED = "rejected"
+    """The tag of the dead letters' output."""
 
     def setup(self):
+        """Makes the counters (Beam calls it once per DoFn instance on a worker)."""
         self._parsed = _counter("sentences_parsed")
         self._words = _counter("words_parsed")
         self._rejected = {reason: _counter(f"rejected_{reason}")
                           for reason in sentences.REASONS}
 
     def process(self, result: PredictionResult):
+        """Turns one of `ParseModelHandler.run_inference`'s results into its record.
+
+        Args:
+          result: example a `Sentence`, inference ``{"tree", "score"}`` or ``{"error"}``.
+
+        Yields:
+          The parsed record, or ``TaggedOutput(REJECTED, dead letter)``.
+        """
         sentence: Sentence = result.example
         inference = result.inference
         if "error" in inference:
@@ -259,10 +457,29 @@ class WriteOrdered(beam.DoFn):
     without lines gets its empty file); root: the input files' common folder."""
 
     def __init__(self, folder: str):
+        """Makes the DoFn.
+
+        Args:
+          folder: where the ``.trees`` files go (`bulk_options.ordered_folder` of the
+            output), on any of Beam's file systems.
+        """
         self._folder = folder
 
     def process(self, element: tuple[str, Iterable[Optional[tuple[int, Optional[str]]]]],
                 root: str) -> Iterator[str]:
+        """Writes one input file's ``.trees`` file.
+
+        Args:
+          element: the input file's path, and its values grouped: (line number, tree, or
+            None for a refused line) per line, in any order, and one None for the file.
+          root: the input files' `bulk_options.common_folder` (a side input).
+
+        Yields:
+          The path of the file written.
+
+        Raises:
+          RuntimeError: a line is missing or comes twice (the results are incomplete).
+        """
         path, values = element
         lines = sorted((value for value in values if value is not None),
                        key=lambda value: value[0])
@@ -277,9 +494,46 @@ def build(pipeline: beam.Pipeline, options: ParseOptions,
           handler: Optional[ModelHandler] = None) -> dict[str, beam.PCollection]:
     """Adds the parsing pipeline to `pipeline`; returns its "parsed" and "rejected" records.
 
+    The pipeline matches options.inputs, reads each file's lines (`ReadSentences`), parses
+    them in sorted batches with RunInference (`ParseModelHandler`), splits the results
+    (`SplitResults`) and writes records and dead letters as JSON lines under
+    options.output (see the module doc), and with options.ordered the ``.trees`` files
+    (`WriteOrdered`). Nothing runs until the pipeline does; a pattern that matches no file
+    then fails it.
+
     Args:
+      pipeline: the Beam pipeline to add the transforms to.
+      options: what to read, how to parse, where to write.
       handler: the model handler (tests inject failing ones); by default a
-        `ParseModelHandler` of options.model_dir.
+        `ParseModelHandler` of options.model_dir with options.batch_size and max_words.
+
+    Returns:
+      ``{"parsed": PCollection, "rejected": PCollection}`` of dicts, every input line in
+      exactly one: parsed ``{"file": str, "line": int, "tree": str, "score": float}``;
+      rejected ``{"file": str, "line": int, "reason": str, "error": str}`` with reason one
+      of `sentences.REASONS` (``empty``, ``not_utf8``, ``too_long``, ``damaged`` and
+      ``too_many_words`` from reading; ``too_many_pieces`` and ``rejected`` from the model)
+      and error "REASON: detail".
+
+    Raises:
+      tetra_tf.errors.ExportError: the default handler cannot read the export's limits
+        file (see `ParseModelHandler`).
+
+    Example:
+        ```python
+        import apache_beam as beam
+        from apache_beam.options.pipeline_options import PipelineOptions
+        from tetra_tf import beam as tetra_beam
+
+        options = tetra_beam.ParseOptions(model_dir="models/tetra/1",
+                                          inputs=["corpus/*.txt"], output="out/trees")
+        with beam.Pipeline(options=PipelineOptions(runner="FnApiRunner")) as pipeline:
+            outputs = tetra_beam.build(pipeline, options)
+            _ = (outputs["rejected"]
+                 | beam.Map(lambda record: f"{record['file']}:{record['line']} "
+                                           f"{record['error']}")
+                 | beam.Map(print))
+        ```
     """
     handler = handler or ParseModelHandler(options.model_dir, options.batch_size,
                                            options.max_words)
@@ -320,7 +574,18 @@ def build(pipeline: beam.Pipeline, options: ParseOptions,
 
 
 def counters(result) -> dict[str, int]:
-    """The pipeline's tetra_tf counters (committed values) after it finished."""
+    """The pipeline's tetra_tf counters (committed values) after it finished.
+
+    Args:
+      result: the finished pipeline's PipelineResult (``pipeline.run()``, waited for).
+
+    Returns:
+      Each counter of `METRICS_NAMESPACE` by name, summed over steps: those the pipeline
+      incremented of ``files_read``, ``lines_read``, ``sentences_parsed``,
+      ``words_parsed`` and ``rejected_<reason>``, and RunInference's own counters
+      (``num_inferences``, ``failed_batches_counter``). A counter never incremented may be
+      missing (`run` adds its own as 0).
+    """
     from apache_beam.metrics.metric import MetricsFilter  # pylint: disable=import-outside-toplevel
 
     query = result.metrics().query(MetricsFilter().with_namespace(METRICS_NAMESPACE))
@@ -333,7 +598,40 @@ def counters(result) -> dict[str, int]:
 
 def run(options: ParseOptions, pipeline_options, handler: Optional[ModelHandler] = None
         ) -> dict[str, int]:
-    """Runs the pipeline to the end; returns its counters (see `counters`)."""
+    """Runs the pipeline (`build`) to the end; returns its counters (see `counters`).
+
+    Args:
+      options: what to read, how to parse, where to write.
+      pipeline_options: Beam's PipelineOptions (the runner and its options); locally use
+        ``PipelineOptions(runner="FnApiRunner")``.
+      handler: the model handler; by default a `ParseModelHandler` (as `build`).
+
+    Returns:
+      The counters by name (`counters`), with ``files_read``, ``lines_read``,
+      ``sentences_parsed``, ``words_parsed`` and ``rejected_<reason>`` for every reason of
+      `sentences.REASONS` always present (0 if none). Every line read is parsed or
+      rejected: ``lines_read`` = ``sentences_parsed`` + the ``rejected_*`` counts.
+
+    Raises:
+      tetra_tf.errors.ExportError: as `build`, before the pipeline runs.
+      Exception: the runner's error for a failed pipeline: an input pattern that matches
+        no file, a model that does not load (ExportError), or a model failing itself
+        (`tetra_tf.errors.ModelError`, whose message "the model failed: ..." the runner's
+        error carries). A refused sentence never fails it: it is a dead letter.
+
+    Example:
+        ```python
+        from apache_beam.options.pipeline_options import PipelineOptions
+        from tetra_tf import beam as tetra_beam
+
+        options = tetra_beam.ParseOptions(model_dir="models/tetra/1", inputs=["corpus/*.txt"],
+                                          output="out/trees", max_words=400, ordered=True)
+        totals = tetra_beam.run(options, PipelineOptions(runner="FnApiRunner"))
+        print(totals["sentences_parsed"], "of", totals["lines_read"], "lines parsed")
+        # out/trees-00000-of-00001.jsonl, out/trees-errors-00000-of-00001.jsonl and
+        # out/trees-ordered/*.trees
+        ```
+    """
     pipeline = beam.Pipeline(options=pipeline_options)
     build(pipeline, options, handler)
     result = pipeline.run()

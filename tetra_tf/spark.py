@@ -1,10 +1,14 @@
 r"""Parsing on Apache Spark: parse columns for a DataFrame of sentences, and the reading of
 text files into one (`python -m tetra_tf.spark_parse` is the command line).
 
-  from tetra_tf import spark as tetra_spark
-  parsed = tetra_spark.parse_column(df, "models/tetra/1", text_column="sentence")
-  # df's columns, then tree (one-line bracketed tree), score (its log-probability),
-  # reason and error (why a row was refused; null for a parsed row)
+Example:
+    ```python
+    from tetra_tf import spark as tetra_spark
+
+    parsed = tetra_spark.parse_column(df, "models/tetra/1", text_column="sentence")
+    # df's columns, then tree (one-line bracketed tree), score (its log-probability),
+    # reason and error (why a row was refused; null for a parsed row)
+    ```
 
 The sentence contract is `tetra_tf.sentences`': a row's text becomes words with
 `sentences.text_to_words` (or it is refused with one of `sentences.REASONS`); the model
@@ -25,7 +29,7 @@ Each worker's TensorFlow uses the task's cores (spark.task.cpus), not the whole 
 A model failure (anything but a refused sentence) fails the task, and so, after Spark's
 retries, the job: it does not turn every row into an error row.
 
-Files: `read_files` reads text files (plain, or .gz/.bz2/.xz by extension) with
+Files: `read_files` reads text files (plain, or .gz/.bz2/.xz/.lzma/.zst by extension) with
 `SparkContext.binaryFiles`, each file whole by one task, so line numbers are exact; its
 lines go through `sentences.read_lines`, so a damaged compressed file gives its readable
 lines, then one `damaged` row where the damage starts. `write_ordered` brings each file's
@@ -57,9 +61,12 @@ if TYPE_CHECKING:  # pyspark and TensorFlow are imported where they are used
 # The columns `parse_column` adds (replacing any of the same names, except a set reason).
 TREE, SCORE, REASON, ERROR = "tree", "score", "reason", "error"
 PARSE_COLUMNS = (TREE, SCORE, REASON, ERROR)
+"""The columns `parse_column` adds, in this order: ``tree`` (string), ``score`` (double),
+``reason`` (string) and ``error`` (string)."""
 # The rows `read_files` makes: one per input line.
 FILE, LINE, SENTENCE = "file", "line", "sentence"
 LINES_SCHEMA = "file string, line long, sentence string, reason string, error string"
+"""The schema of `read_files`' rows (a Spark DDL string): one row per input line."""
 
 # This Python worker's parsers by model directory; the threads loading one ahead of the
 # parse (`warm_workers`); the loads not yet added to a `loads` accumulator.
@@ -74,29 +81,66 @@ _unreported_loads: dict[str, list] = {}
 
 
 class LoadsParam:
-    """An AccumulatorParam for `loads`: lists of (host, pid, seconds), concatenated."""
+    """The AccumulatorParam of `loads_accumulator`: lists of (host, pid, seconds), joined.
+
+    It follows pyspark.AccumulatorParam's protocol (``zero`` and ``addInPlace``) without
+    subclassing it, so that importing this module does not need pyspark.
+    """
 
     # pyspark.AccumulatorParam's protocol (not subclassed: importing this module must not
     # need pyspark).
     @staticmethod
     def zero(value: list) -> list:
+        """The accumulator's starting value on a worker.
+
+        Args:
+          value: the accumulator's initial value (ignored).
+
+        Returns:
+          A new empty list.
+        """
         del value
         return []
 
     @staticmethod
     def addInPlace(value1: list, value2: list) -> list:  # noqa: N802 - pyspark's name
+        """Adds one list of loads to another (pyspark's name for the operation).
+
+        Args:
+          value1: the loads so far; extended in place.
+          value2: the loads to add.
+
+        Returns:
+          value1, with value2's loads appended.
+        """
         value1.extend(value2)
         return value1
 
 
 def loads_accumulator(context: "SparkContext") -> "Accumulator":
-    """An accumulator that `parse_column` adds one (host, pid, seconds) to per model load,
-    when the loading process first parses."""
+    """An accumulator counting the model loads of `parse_column`'s workers.
+
+    Each Python worker process that loads the model adds one ``(host, pid, seconds)`` tuple
+    (its host name, its process id, the load's wall-clock seconds) when it first parses,
+    a load `warm_workers` started included. Read ``.value`` on the driver after an action.
+
+    Args:
+      context: the session's SparkContext (``session.sparkContext``).
+
+    Returns:
+      A pyspark Accumulator whose value is a list of (host, pid, seconds), empty at first
+      (`LoadsParam`); pass it to `parse_column` as ``loads``.
+    """
     return context.accumulator([], LoadsParam())
 
 
 def task_cpus() -> int | None:
-    """The cores Spark gave the running task (spark.task.cpus), or None outside a task."""
+    """The cores Spark gave the running task (spark.task.cpus), to size TensorFlow by.
+
+    Returns:
+      The running task's cores (``TaskContext.cpus()``); None outside a Spark task (on the
+      driver, in a plain process) or where pyspark is not installed.
+    """
     try:
         from pyspark import TaskContext  # pylint: disable=import-outside-toplevel
     except ImportError:
@@ -136,9 +180,24 @@ def _cores_text(cores: int | None, sized: bool) -> str:
 def get_parser(model_dir: str, loads: "Accumulator | None" = None) -> "Parser":
     """The `Parser` of model_dir, loaded on the first call in this process and cached.
 
-    Inside a Spark task, TensorFlow's threads and the parser's concurrent model calls are
-    sized to the task's cores (see `cpu.share_cores`). A load `warm_workers` began is
-    waited for; loads adds the process's load the first time it parses.
+    The cache lives in this module, so with Spark's Python worker reuse the model is loaded
+    once per worker process. Inside a Spark task, TensorFlow's threads and the parser's
+    concurrent model calls are sized to the task's cores (see `cpu.share_cores`); elsewhere
+    the parser's defaults apply. A load `warm_workers` began is waited for. Each load is
+    reported on stderr.
+
+    Args:
+      model_dir: the export's directory; the cache's key (the same export under another
+        spelling of its path is loaded again).
+      loads: a `loads_accumulator`; this process's load, not yet reported, is added to it
+        the first time a call passes it. None (the default): not counted.
+
+    Returns:
+      The cached `tetra_tf.parser.Parser` of model_dir.
+
+    Raises:
+      tetra_tf.errors.ExportError: model_dir is not a usable tetra-tf export (nothing is
+        cached; the next call tries again).
     """
     warming = _warming.get(model_dir)
     if warming is not None:
@@ -191,6 +250,16 @@ def warm_workers(session: "SparkSession", model_dir: str) -> None:
     loaded, or being loaded, and TensorFlow's import and the model's loading overlap the
     reading of the input (`spark_parse.run` calls this first). Without reuse the loads are
     wasted. A load that fails here is logged; the parse task loads again and fails with it.
+
+    Args:
+      session: the active SparkSession; one task per core of its
+        ``sparkContext.defaultParallelism`` (at least one) is run.
+      model_dir: the export's directory, as `parse_column` will be given it (the cache's
+        key), readable by every worker.
+
+    Raises:
+      Exception: whatever Spark raises if the quick job itself fails (a worker that cannot
+        start Python, say); a failed model load does not raise here.
     """
     slots = max(1, session.sparkContext.defaultParallelism)
     with warnings.catch_warnings():  # mapInArrow passes Arrow batches: pandas is not used
@@ -202,10 +271,46 @@ def warm_workers(session: "SparkSession", model_dir: str) -> None:
 def parse_texts(parser: "Parser", texts: Sequence[str | None],
                 batch_size: int = DEFAULT_BATCH_SIZE, max_words: int = 0, tokenize: bool = False
                 ) -> list[tuple[str, float] | sentences.SentenceError]:
-    """Per text: (bracketed tree, score), or the SentenceError that refuses it.
+    """Parses texts with a parser, each failing alone: what `parse_column` does per batch.
+
+    Each text becomes words with `sentences.text_to_words` (checked against the parser's
+    `sentence_limits` lowered by max_words), then the accepted ones are parsed by
+    `Parser.parse_each` in model calls of at most batch_size sentences.
+
+    Args:
+      parser: a `tetra_tf.parser.Parser` (e.g. `get_parser`'s).
+      texts: one sentence per item: words separated by whitespace (PTB tokens), or raw
+        text with tokenize; None is refused as ``empty`` ("no text (null)").
+      batch_size: most sentences per model call (default `DEFAULT_BATCH_SIZE`, 64).
+      max_words: a text of more words is refused (``too_many_words``); 0 (the default):
+        only the export's own limit (``too_many_pieces``).
+      tokenize: each text is raw: split it into PTB tokens (`sentences.ptb_tokenize`)
+        instead of on whitespace. Default False.
+
+    Returns:
+      One item per text, in input order: ``(tree, score)`` (the one-line bracketed tree,
+      and its log-probability as a float), or the `sentences.SentenceError` refusing it:
+      its ``reason`` is ``empty``, ``too_many_words`` or ``too_many_pieces`` from the
+      contract, or what `Parser.parse_each` refuses alone (e.g. ``rejected``). A refused
+      sentence is returned, never raised.
 
     Raises:
-      ModelError: the model itself failed (see `Parser.parse_each`): the task fails.
+      tetra_tf.errors.ModelError: the model itself failed (see `Parser.parse_each`);
+        inside `parse_column` this fails the task.
+      ValueError: a negative max_words, or a batch_size below 1 (when a text is parsed).
+
+    Example:
+        ```python
+        from tetra_tf import sentences, spark as tetra_spark
+        from tetra_tf.parser import Parser
+
+        parser = Parser("models/tetra/1")
+        for result in tetra_spark.parse_texts(parser, ["The cat sat .", None, "   "]):
+            if isinstance(result, sentences.SentenceError):
+                print(result.reason, result.detail)   # empty no text (null), then empty
+            else:
+                tree, score = result
+        ```
     """
     limits = parser.sentence_limits.lowered(max_words=max_words)
     results: list[Any] = [None] * len(texts)
@@ -272,16 +377,55 @@ def parse_column(df: "DataFrame", model_dir: str, text_column: str = SENTENCE,
                  tokenize: bool = False, loads: "Accumulator | None" = None) -> "DataFrame":
     """df with the parse of its text_column: tree, score, reason, error (see the module doc).
 
+    Lazy, as any DataFrame transformation: nothing is parsed (and model_dir is not read)
+    until an action runs. Each Python worker loads the model once (`get_parser`); each
+    Arrow batch's rows are parsed by `parse_texts`. A refused sentence is never raised: it
+    becomes an error row. When an action runs, a model that fails to load
+    (`tetra_tf.errors.ExportError`) or fails itself (`tetra_tf.errors.ModelError`) fails the
+    task, and after Spark's retries the action raises Spark's own error (e.g.
+    pyspark.errors.PythonException) naming it.
+
     Args:
       df: one sentence per row in text_column (words separated by whitespace, PTB tokens;
-        raw text with tokenize). A row whose `reason` column is set is passed through.
+        raw text with tokenize). A row whose ``reason`` column is already set (such as a
+        line `read_files` refused) is passed through unparsed, its reason and error kept.
       model_dir: the export, a path every worker reads (local, gs://, ...).
-      batch_size: sentences per model call.
-      max_words: a sentence of more words is refused (too_many_words); 0: no limit.
-      loads: a `loads_accumulator`, to count the model loads.
+      text_column: the string column holding the sentences (default ``sentence``, as
+        `read_files` names it).
+      batch_size: most sentences per model call (default `DEFAULT_BATCH_SIZE`, 64).
+      max_words: a sentence of more words is refused (``too_many_words``); 0 (the default):
+        only the export's limit (``too_many_pieces``).
+      tokenize: the texts are raw: split them into PTB tokens (`sentences.ptb_tokenize`)
+        instead of on whitespace. Default False.
+      loads: a `loads_accumulator`, to count the model loads; None (the default): not
+        counted.
+
+    Returns:
+      A DataFrame of the same rows: df's columns (any of its own ``tree``, ``score``,
+      ``reason``, ``error`` columns dropped), then ``tree`` (string: the one-line bracketed
+      tree), ``score`` (double: its log-probability, ≤ 0), ``reason`` (string: one of
+      `sentences.REASONS`) and ``error`` (string: the refusal's detail, without the
+      ``reason: `` prefix). A parsed row has tree and score, with reason and error null; a
+      refused row the reverse. Reasons the parse gives: ``empty`` (a null or blank text),
+      ``too_many_words``, ``too_many_pieces``, ``rejected`` (the model refused it alone);
+      rows passed through keep theirs (``not_utf8``, ``too_long``, ``damaged``, ... from
+      `read_files`).
 
     Raises:
-      ValueError: no such column, or not a string column.
+      ValueError: df has no text_column, or it is not a string column (raised here, on the
+        driver).
+
+    Example:
+        ```python
+        from pyspark.sql import SparkSession
+        from tetra_tf import spark as tetra_spark
+
+        session = SparkSession.builder.getOrCreate()
+        df = session.createDataFrame([(1, "The cat sat ."), (2, "")], "id long, text string")
+        parsed = tetra_spark.parse_column(df, "/models/tetra/1", text_column="text")
+        parsed.select("id", "tree", "score", "reason").show(truncate=False)
+        # id 1: its tree and score; id 2: reason empty (tree and score null)
+        ```
     """
     from pyspark.sql.types import (  # pylint: disable=import-outside-toplevel
         DoubleType, StringType, StructField, StructType)
@@ -327,9 +471,43 @@ def read_files(session: "SparkSession", paths: Sequence[str], max_words: int = 0
                tokenize: bool = False, partitions: int = 0) -> "DataFrame":
     """The lines of text files as rows (LINES_SCHEMA): a sentence, or a reader's refusal.
 
+    Each file (plain, or .gz, .bz2, .xz, .lzma, .zst by extension; .zst needs the zstandard
+    package) is read whole by one task with `SparkContext.binaryFiles`, its lines by
+    `sentences.read_lines`, so line numbers are exact. Lazy: the files are read when an
+    action runs (a path that matches no file then fails it, with Spark's own error).
+
     Args:
+      session: the active SparkSession.
       paths: files, folders or globs Spark reads (Hadoop paths: local, hdfs://, s3a://, ...).
-      partitions: the lines are spread over this many partitions (0: 4 per core).
+      max_words: a line of more words is refused (``too_many_words``); 0 (the default): no
+        limit here (the export's is applied by `parse_column`).
+      max_line_bytes: a line of more bytes is refused (``too_long``) without being held
+        whole; default `sentences.DEFAULT_MAX_LINE_BYTES` (1 MiB).
+      tokenize: each line is raw text: split it into PTB tokens (`sentences.ptb_tokenize`);
+        the ``sentence`` column then holds the tokens. Default False.
+      partitions: the lines are spread over this many partitions (0, the default: 4 per
+        core of ``defaultParallelism``).
+
+    Returns:
+      A DataFrame of `LINES_SCHEMA`, one row per input line: ``file`` (string: the path as
+      Spark names it, e.g. ``file:/data/in.txt``), ``line`` (long: from 1), ``sentence``
+      (string: the line's words joined by single spaces), ``reason`` and ``error``
+      (strings: null for a line to parse; else one of `sentences.REASONS` (``empty``,
+      ``not_utf8``, ``too_long``, ``damaged``, ``too_many_words``) and the refusal's detail,
+      with sentence null). A damaged compressed file gives its readable lines, then one
+      ``damaged`` row where the damage starts. An empty file gives no rows.
+
+    Raises:
+      ValueError: a negative max_words.
+
+    Example:
+        ```python
+        from tetra_tf import spark as tetra_spark
+
+        lines = tetra_spark.read_files(session, ["/data/corpus/*.txt.gz"], max_words=400)
+        parsed = tetra_spark.parse_column(lines, "/models/tetra/1")   # its sentence column
+        parsed.write.parquet("/data/trees")
+        ```
     """
     context = session.sparkContext
     limits = sentences.SentenceLimits(max_line_bytes=max_line_bytes).lowered(
@@ -346,8 +524,21 @@ def read_files(session: "SparkSession", paths: Sequence[str], max_words: int = 0
 
 
 def input_files(session: "SparkSession", paths: Sequence[str]) -> list[str]:
-    """The files `read_files` reads for these paths, as its rows name them (empty files
-    included); listed on the JVM, without reading the files."""
+    """The files `read_files` reads for these paths, to give `write_ordered` every one.
+
+    Listed on the JVM without reading the files, with empty files included (which have no
+    rows in `read_files`' output).
+
+    Args:
+      session: the active SparkSession.
+      paths: the paths given to `read_files`.
+
+    Returns:
+      The files' paths, sorted, as `read_files`' ``file`` column names them.
+
+    Raises:
+      Exception: Spark's own error (a Py4J error) for a path that matches no file.
+    """
     # pylint: disable=protected-access
     return sorted(session.sparkContext._jsc.binaryFiles(",".join(paths), 1).keys().collect())
 
@@ -366,14 +557,26 @@ class _WriteOrdered:
 
 
 def write_ordered(results: "DataFrame", folder: str, files: Sequence[str]) -> list[str]:
-    """Writes each input file's trees in input order into `folder` (a qualified path), one
-    task per group of files, and an empty file for each input file without rows; returns
-    the input files.
+    """Writes each input file's trees in input order (the ordered output, --ordered).
+
+    Into `folder`, one ``.trees`` file per input file (its path below the input files'
+    common folder, see `bulk_options.OrderedWriter`): a tree or, for a refused line, an
+    empty line per input line; one task per group of files (at most 64 tasks), and an empty
+    file for each input file without rows.
 
     Args:
-      results: rows with file, line and tree (null for a refused line), every line of each
-        file exactly once.
+      results: rows with ``file``, ``line`` and ``tree`` (null for a refused line), every
+        line of each file exactly once (e.g. `parse_column` of `read_files`).
+      folder: where the files go: a qualified path every executor writes to the same
+        (``file:/...``, ``hdfs://...``), not a relative one.
       files: every input file (`input_files`).
+
+    Returns:
+      The input files, sorted: those given and those with rows.
+
+    Raises:
+      Exception: Spark's error for a failed write task; its cause is the writer's
+        RuntimeError when a file's line is missing or comes twice in results.
     """
     writer = bulk_options.OrderedWriter(folder, bulk_options.common_folder(files))
     written = set(results.select(FILE, LINE, TREE)
@@ -395,6 +598,19 @@ class LocalCluster:
     started with pyspark's bundled ``spark-class`` in its own process group; `stop` ends
     those groups (the workers' executors and Python workers with them).
 
+    For trying the CLI, the tests and bench/spark.py on one machine; needs pyspark and a
+    Java runtime. A context manager: leaving the ``with`` block calls `stop`.
+
+    Example:
+        ```python
+        from pyspark.sql import SparkSession
+        from tetra_tf import spark as tetra_spark
+
+        with tetra_spark.LocalCluster("/tmp/cluster", workers=2, cores=1) as cluster:
+            session = SparkSession.builder.master(cluster.url).getOrCreate()
+            ...
+        ```
+
     Attributes:
       url: the master's URL (spark://127.0.0.1:PORT).
       work_dir: the workers' folder: app-*/N/stderr holds each executor's (and its Python
@@ -406,6 +622,18 @@ class LocalCluster:
                  timeout: float = 120, env: dict[str, str] | None = None,
                  wait: bool = True):
         """Starts the master; with wait, also `wait` (else the caller calls it later).
+
+        Args:
+          root: a folder for the cluster's files (made if missing): each process's log
+            (``master.log``, ``workerN.log``), Spark's logs and the workers' work_dir.
+          workers: how many workers to start (default 2).
+          cores: cores each worker offers (default 1).
+          memory: memory each worker offers, in Spark's notation (default ``"2g"``).
+          timeout: seconds each process may take to come up (default 120).
+          env: variables added to the processes' environment (e.g. PYTHONPATH), over
+            os.environ and the ones set here (SPARK_HOME, SPARK_LOCAL_IP, PYSPARK_PYTHON, ...).
+          wait: also wait for the master, start the workers and wait for them (`wait`) before
+            returning (default True); False lets the caller do other work first.
 
         Raises:
           RuntimeError: with wait, as `wait`.
@@ -439,6 +667,8 @@ class LocalCluster:
     def wait(self) -> None:
         """Waits for the master, starts the workers, waits for them to register.
 
+        Call it once, after the constructor with ``wait=False``.
+
         Raises:
           RuntimeError: a process exited or did not come up within the timeout (the
             cluster is stopped).
@@ -457,6 +687,8 @@ class LocalCluster:
 
     @property
     def pids(self) -> list[int]:
+        """The started processes' ids (master first, then the workers), each its own process
+        group's leader."""
         return list(self._pids)
 
     def _start(self, name: str, *args: str) -> None:
@@ -484,7 +716,10 @@ class LocalCluster:
 
     def stop(self) -> None:
         """Ends each started process group (the JVM, its executors and their Python workers):
-        SIGTERM, then SIGKILL for what is left after 20 s."""
+        SIGTERM, then SIGKILL for what is left after 20 s.
+
+        Safe to call more than once (a later call has nothing to end).
+        """
         import signal  # pylint: disable=import-outside-toplevel
 
         groups = [process.pid for process in reversed(self._processes)]
@@ -504,7 +739,12 @@ class LocalCluster:
         self._processes.clear()
 
     def worker_stderr(self) -> str:
-        """The executors' stderr logs, concatenated."""
+        """The executors' stderr logs, concatenated: where the Python workers' messages go.
+
+        Returns:
+          The text of every ``work_dir/app-*/*/stderr``, in path order ("" if none), e.g.
+          to find `get_parser`'s "loaded the parser" lines.
+        """
         import glob  # pylint: disable=import-outside-toplevel
 
         text = ""
@@ -514,9 +754,11 @@ class LocalCluster:
         return text
 
     def __enter__(self) -> "LocalCluster":
+        """Returns the cluster itself."""
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        """Stops the cluster (`stop`); an exception is not suppressed."""
         self.stop()
 
 
