@@ -16,7 +16,7 @@ EPOCHS ?= 20
 INPUT ?= /dev/stdin
 OUTPUT ?= /dev/stdout
 
-.PHONY: install test data train evaluate export parser parse serve bench
+.PHONY: install test docs data train evaluate export parser parse serve bench
 
 install:
 	$(PYTHON) -m pip install -e ".[train,dev,docs,serving,beam,spacy,spark]"
@@ -27,6 +27,10 @@ install:
 PYTEST_WORKERS ?= auto
 test:
 	$(PYTHON) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile tests
+
+# The documentation site (docs/, mkdocs.yml) into site/; `make test` builds it too.
+docs:
+	$(PYTHON) -m mkdocs build --strict
 
 # TFRecords, tag vocabularies and gold trees for the NLTK sample's fixed splits.
 data: $(DATA_DIR)/train/trees.txt $(DATA_DIR)/dev/trees.txt $(DATA_DIR)/test/trees.txt

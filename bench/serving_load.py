@@ -100,7 +100,7 @@ GOAL_CLIENTS = 32  # The throughput goal's load: >= 0.8x the offline ceiling.
 def _parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
-        epilog="See the module docstring (python -c 'help(...)') or serving/README.md.")
+        epilog="See the module docstring (python -c 'help(...)') or docs/benchmarks.md.")
     parser.add_argument("--export_dir", default=None,
                         help=f"SavedModel to serve (default: {DEFAULT_EXPORT} if it exists, "
                         "else MiniLM with random heads)")

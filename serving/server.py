@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""A local server that speaks TensorFlow Serving's REST and gRPC APIs (see serving/README.md).
+r"""A local server that speaks TensorFlow Serving's REST and gRPC APIs (docs/guides/serving.md).
 
   python serving/server.py --model_base_path=models/tetra --model_name=tetra \
       --rest_api_port=8501 --port=8500
 
-The server is the package tetra_tf.serving (pip install -e ".[serving]"); this script is
+The server is the package tetra_tf.serving (pip install 'tetra-tf[serving]'); this script is
 its entry point (`--help` lists the flags).
 """
 

@@ -430,7 +430,7 @@ def test_empty_batch(loaded):
     assert _strings(out["tree"]) == ["", ""]
 
 
-# The README's one-liner, then the trees as JSON and the modules that got imported.
+# The export guide's one-liner, then the trees as JSON and the modules that got imported.
 ONE_LINER = ("import tensorflow as tf, tensorflow_text; m = tf.saved_model.load({path!r}); "
              "print(m.signatures['serving_default'](tf.constant(['The cat sat .']))['tree'])")
 _FRESH_PROCESS = r"""

@@ -1,4 +1,4 @@
-"""The export as a layer of a tf_keras model (README: "The SavedModel inside Keras")."""
+"""The export as a layer of a tf_keras model (docs/guides/export.md: the Keras layer)."""
 
 import tetra_tf  # noqa: F401  (selects Keras 2 before TensorFlow loads)
 
@@ -13,7 +13,7 @@ SENTENCES = ["The cat sat on the mat .", "Hi", "-LRB- 1\\/2 -RRB- `` quoted ''"]
 
 
 def test_export_as_a_keras_layer_saves_and_loads(tiny_export_dir, tmp_path):
-    # The README's example, verbatim.
+    # The export guide's example, verbatim.
     sentences = tf_keras.Input(shape=(), dtype=tf.string, name="sentences")
     trees = hub.KerasLayer(tiny_export_dir, signature="serving_default",
                            output_key="tree", name="tree")(sentences)

@@ -74,7 +74,7 @@ def share_cores(concurrent_calls: int, cores: int | None = None, *,
     flight on a 2-core CPU, their small matmuls and the ~2,000 small ops of a call then
     contend and hand work between threads; sized for them (one intra-op thread per call),
     `Parser` parsed 84-109 against 60 sentences a second at batch 1 and 188-230 against
-    184-194 at batch 64 (README.md, "4. Parse"; measured on 2 cores only).
+    184-194 at batch 64 (docs/design-notes.md; measured on 2 cores only).
 
     It does nothing once TensorFlow's runtime has started (its pools are fixed then) or
     where the pools were set already (e.g. by `tf.config.threading`). This is the one

@@ -636,7 +636,7 @@ def define_flags() -> None:
     flags.DEFINE_enum("encoder_dtype", DEFAULT_ENCODER_DTYPE, ENCODER_DTYPES,
                       "float32, or bfloat16: the encoder's dense matmuls in bfloat16 (about "
                       "1.45x the throughput at batch 64 on a CPU with AVX-512 BF16; see "
-                      "README for the F1 it costs).")
+                      "docs/guides/export.md for the F1 it costs).")
     flags.DEFINE_integer("pack_length", DEFAULT_PACK_LENGTH, "Pack several encoder windows "
                          "into rows of at least this many positions (block-diagonal "
                          "attention: the same trees, less padding); 0: one window per row.")

@@ -6,7 +6,7 @@ body with 413 itself (counted in the metrics here). The app (`RestApp`) routes T
 Serving's few paths, fills a `PredictRequest` for the one predict path (predictor.py), and
 answers in TF Serving's JSON. It is plain WSGI, not a web framework: the request is a
 small, fixed set of paths, and under load every millisecond of CPU a request costs in
-Python is taken from the model (measured in serving/README.md, "Load test").
+Python is taken from the model (measured: docs/benchmarks.md, "Serving under load").
 
 Answers are TF Serving's where it answers: any /v1/ request it cannot route (a wrong method
 included) is 400 "Malformed request: METHOD PATH", and :classify/:regress get TF Serving's 400
