@@ -237,9 +237,11 @@ def trained_run(tiny_encoder_dir, small_data_dirs, tmp_path_factory) -> dict:
 # The files that take longest, longest first: pytest-xdist's --dist loadfile hands files to
 # its workers in collection order, so starting these first keeps one long file from
 # running alone at the end (longest-processing-time-first scheduling).
-SLOWEST_FILES = ("test_train.py", "test_docs.py", "test_spark.py", "test_serving.py",
-                 "test_serving_config.py", "test_parse.py", "test_beam.py", "test_ways_in.py",
-                 "test_export.py", "test_warmup.py", "test_model_card.py")
+SLOWEST_FILES = ("test_docs.py", "test_train.py", "test_serving.py", "test_spark.py",
+                 "test_serving_config.py", "test_serving_metrics.py", "test_parse.py",
+                 "test_beam.py", "test_ways_in.py", "test_runtime.py", "test_export.py",
+                 "test_spacy_component.py", "test_warmup.py", "test_model_card.py",
+                 "test_export_ops.py")
 
 
 def pytest_collection_modifyitems(items):
