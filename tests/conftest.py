@@ -10,8 +10,12 @@ _SHARED_NLTK_DATA = os.path.abspath(
 if "NLTK_DATA" not in os.environ and os.path.isdir(_SHARED_NLTK_DATA):
     os.environ["NLTK_DATA"] = _SHARED_NLTK_DATA
 
+import contextlib
+import json
 import subprocess
 import sys
+import time
+import urllib.request
 
 import pytest
 
@@ -181,6 +185,32 @@ def run_module(module: str, *args: str, stdin: str | None = None,
     return subprocess.run([sys.executable, "-m", module, *args], env=subprocess_env(),
                           input=stdin, capture_output=True, text=True, timeout=timeout,
                           check=False)
+
+
+@contextlib.contextmanager
+def served_until_done(process: subprocess.Popen, rest_port: int, log_path: str,
+                      timeout_s: float = 180):
+    """Yields once the server `process` reports a version of model "tetra" AVAILABLE on
+    rest_port (failing with its log if it exits first); terminates it when the block ends."""
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            assert process.poll() is None, open(log_path, encoding="utf-8").read()[-3000:]
+            with contextlib.suppress(OSError, ValueError):
+                status = json.load(urllib.request.urlopen(
+                    f"http://127.0.0.1:{rest_port}/v1/models/tetra", timeout=5))
+                if any(version.get("state") == "AVAILABLE"
+                       for version in status["model_version_status"]):
+                    break
+            assert time.monotonic() < deadline, "the server did not come up"
+            time.sleep(0.3)
+        yield process
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
 
 
 def run_python(code: str, timeout: float = 300) -> str:

@@ -15,23 +15,19 @@
 from __future__ import annotations
 
 import ast
-import contextlib
 import dataclasses
 import glob
 import importlib.util
-import json
 import os
 import re
 import shutil
 import socket
 import subprocess
 import sys
-import time
-import urllib.request
 
 import pytest
 
-from conftest import REPO_ROOT, subprocess_env
+from conftest import REPO_ROOT, served_until_done, subprocess_env
 
 README = os.path.join(REPO_ROOT, "README.md")
 DOCS_DIR = os.path.join(REPO_ROOT, "docs")
@@ -295,25 +291,8 @@ def server(place):
     with open(log_path, "wb") as log:
         process = subprocess.Popen(["bash", "-c", "exec " + command], cwd=place.directory,
                                    env=place.env(), stdout=log, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 180
-        while True:
-            assert process.poll() is None, open(log_path, encoding="utf-8").read()[-3000:]
-            with contextlib.suppress(OSError, ValueError):
-                status = json.load(urllib.request.urlopen(
-                    f"http://127.0.0.1:{place.rest_port}/v1/models/tetra", timeout=5))
-                if any(version.get("state") == "AVAILABLE"
-                       for version in status["model_version_status"]):
-                    break
-            assert time.monotonic() < deadline, "the server did not come up"
-            time.sleep(0.3)
-        yield process
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
+    with served_until_done(process, place.rest_port, log_path) as running:
+        yield running
 
 
 @pytest.mark.parametrize("name", ["cli", "python", "spacy", "beam", "spark"])

@@ -8,7 +8,6 @@ import statistics
 import time
 
 import numpy as np
-import pytest
 import tensorflow as tf
 from tensorflow_serving.apis import prediction_log_pb2
 

@@ -9,13 +9,12 @@ import os
 import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 
 import pytest
 
-from conftest import REPO_ROOT, subprocess_env
+from conftest import REPO_ROOT, served_until_done, subprocess_env
 from tetra_tf import sentences
 
 SERVER_SCRIPT = os.path.join(REPO_ROOT, "serving", "server.py")
@@ -62,24 +61,8 @@ def _server(export_dir: str, log_path: str):
             [sys.executable, SERVER_SCRIPT, f"--model_base_path={os.path.dirname(export_dir)}",
              "--model_name=tetra", f"--rest_api_port={rest_port}", f"--port={grpc_port}"],
             stdout=log, stderr=subprocess.STDOUT, env=subprocess_env(), cwd=REPO_ROOT)
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert process.poll() is None, open(log_path, encoding="utf-8").read()
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{rest_port}/v1/models/tetra",
-                                       timeout=5).read()
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "server not ready"
-                time.sleep(0.3)
+    with served_until_done(process, rest_port, log_path):
         yield rest_port, grpc_port
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
 
 
 def _answer(tree: str | None = None, reason: str | None = None) -> tuple:
