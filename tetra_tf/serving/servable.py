@@ -17,7 +17,6 @@ from tetra_tf.serving.admission import Limits, ModelLimits
 from tetra_tf.serving.errors import RequestError, first_line, log_safe
 
 
-
 class PieceCounter:
     """Counts a request's WordPiece pieces as the export's graph will, before it runs.
 
@@ -163,7 +162,7 @@ class ServedModel:
         Returns:
           The number of model calls made.
         """
-        requests = read_warmup_requests(self.export_dir, self._tf)
+        requests = read_warmup_requests(self.export_dir)
         if not requests:
             requests = [(signature_name, {name: _warm_up_array(spec) for name, spec
                                           in self._input_specs[signature_name].items()})
@@ -207,12 +206,9 @@ class ServedModel:
         return outputs
 
 
-def read_warmup_requests(export_dir: str, tf: Any) -> list[tuple[str, dict[str, np.ndarray]]]:
+def read_warmup_requests(export_dir: str) -> list[tuple[str, dict[str, np.ndarray]]]:
     """The predict requests among an export's warm-up records, in file order, as
     (signature name, input arrays); [] if it has no warm-up file.
-
-    Args:
-      tf: the tensorflow module (imported by the caller).
 
     Raises:
       RequestError: for a file that is not TFRecords of PredictionLog protos (500).
@@ -220,6 +216,7 @@ def read_warmup_requests(export_dir: str, tf: Any) -> list[tuple[str, dict[str, 
     path = os.path.join(export_dir, export_format.WARMUP_FILE)
     if not os.path.isfile(path):
         return []
+    import tensorflow as tf
     from tensorflow_serving.apis import prediction_log_pb2
 
     requests = []
