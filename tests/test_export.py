@@ -313,6 +313,30 @@ def test_packed_windows_give_the_keras_taggers_logits(loaded, model_dir):
                                  is_word)
 
 
+def test_layer_mix_is_exported_and_gives_the_keras_taggers_logits(tmp_path):
+    model_dir = str(tmp_path / "mixed")
+    tiny_model.make_model_dir(model_dir, max_stack_depth=6, mixed_layers=2)
+    export_path = str(tmp_path / "export")
+    export.export(model_dir, export_path)
+    mixed = tf.saved_model.load(export_path)
+    tagger, _ = export.load_tagger(model_dir, os.path.join(model_dir, "best", "model"))
+    np.testing.assert_allclose(tagger.layer_weights().sum(), 1.5, rtol=1e-6)
+    rng = random.Random(3)
+    long_sentence = [rng.choice(["cat", "Smith", "1\\/2", "quoted"]) for _ in range(300)]
+    for words in ([["The", "cat", "sat", "."]],  # one encoder call
+                  [long_sentence, ["a"], [], ["Smith", "quoted"]]):  # packed windows
+        inputs, is_word = _encode_inputs(mixed, words)
+        expected = tagger(dict(zip(_ENCODE_INPUTS, inputs)), training=False)
+        _assert_same_word_logits(mixed.encode(*inputs), expected, is_word)
+        # The mix matters: the last layer alone gives other logits.
+        last_only = tagger.head_logits(tf.gather(
+            tf.reshape(tagger.encoder({k: tf.reshape(x, [-1, x.shape[-1]]) for k, x in
+                                       zip(_ENCODE_INPUTS, inputs[:3])})["sequence_output"],
+                       [inputs[0].shape[0], -1, 32]), inputs[3], batch_dims=1))
+        assert not np.allclose(last_only["leaf_logits"].numpy()[is_word],
+                               expected["leaf_logits"].numpy()[is_word], atol=1e-3)
+
+
 def test_packed_and_unpacked_exports_give_the_same_trees_on_the_test_split(model_dir, loaded,
                                                                           tmp_path):
     try:

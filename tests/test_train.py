@@ -1,5 +1,6 @@
 """Training: the learning-rate schedule, XLA and bfloat16 train like the default path,
-distribution strategies agree, a killed run resumes, bad input."""
+distribution strategies agree, a killed run resumes, weight averaging, the layer mix, a
+final fit on several data directories, bad input."""
 
 import collections
 import glob
@@ -351,6 +352,110 @@ def test_two_multi_worker_processes_train_together(tiny_encoder_dir, small_data_
     assert tf.train.latest_checkpoint(str(tmp_path / "mw" / "ckpt")).endswith("-3")
 
 
+# --------------------------------------------------------------------------------------
+# Weight averaging, the layer mix, which weights are kept, several training directories
+
+
+def test_weight_average_follows_its_ramped_decay_and_swaps_back():
+    variable = tf.Variable([0.0, 0.0])
+    average = train.WeightAverage([variable], decay=0.9)
+    expected = np.zeros(2)
+    for step, value in enumerate([1.0, 2.0, 3.0, 4.0, 5.0]):
+        variable.assign([value, -value])
+        average.update(tf.constant(step, tf.int64))
+        decay = min(0.9, (1 + step) / (10 + step))
+        expected = decay * expected + (1 - decay) * np.array([value, -value])
+    np.testing.assert_allclose(average.averages[0].numpy(), expected, rtol=1e-6)
+    assert not np.allclose(expected, [5.0, -5.0])  # The average lags the weights...
+    with average.swapped_in():  # ...the model holds it inside the block...
+        np.testing.assert_allclose(variable.numpy(), expected, rtol=1e-6)
+    np.testing.assert_allclose(variable.numpy(), [5.0, -5.0])  # ...its own weights after.
+
+
+def checkpoint_tensors(prefix: str, part: str) -> dict[str, np.ndarray]:
+    """The tensors of a checkpoint whose keys start with `part`, by key."""
+    reader = tf.train.load_checkpoint(prefix)
+    return {key: reader.get_tensor(key) for key in reader.get_variable_to_shape_map()
+            if key.startswith(part)}
+
+
+@pytest.fixture(scope="module")
+def averaged_mixed_run(tiny_encoder_dir, small_data_dirs, tmp_path_factory):
+    """Two epochs with an average of the weights, a mix of both layers, the last kept."""
+    model_dir = str(tmp_path_factory.mktemp("averaged") / "run")
+    config = train.TrainingConfig(batch_size=8, epochs=2, warmup_steps=2, learning_rate=1e-3,
+                                  ema_decay=0.9, mixed_layers=2, keep="last")
+    summary = train.train(small_data_dirs["train"], small_data_dirs["dev"], model_dir, config,
+                          tf.distribute.get_strategy(), encoder_path=tiny_encoder_dir,
+                          progress=False)
+    return {"model_dir": model_dir, "summary": summary}
+
+
+def test_kept_weights_are_the_average_and_score_as_reported(averaged_mixed_run,
+                                                            small_data_dirs):
+    model_dir = averaged_mixed_run["model_dir"]
+    history = json.loads(open(os.path.join(model_dir, "history.json")).read())
+    best = json.loads(open(os.path.join(model_dir, "best", "best.json")).read())
+    assert [h["epoch"] for h in history] == [1, 2]
+    assert best["epoch"] == 2  # --keep=last, whatever the dev F1 of epoch 1
+    latest = tf.train.latest_checkpoint(os.path.join(model_dir, "ckpt"))
+    kept, _ = train.model_dir_lib.load_tagger(model_dir, os.path.join(model_dir, "best", "model"))
+    trained, _ = train.model_dir_lib.load_tagger(model_dir, latest)
+    averages = checkpoint_tensors(latest, "weight_average/averages/")
+
+    def averaged_variables(tagger):  # the Trainer's order: encoder (no pooler), then heads
+        heads = {id(v) for v in tagger.head_variables}
+        return ([v for v in tagger.trainable_variables
+                 if id(v) not in heads and "pooler" not in v.name] + tagger.head_variables)
+
+    kept_values = [v.numpy() for v in averaged_variables(kept)]
+    trained_values = [v.numpy() for v in averaged_variables(trained)]
+    assert len(averages) == len(kept_values) > 10
+    # The kept model holds the averaged weights, which differ from the trained ones...
+    for i, value in enumerate(kept_values):
+        np.testing.assert_array_equal(
+            value, averages[f"weight_average/averages/{i}/.ATTRIBUTES/VARIABLE_VALUE"])
+    assert sum(not np.array_equal(k, t) for k, t in zip(kept_values, trained_values)) > 10
+    # ...and score on dev as the run reported for the epoch it kept.
+    scores = train.evaluate_model(model_dir, small_data_dirs["dev"])
+    assert scores["f1"] == pytest.approx(best["dev_f1"], abs=1e-6)
+
+
+def test_layer_mix_is_learned_and_saved_with_the_model(averaged_mixed_run):
+    model_dir = averaged_mixed_run["model_dir"]
+    spec = train.TaggerSpec.load(model_dir)
+    assert spec.heads.mixed_layers == 2
+    tagger, _ = train.model_dir_lib.load_tagger(model_dir,
+                                                os.path.join(model_dir, "best", "model"))
+    weights = tagger.layer_weights()
+    assert weights.shape == (2,)
+    # It started as an even mix with γ = 1: training moved it.
+    assert not np.allclose(weights, [0.5, 0.5], atol=1e-4)
+
+
+def test_final_fit_trains_on_several_directories_and_keeps_the_last_epoch(
+        tiny_encoder_dir, small_data_dirs, tmp_path):
+    model_dir = str(tmp_path / "final")
+    config = train.TrainingConfig(batch_size=8, epochs=1, warmup_steps=1)
+    both = f"{small_data_dirs['train']},{small_data_dirs['dev']}"
+    summary = train.train(both, None, model_dir, config, tf.distribute.get_strategy(),
+                          encoder_path=tiny_encoder_dir, progress=False)
+    tokenizer = SubwordTokenizer(os.path.join(tiny_encoder_dir, "vocab.txt"), lower_case=True)
+    input_config = input_pipeline.InputConfig(batch_size=8)
+    data = input_pipeline.tokenize_examples(
+        input_pipeline.read_examples([small_data_dirs["train"], small_data_dirs["dev"]]),
+        tokenizer)
+    summary_both = input_pipeline.summarize(data, input_config)
+    assert summary_both.num_examples == 96 + 24
+    assert summary["steps"] == summary_both.steps_per_epoch(input_config)
+    best = json.loads(open(os.path.join(model_dir, "best", "best.json")).read())
+    assert best["epoch"] == 1 and "dev_f1" not in best
+    runs = json.loads(open(os.path.join(model_dir, "training.json")).read())["runs"]
+    assert runs[0]["train_data"].split(",") == [os.path.abspath(small_data_dirs["train"]),
+                                                os.path.abspath(small_data_dirs["dev"])]
+    assert runs[0]["dev_data"] is None
+
+
 class TestBadInput:
     def run(self, tiny_encoder_dir, train_dir, model_dir, dev_dir=None, encoder=None):
         return train.train(train_dir, dev_dir, str(model_dir), train.TrainingConfig(batch_size=8),
@@ -403,6 +508,20 @@ class TestBadInput:
         with pytest.raises(FileNotFoundError, match="vocab.txt"):
             self.run(tiny_encoder_dir, small_data_dirs["train"], tmp_path / "m",
                      encoder=str(broken))
+
+    @pytest.mark.parametrize("field, value, message", [
+        ("ema_decay", 1.0, "must be in \\[0, 1\\)"),
+        ("ema_decay", -0.5, "must be in \\[0, 1\\)"),
+        ("mixed_layers", 0, "must be >= 1"),
+        ("mixed_layers", 3, "the encoder has only 2 layers"),
+    ])
+    def test_recipe_out_of_range(self, tiny_encoder_dir, small_data_dirs, tmp_path, field,
+                                 value, message):
+        config = train.TrainingConfig(batch_size=8, **{field: value})
+        with pytest.raises(train.UsageError, match=message):
+            train.train(small_data_dirs["train"], None, str(tmp_path / "m"), config,
+                        tf.distribute.get_strategy(), encoder_path=tiny_encoder_dir,
+                        max_steps=1, progress=False)
 
     def test_command_line_reports_one_line(self, tiny_encoder_dir, small_data_dirs, tmp_path):
         result = subprocess.run(

@@ -44,8 +44,9 @@ def encoder_vocab() -> list[str]:
 
 
 def make_model_dir(model_dir: str, max_stack_depth: int = 8, seed: int = 0,
-                   max_sequence_length: int = 512) -> TaggerSpec:
-    """Writes a tiny random model directory; returns its spec."""
+                   max_sequence_length: int = 512, mixed_layers: int = 1) -> TaggerSpec:
+    """Writes a tiny random model directory; returns its spec (with mixed_layers 2: an
+    uneven mix of both layers)."""
     taggings = [tags_lib.tree_to_tags(nltk.Tree.fromstring(t)) for t in TREES]
     vocabs = tags_lib.TagVocabularies.build(taggings)
     vocab_dir = os.path.join(model_dir, VOCAB_DIR)
@@ -57,7 +58,8 @@ def make_model_dir(model_dir: str, max_stack_depth: int = 8, seed: int = 0,
         encoders.EncoderConfig(vocab_size=len(pieces), hidden_size=32, num_layers=2,
                                num_attention_heads=2, intermediate_size=64,
                                max_sequence_length=max_sequence_length),
-        HeadsConfig(len(vocabs.leaf), len(vocabs.internal), len(vocabs.pos)),
+        HeadsConfig(len(vocabs.leaf), len(vocabs.internal), len(vocabs.pos),
+                    mixed_layers=mixed_layers),
         max_stack_depth)
     spec.save(model_dir)
     tf_keras.utils.set_random_seed(seed)
@@ -65,5 +67,8 @@ def make_model_dir(model_dir: str, max_stack_depth: int = 8, seed: int = 0,
     # Random heads give near-uniform tags; larger weights make decoding less trivial.
     for variable in tagger.head_variables:
         variable.assign(variable * 50.0)
+    if tagger.scalar_mix is not None:
+        tagger.scalar_mix.layer_logits.assign([0.7, -0.4][:mixed_layers])
+        tagger.scalar_mix.gamma.assign(1.5)
     tf.train.Checkpoint(model=tagger).write(os.path.join(model_dir, "best", "model"))
     return spec

@@ -136,7 +136,8 @@ class ParserModule(tf.Module):
         seq_length = encoder_config.max_sequence_length
         self.tokenizer = tokenizer
         self.encoder = InferenceEncoder(tagger.encoder, encoder_config,
-                                        compute_dtype=tf.as_dtype(encoder_dtype))
+                                        compute_dtype=tf.as_dtype(encoder_dtype),
+                                        layer_weights=tagger.layer_weights())
         self.pack_length = pack_length  # a Python int: fixed in the graph, not saved
         self.head_variables = list(tagger.head_variables)
         self.max_stack_depth = tf.Variable(max_stack_depth, dtype=tf.int32, trainable=False,
@@ -291,8 +292,8 @@ class WindowTagger:
         """
         self._tagger = tagger
         if encoder is None:
-            encoder = lambda *inputs: tagger.encoder(  # noqa: E731
-                dict(zip(ENCODER_INPUTS, inputs)), training=False)["sequence_output"]
+            encoder = lambda *inputs: tagger.sequence_features(  # noqa: E731
+                dict(zip(ENCODER_INPUTS, inputs)), training=False)
         self._encoder = encoder
         upper_bounds = [n for n in sorted(bucket_lengths) if n < seq_length] + [seq_length]
         self._upper_bounds = np.array(upper_bounds, dtype=np.int32)

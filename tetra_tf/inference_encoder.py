@@ -31,7 +31,15 @@ class InferenceEncoder(tf.Module):
     """
 
     def __init__(self, encoder, config: encoders.EncoderConfig,
-                 compute_dtype: tf.DType = tf.float32):
+                 compute_dtype: tf.DType = tf.float32, layer_weights=None):
+        """Args:
+          encoder: the trained `BertEncoderV2`.
+          config: its configuration.
+          compute_dtype: float32 or bfloat16, for the dense layers' matmuls.
+          layer_weights: the tagger's layer mix (`TetraTagger.layer_weights`): the output is
+            then Σ weight_k · the k-th of the last len(layer_weights) layers' outputs, not
+            the last layer's. None: the last layer's.
+        """
         super().__init__(name="inference_encoder")
         if compute_dtype not in (tf.float32, tf.bfloat16):
             raise ValueError(f"compute_dtype must be float32 or bfloat16, got {compute_dtype}")
@@ -41,6 +49,11 @@ class InferenceEncoder(tf.Module):
         self._head_size = config.head_size
         self._epsilon = config.norm_epsilon
         self._activation = config.activation
+        # The mix is fixed once trained: Python floats, folded into the graph as constants.
+        self._layer_weights = {}
+        if layer_weights is not None:
+            first = config.num_layers - len(layer_weights)
+            self._layer_weights = {first + k: float(w) for k, w in enumerate(layer_weights)}
         # pylint: disable=protected-access
         def copy(value, name):
             return tf.Variable(np.asarray(value, dtype=np.float32), trainable=False, name=name)
@@ -129,7 +142,8 @@ class InferenceEncoder(tf.Module):
             same_window = (tf.equal(segment_ids[:, :, None], segment_ids[:, None, :])
                            & (segment_ids[:, None, :] > 0))
             mask_bias = (1.0 - tf.cast(same_window, tf.float32))[:, None, :, :] * -1e9
-        for block in self.blocks:
+        mixed = None
+        for i, block in enumerate(self.blocks):
             qkv = self._dense(x, block["qkv_kernel"], block["qkv_bias"])
             qkv = tf.transpose(
                 tf.reshape(qkv, [count, length, 3, self._num_heads, self._head_size]),
@@ -143,4 +157,7 @@ class InferenceEncoder(tf.Module):
             inner = self._activate(self._dense(x, block["inner_kernel"], block["inner_bias"]))
             output = self._dense(inner, block["output_kernel"], block["output_bias"])
             x = self._layer_norm(x + output, block["output_gamma"], block["output_beta"])
-        return tf.reshape(x, [count, length, hidden])
+            if i in self._layer_weights:
+                term = self._layer_weights[i] * x
+                mixed = term if mixed is None else mixed + term
+        return tf.reshape(x if mixed is None else mixed, [count, length, hidden])

@@ -39,9 +39,11 @@ class InputConfig:
     static_shapes: bool = False
 
 
-def read_examples(data: str) -> tf.data.Dataset:
-    """Returns the parsed examples of a TFRecord directory or glob, in file order."""
-    files = records.record_files(data)
+def read_examples(data: str | Sequence[str]) -> tf.data.Dataset:
+    """Returns the parsed examples of TFRecord directories or globs (one or several, read
+    one after the other), in file order."""
+    files = [path for one in ([data] if isinstance(data, str) else data)
+             for path in records.record_files(one)]
     return tf.data.TFRecordDataset(files).map(
         records.parse_example, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
 

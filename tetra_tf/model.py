@@ -1,7 +1,8 @@
 """The tagger: a BERT encoder with per-word projection heads (paper §3.2).
 
-Each word is represented by the encoder's output at its last subword. From that one vector
-three linear heads score the word's leaf tag, the internal tag of the fencepost after the
+Each word is represented by the encoder's output at its last subword: the last layer's, or a
+learned mix of the last few layers (ELMo's scalar mix; `HeadsConfig.mixed_layers`). From
+that one vector three linear heads score the word's leaf tag, the internal tag of the fencepost after the
 word, and (beyond the paper) its part of speech, so raw words parse without a POS tagger.
 """
 
@@ -26,12 +27,37 @@ LOGIT_KEYS = {records.LEAF_TAG_IDS: "leaf_logits", records.INTERNAL_TAG_IDS: "in
 
 @dataclasses.dataclass
 class HeadsConfig:
-    """Sizes of the three output vocabularies and the dropout before the heads."""
+    """Sizes of the three output vocabularies, the dropout before the heads, and how many
+    of the encoder's last layers make the word features (1: the last layer alone)."""
 
     num_leaf_tags: int
     num_internal_tags: int
     num_pos_tags: int
     dropout_rate: float = 0.1
+    mixed_layers: int = 1
+
+
+class ScalarMix(tf_keras.layers.Layer):
+    """γ · Σ softmax(s)_k · layer_k over the encoder's last `num_layers` layers (Peters et
+    al. 2018), s and γ learned; s starts at 0 (an even mix), γ at 1."""
+
+    def __init__(self, num_layers: int, **kwargs):
+        super().__init__(**kwargs)
+        self.num_layers = num_layers
+
+    def build(self, input_shape):
+        self.layer_logits = self.add_weight(
+            "layer_logits", [self.num_layers], initializer="zeros", dtype=tf.float32)
+        self.gamma = self.add_weight("gamma", [], initializer="ones", dtype=tf.float32)
+        super().build(input_shape)
+
+    def layer_weights(self) -> tf.Tensor:
+        """The factor of each mixed layer, oldest first: γ · softmax(s)."""
+        return self.gamma * tf.nn.softmax(self.layer_logits)
+
+    def call(self, layers: list) -> tf.Tensor:
+        weights = tf.cast(self.layer_weights(), layers[-1].dtype)
+        return tf.add_n([weights[k] * layer for k, layer in enumerate(layers)])
 
 
 class TetraTagger(tf_keras.Model):
@@ -61,6 +87,20 @@ class TetraTagger(tf_keras.Model):
         self.leaf_head = head(heads.num_leaf_tags, "leaf_head")
         self.internal_head = head(heads.num_internal_tags, "internal_head")
         self.pos_head = head(heads.num_pos_tags, "pos_head")
+        self.scalar_mix = (ScalarMix(heads.mixed_layers, name="scalar_mix")
+                           if heads.mixed_layers > 1 else None)
+
+    def sequence_features(self, flat_inputs: dict, training=None) -> tf.Tensor:
+        """[N, L] encoder inputs → every subword's features [N, L, H]: the last layer's
+        output, or the scalar mix of the last `mixed_layers` layers."""
+        outputs = self.encoder(flat_inputs, training=training)
+        if self.scalar_mix is None:
+            return outputs["sequence_output"]
+        return self.scalar_mix(outputs["encoder_outputs"][-self.heads_config.mixed_layers:])
+
+    def layer_weights(self):
+        """The factors of the mixed layers as a numpy array, oldest first (None: no mix)."""
+        return None if self.scalar_mix is None else self.scalar_mix.layer_weights().numpy()
 
     def word_features(self, inputs: dict, training=None) -> tf.Tensor:
         """Returns the encoder output at each word's last subword: [B, W, H]."""
@@ -68,7 +108,7 @@ class TetraTagger(tf_keras.Model):
         shape = tf.shape(ids)
         batch_size, windows, length = shape[0], shape[1], shape[2]
         flat = {key: tf.reshape(inputs[key], [-1, length]) for key in ENCODER_INPUTS}
-        sequence = self.encoder(flat, training=training)["sequence_output"]
+        sequence = self.sequence_features(flat, training=training)
         sequence = tf.reshape(sequence, [batch_size, windows * length, -1])
         return tf.gather(sequence, inputs["word_end_positions"], batch_dims=1)
 
@@ -90,8 +130,11 @@ class TetraTagger(tf_keras.Model):
 
     @property
     def head_variables(self) -> list[tf.Variable]:
+        """The variables on top of the encoder (heads and layer mix), trained at the head
+        learning rate."""
+        mix = self.scalar_mix.trainable_variables if self.scalar_mix is not None else []
         return (self.leaf_head.trainable_variables + self.internal_head.trainable_variables
-                + self.pos_head.trainable_variables)
+                + self.pos_head.trainable_variables + mix)
 
 
 def tagging_loss_terms(outputs: dict, labels: dict) -> dict[str, tuple[tf.Tensor, tf.Tensor]]:

@@ -39,7 +39,7 @@ def record_training_run(model_dir: str, command: str | None, train_data: str,
 
     runs.append({
         "command": command, "date": _now(), "tetra_tf_version": __version__,
-        "train_data": os.path.abspath(train_data),
+        "train_data": ",".join(os.path.abspath(d) for d in train_data.split(",") if d),
         "dev_data": os.path.abspath(dev_data) if dev_data else None,
         "encoder": encoder or DEFAULT_ENCODER_NAME, "recipe": recipe,
         "train_sentences": train_sentences, "resumed_from_step": resumed_from_step})
@@ -74,13 +74,20 @@ def _split_name(data_dir: str | None) -> str | None:
     return os.path.basename(os.path.normpath(data_dir)) if data_dir else None
 
 
-def _data_stats(data_dir: str | None) -> dict[str, Any] | None:
-    """Sentence and word counts of a converted data directory (its stats.json), if present."""
-    if not data_dir:
+def _data_stats(data_dirs: str | None) -> dict[str, Any] | None:
+    """Sentence and word counts of converted data directories (comma-joined; their
+    stats.json), where present: one directory's, or the sums of several (a final fit)."""
+    if not data_dirs:
         return None
-    stats = read_json(os.path.join(data_dir, "stats.json")) or {}
-    keep = {key: stats[key] for key in ("input", "trees_written", "words") if key in stats}
-    return {"path": data_dir, **keep}
+    parts = [d for d in data_dirs.split(",") if d]
+    stats = [read_json(os.path.join(d, "stats.json")) or {} for d in parts]
+    result: dict[str, Any] = {"path": " + ".join(parts)}
+    for key in ("input", "trees_written", "words"):
+        values = [s[key] for s in stats if key in s]
+        if len(values) == len(parts):
+            result[key] = (" + ".join(map(str, values)) if key == "input"
+                           else sum(values))
+    return result
 
 
 def build(model_dir: str, checkpoint: str, module) -> dict[str, Any]:

@@ -19,6 +19,7 @@ Exit codes: 0 done; 2 bad flags or input (one line on stderr); 1 any other failu
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -65,6 +66,9 @@ class TrainingConfig:
     weight_decay: float = 0.01
     clip_norm: float = 1.0
     dropout_rate: float = 0.1
+    mixed_layers: int = 1
+    ema_decay: float = 0.0
+    keep: str = "best"
     max_stack_depth: int = 8
     checkpoint_every_steps: int = 200
     seed: int = 1
@@ -102,6 +106,7 @@ def get_strategy(tpu: str | None, strategy: str) -> tf.distribute.Strategy:
     raise UsageError(f"unknown --strategy {strategy!r}: use default, mirrored or multi_worker")
 
 
+KEEP_CHOICES = ("best", "last")
 MAX_WARMUP_FRACTION = 0.1
 MIN_TRAINING_STEPS = 2
 
@@ -187,8 +192,49 @@ def make_optimizer(peak: float, weight_decay: float, warmup_steps: int, total_st
     optimizer = tf_keras.optimizers.AdamW(
         learning_rate=WarmupLinearDecay(peak, warmup_steps, total_steps),
         weight_decay=weight_decay, beta_1=0.9, beta_2=0.999, epsilon=1e-6, name=name)
-    optimizer.exclude_from_weight_decay(var_names=["LayerNorm", "layer_norm", "bias"])
+    optimizer.exclude_from_weight_decay(
+        var_names=["LayerNorm", "layer_norm", "bias", "scalar_mix"])
     return optimizer
+
+
+class WeightAverage(tf.Module):
+    """An exponential moving average of the trainable weights, which evaluation, the kept
+    checkpoints and so the export use in place of the raw weights.
+
+    The decay ramps up as min(decay, (1 + t) / (10 + t)) at step t, so that the first
+    steps do not leave the average stuck near the initial (pretrained or random) weights.
+    """
+
+    def __init__(self, variables: list[tf.Variable], decay: float):
+        super().__init__(name="weight_average")
+        self.decay = decay
+        self._variables = variables
+        # Every replica holds the same weights after an update: the first one's average
+        # is every replica's.
+        self.averages = [tf.Variable(v.read_value(), trainable=False,
+                                     name=v.name.split(":")[0].replace("/", "_") + "_average",
+                                     aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+                         for v in variables]
+
+    def update(self, step: tf.Tensor) -> None:
+        """Moves the averages towards the current weights (in the train step)."""
+        step = tf.cast(step, tf.float32)
+        decay = tf.minimum(self.decay, (1.0 + step) / (10.0 + step))
+        for average, variable in zip(self.averages, self._variables):
+            average.assign_sub((1.0 - decay) * (average - tf.cast(variable, average.dtype)))
+
+    @contextlib.contextmanager
+    def swapped_in(self):
+        """Within the block, the model's variables hold the averages; after it, their own
+        values again."""
+        saved = [v.numpy() for v in self._variables]
+        for variable, average in zip(self._variables, self.averages):
+            variable.assign(average)
+        try:
+            yield
+        finally:
+            for variable, value in zip(self._variables, saved):
+                variable.assign(value)
 
 
 class Trainer:
@@ -215,6 +261,9 @@ class Trainer:
         # Build optimizer slots now, in the strategy scope, so checkpoints restore into them.
         self.encoder_optimizer.build(self.encoder_variables)
         self.head_optimizer.build(self.head_variables)
+        self.weight_average = (WeightAverage(self.encoder_variables + self.head_variables,
+                                             config.ema_decay)
+                               if config.ema_decay > 0 else None)
         # A nested tf.function is needed for XLA only: MirroredStrategy's all-reduces
         # misbehave inside one. (TPUStrategy compiles the whole replica step anyway.)
         self._replica_step = (tf.function(self._replica_train_step, jit_compile=True)
@@ -231,8 +280,18 @@ class Trainer:
                 "heads": float(tf.convert_to_tensor(self.head_optimizer.learning_rate))}
 
     def checkpoint(self) -> tf.train.Checkpoint:
+        parts = {}
+        if self.weight_average is not None:
+            parts["weight_average"] = self.weight_average
         return tf.train.Checkpoint(model=self.model, encoder_optimizer=self.encoder_optimizer,
-                                   head_optimizer=self.head_optimizer, step=self.step)
+                                   head_optimizer=self.head_optimizer, step=self.step, **parts)
+
+    def evaluated_weights(self):
+        """A context in which the model holds the weights to evaluate and keep: the
+        averaged ones with --ema_decay, else the trained ones."""
+        if self.weight_average is None:
+            return contextlib.nullcontext()
+        return self.weight_average.swapped_in()
 
     def _replica_train_step(self, batch: dict) -> tf.Tensor:
         context = tf.distribute.get_replica_context()
@@ -257,6 +316,8 @@ class Trainer:
             zip(gradients[:split], variables[:split]), skip_gradients_aggregation=True)
         self.head_optimizer.apply_gradients(
             zip(gradients[split:], variables[split:]), skip_gradients_aggregation=True)
+        if self.weight_average is not None:
+            self.weight_average.update(self.step)
         return context.all_reduce("sum", loss)  # Replica losses are shares of the global one.
 
     def _train_step(self, batch: dict) -> tf.Tensor:
@@ -315,9 +376,11 @@ def predict_trees(predict_fn, batches, vocabs: TagVocabularies,
     return gold, predicted
 
 
-def load_training_data(data_dir: str, vocabs: TagVocabularies, tokenizer: SubwordTokenizer,
-                       config: input_pipeline.InputConfig, what: str):
-    """Reads, tokenizes and checks one data directory; returns (cached dataset, summary)."""
+def load_training_data(data_dir: str | list[str], vocabs: TagVocabularies,
+                       tokenizer: SubwordTokenizer, config: input_pipeline.InputConfig,
+                       what: str):
+    """Reads, tokenizes and checks one data directory (or several, as one data set);
+    returns (cached dataset, summary)."""
     try:
         tokenized = input_pipeline.tokenize_examples(
             input_pipeline.read_examples(data_dir), tokenizer).cache()
@@ -325,17 +388,29 @@ def load_training_data(data_dir: str, vocabs: TagVocabularies, tokenizer: Subwor
     except FileNotFoundError as e:
         raise UsageError(f"{what}: {e}") from None
     except tf.errors.DataLossError as e:
-        raise UsageError(f"{what}: {data_dir} holds a corrupt TFRecord file ({e.message})") from None
+        raise UsageError(f"{what}: {_names(data_dir)} holds a corrupt TFRecord file "
+                         f"({e.message})") from None
     if summary.num_examples == 0:
-        raise UsageError(f"{what}: {data_dir} holds no examples")
+        raise UsageError(f"{what}: {_names(data_dir)} holds no examples")
     sizes = {records.LEAF_TAG_IDS: len(vocabs.leaf),
              records.INTERNAL_TAG_IDS: len(vocabs.internal), records.POS_TAG_IDS: len(vocabs.pos)}
     for key, size in sizes.items():
         if summary.max_tag_ids[key] >= size:
             raise UsageError(
-                f"{what}: {data_dir} has {key} up to {summary.max_tag_ids[key]}, beyond the "
+                f"{what}: {_names(data_dir)} has {key} up to {summary.max_tag_ids[key]}, beyond the "
                 f"vocabulary's {size} tags: the records were converted with another vocabulary")
     return tokenized, summary
+
+
+def _names(data_dir: str | list[str]) -> str:
+    return data_dir if isinstance(data_dir, str) else ",".join(data_dir)
+
+
+def split_data_dirs(train_data: str | list[str]) -> list[str]:
+    """--train_data's directories: one, or several joined by commas (e.g. train,dev for a
+    final fit on both)."""
+    dirs = train_data.split(",") if isinstance(train_data, str) else list(train_data)
+    return [d for d in dirs if d]
 
 
 def check_same_vocabulary(data_dir: str, vocabs: TagVocabularies, what: str) -> None:
@@ -370,7 +445,10 @@ def prepare_model_dir(model_dir: str, train_data: str, encoder_path: str | None,
         return vocabs, TaggerSpec.load(model_dir), None
     pretrained = encoders.load_pretrained_encoder(encoder_path)
     heads = HeadsConfig(len(vocabs.leaf), len(vocabs.internal), len(vocabs.pos),
-                        config.dropout_rate)
+                        config.dropout_rate, config.mixed_layers)
+    if config.mixed_layers > pretrained.config.num_layers:
+        raise UsageError(f"--mixed_layers={config.mixed_layers}: the encoder has only "
+                         f"{pretrained.config.num_layers} layers")
     spec = TaggerSpec(pretrained.config, heads, config.max_stack_depth)
     if not write:
         return vocabs, spec, pretrained
@@ -381,7 +459,7 @@ def prepare_model_dir(model_dir: str, train_data: str, encoder_path: str | None,
     return vocabs, spec, pretrained
 
 
-def train(train_data: str, dev_data: str | None, model_dir: str, config: TrainingConfig,
+def train(train_data: str | list[str], dev_data: str | None, model_dir: str, config: TrainingConfig,
           strategy: tf.distribute.Strategy, encoder_path: str | None = None,
           input_config: input_pipeline.InputConfig | None = None,
           max_steps: int | None = None, progress: bool = True,
@@ -389,8 +467,10 @@ def train(train_data: str, dev_data: str | None, model_dir: str, config: Trainin
     """Trains (or resumes training) and returns a summary of the run.
 
     Args:
-      train_data: a convert_ptb output directory (records and vocabularies).
-      dev_data: another one, scored with the decoder and EVALB after each epoch.
+      train_data: a convert_ptb output directory (records and vocabularies), or several
+        (a list, or joined by commas) of the same tag vocabulary, trained on as one set.
+      dev_data: another one, scored with the decoder and EVALB after each epoch (None:
+        no selection; each epoch's weights are kept, so the last epoch's in the end).
       model_dir: where checkpoints, the best model and logs go.
       config: the recipe.
       strategy: the distribution strategy.
@@ -400,9 +480,20 @@ def train(train_data: str, dev_data: str | None, model_dir: str, config: Trainin
       progress: show progress bars.
       command: the command line, recorded in training.json for the model card.
     """
-    if not os.path.isdir(train_data):
-        raise UsageError(f"--train_data: {train_data} is not a directory (make one with "
-                         "tools/convert_ptb.py)")
+    train_dirs = split_data_dirs(train_data)
+    if not train_dirs:
+        raise UsageError("--train_data is empty")
+    for directory in train_dirs:
+        if not os.path.isdir(directory):
+            raise UsageError(f"--train_data: {directory} is not a directory (make one with "
+                             "tools/convert_ptb.py)")
+    if config.keep not in KEEP_CHOICES:
+        raise UsageError(f"--keep={config.keep}: use one of {', '.join(KEEP_CHOICES)}")
+    if not 0.0 <= config.ema_decay < 1.0:
+        raise UsageError(f"--ema_decay={config.ema_decay}: must be in [0, 1) (0: no average)")
+    if config.mixed_layers < 1:
+        raise UsageError(f"--mixed_layers={config.mixed_layers}: must be >= 1 (1: the last "
+                         "layer alone)")
     # XLA compiles, and TPUs need, one program per shape: keep batch shapes static there.
     static_shapes = config.jit_compile or isinstance(strategy, tf.distribute.TPUStrategy)
     input_config = dataclasses.replace(input_config or input_pipeline.InputConfig(),
@@ -412,11 +503,11 @@ def train(train_data: str, dev_data: str | None, model_dir: str, config: Trainin
     if config.mixed_precision != "none":
         tf_keras.mixed_precision.set_global_policy(f"mixed_{config.mixed_precision}")
     try:
-        run = _prepare_run(train_data, dev_data, model_dir, config, strategy, encoder_path,
+        run = _prepare_run(train_dirs, dev_data, model_dir, config, strategy, encoder_path,
                            input_config)
         return _train(run, config, strategy, model_dir, max_steps, progress,
                       record=lambda start_step: model_card.record_training_run(
-                          model_dir, command, train_data, dev_data, encoder_path,
+                          model_dir, command, ",".join(train_dirs), dev_data, encoder_path,
                           dataclasses.asdict(config), run.train_summary.num_examples,
                           start_step))
     finally:
@@ -439,18 +530,19 @@ class _Run:
     trainer: "Trainer"
 
 
-def _prepare_run(train_data, dev_data, model_dir, config, strategy, encoder_path,
+def _prepare_run(train_dirs, dev_data, model_dir, config, strategy, encoder_path,
                  input_config) -> _Run:
     """Setup: the model directory, the data (tokenized, checked) and the trainer."""
     with strategy.scope():  # The pretrained encoder's variables must live in the strategy.
         vocabs, spec, pretrained = prepare_model_dir(
-            model_dir, train_data, encoder_path, config, write=is_chief(strategy))
-    check_same_vocabulary(train_data, vocabs, "--train_data")
+            model_dir, train_dirs[0], encoder_path, config, write=is_chief(strategy))
+    for directory in train_dirs:
+        check_same_vocabulary(directory, vocabs, "--train_data")
     encoder_vocab = (pretrained.vocab_path if pretrained
                      else model_dir_lib.encoder_vocab_path(model_dir))
     tokenizer = SubwordTokenizer(encoder_vocab, lower_case=spec.encoder.do_lower_case)
     train_set, train_summary = load_training_data(
-        train_data, vocabs, tokenizer, input_config, "--train_data")
+        train_dirs, vocabs, tokenizer, input_config, "--train_data")
     if train_summary.too_long:
         logging.warning("%d training sentences exceed %d subwords and are left out",
                         train_summary.too_long, max(input_config.bucket_lengths) - 2)
@@ -553,27 +645,34 @@ def _train(run: _Run, config: TrainingConfig, strategy: tf.distribute.Strategy,
         epoch_started = time.time()
         losses = _train_epoch(run, config, strategy, last_step, manager, writer, progress)
         step = int(run.trainer.step.numpy())
-        if step % run.steps_per_epoch or run.dev_set is None:
+        if step % run.steps_per_epoch:
             continue
-        dev_f1, dev_pos_accuracy = _score_dev(run)
         entry = {"epoch": step // run.steps_per_epoch, "step": step,
-                 "train_loss": float(np.mean(losses)) if losses else None,
-                 "dev_f1": dev_f1, "dev_pos_accuracy": dev_pos_accuracy,
-                 "epoch_seconds": round(time.time() - epoch_started, 1)}
-        history.append(entry)
-        with writer.as_default(step=step):
-            tf.summary.scalar("dev/f1", dev_f1)
-            tf.summary.scalar("dev/pos_accuracy", dev_pos_accuracy)
-        message = (f"epoch {entry['epoch']}: loss {entry['train_loss']:.4f}, dev F1 "
-                   f"{dev_f1:.2f}, dev POS {dev_pos_accuracy:.2f}")
-        if not chief:
-            continue
-        if dev_f1 > best["dev_f1"]:
-            best = dict(entry)
-            tf.train.Checkpoint(model=run.trainer.model).write(
-                os.path.join(model_dir, model_dir_lib.BEST_CHECKPOINT))
-            model_dir_lib.write_json(os.path.join(best_path, model_dir_lib.BEST_RECORD_FILE), best)
-            message += " (best)"
+                 "train_loss": float(np.mean(losses)) if losses else None}
+        with run.trainer.evaluated_weights():
+            if run.dev_set is not None:
+                entry["dev_f1"], entry["dev_pos_accuracy"] = _score_dev(run)
+            entry["epoch_seconds"] = round(time.time() - epoch_started, 1)
+            history.append(entry)
+            message = f"epoch {entry['epoch']}: loss {entry['train_loss']:.4f}"
+            if run.dev_set is not None:
+                with writer.as_default(step=step):
+                    tf.summary.scalar("dev/f1", entry["dev_f1"])
+                    tf.summary.scalar("dev/pos_accuracy", entry["dev_pos_accuracy"])
+                message += (f", dev F1 {entry['dev_f1']:.2f}, "
+                            f"dev POS {entry['dev_pos_accuracy']:.2f}")
+            if not chief:
+                continue
+            # --keep=best: the best dev F1 so far; --keep=last (or no dev set): every epoch's
+            # weights replace the kept ones, so the run's last epoch is kept.
+            if (config.keep == "last" or run.dev_set is None
+                    or entry["dev_f1"] > best["dev_f1"]):
+                best = dict(entry)
+                tf.train.Checkpoint(model=run.trainer.model).write(
+                    os.path.join(model_dir, model_dir_lib.BEST_CHECKPOINT))
+                model_dir_lib.write_json(
+                    os.path.join(best_path, model_dir_lib.BEST_RECORD_FILE), best)
+                message += " (best)" if config.keep == "best" and run.dev_set else " (kept)"
         print(message, file=sys.stderr, flush=True)
         model_dir_lib.write_json(os.path.join(model_dir, model_dir_lib.HISTORY_FILE), history)
     writer.close()
@@ -581,9 +680,9 @@ def _train(run: _Run, config: TrainingConfig, strategy: tf.distribute.Strategy,
             "seconds": time.time() - started, "best": best, "history": history}
 
 
-def evaluate_model(model_dir: str, data_dir: str, checkpoint: str | None = None,
-                   batch_size: int = 32) -> dict:
-    """Scores a trained model on a converted data set, as training scores the dev set.
+def parse_data(model_dir: str, data_dir: str, checkpoint: str | None = None,
+               batch_size: int = 32) -> tuple[list[str], list[nltk.Tree]]:
+    """Parses a converted data set with a trained model, as training parses the dev set.
 
     Args:
       model_dir: a training model directory.
@@ -592,8 +691,7 @@ def evaluate_model(model_dir: str, data_dir: str, checkpoint: str | None = None,
       batch_size: sentences per batch.
 
     Returns:
-      F1 and more with gold POS on the leaves (the standard), F1 with the predicted POS,
-      and the POS accuracy.
+      (gold trees, one line each; predicted trees), sentences in bucket order.
     """
     if checkpoint is None:
         model_dir, checkpoint = model_dir_lib.resolve_checkpoint(model_dir)
@@ -605,9 +703,23 @@ def evaluate_model(model_dir: str, data_dir: str, checkpoint: str | None = None,
     input_config = input_pipeline.InputConfig(batch_size=batch_size)
     data, _ = load_training_data(data_dir, vocabs, tokenizer, input_config, "--evaluate")
     predict = tf.function(lambda x: model(x, training=False), reduce_retracing=True)
-    scores = scoring.score_parses(*predict_trees(
-        predict, input_pipeline.evaluation_batches(data, tokenizer, input_config),
-        vocabs, spec.max_stack_depth))
+    return predict_trees(predict, input_pipeline.evaluation_batches(data, tokenizer, input_config),
+                         vocabs, spec.max_stack_depth)
+
+
+def evaluate_model(model_dir: str, data_dir: str, checkpoint: str | None = None,
+                   batch_size: int = 32) -> dict:
+    """Scores a trained model on a converted data set, as training scores the dev set.
+
+    Args: as `parse_data`'s.
+
+    Returns:
+      F1 and more with gold POS on the leaves (the standard), F1 with the predicted POS,
+      and the POS accuracy.
+    """
+    if checkpoint is None:
+        model_dir, checkpoint = model_dir_lib.resolve_checkpoint(model_dir)
+    scores = scoring.score_parses(*parse_data(model_dir, data_dir, checkpoint, batch_size))
     return {"checkpoint": checkpoint, **scores.to_dict()}
 
 
@@ -624,6 +736,12 @@ _CONFIG_HELP = {
     "weight_decay": "AdamW weight decay.",
     "clip_norm": "Global gradient norm clip.",
     "dropout_rate": "Dropout before the heads.",
+    "mixed_layers": "Word features from a learned scalar mix of the encoder's last N layers "
+                    "(1: the last layer alone).",
+    "ema_decay": "Evaluate, keep and export an exponential moving average of the weights "
+                 "with this decay (e.g. 0.999; 0: the trained weights themselves).",
+    "keep": "Which epoch's weights best/ keeps: 'best' dev F1, or the 'last' epoch (dev is "
+            "then only reported). Without --dev_data, the last.",
     "max_stack_depth": "Depth cap d of the decoder, recorded with the model.",
     "checkpoint_every_steps": "Checkpoint every N steps (and at every epoch's end).",
     "seed": "Seed for shuffling and initialization.",
@@ -635,7 +753,9 @@ _CONFIG_HELP = {
 def define_flags() -> None:
     """Defines the command line's flags; only when run as a program, so that importing
     this module (export, benchmarks) leaves the flag namespace free."""
-    flags.DEFINE_string("train_data", None, "Training data: a tools/convert_ptb.py output directory.")
+    flags.DEFINE_string("train_data", None, "Training data: a tools/convert_ptb.py output "
+                        "directory, or several joined by commas (same tag vocabulary), e.g. "
+                        "train,dev for a final fit.")
     flags.DEFINE_string("dev_data", None, "Dev data (same vocabulary), scored after every epoch.")
     flags.DEFINE_string("model_dir", None, "Where checkpoints, the best model and logs are written. "
                         "Rerunning with the same directory resumes training.")
@@ -646,7 +766,8 @@ def define_flags() -> None:
     flags.DEFINE_enum("strategy", "default", ["default", "mirrored", "multi_worker"],
                       "Strategy when --tpu is not set (multi_worker reads TF_CONFIG).")
     cli.define_dataclass_flags(TrainingConfig, _CONFIG_HELP,
-                               enums={"mixed_precision": ["none", "bfloat16"]},
+                               enums={"mixed_precision": ["none", "bfloat16"],
+                                      "keep": list(KEEP_CHOICES)},
                                skip=("jit_compile",))
     flags.DEFINE_bool("jit_compile", None, _CONFIG_HELP["jit_compile"])
     flags.DEFINE_integer("max_steps", None, "Stop at this global step (smoke runs).")
@@ -676,8 +797,10 @@ def main(argv) -> int:
                     progress=FLAGS.progress,
                     command=" ".join(["python -m tetra_tf.train"] + sys.argv[1:]))
     best = summary["best"]
-    print(f"trained to step {summary['steps']} in {summary['seconds']:.0f} s; best dev F1 "
-          f"{best.get('dev_f1', float('nan')):.2f} (epoch {best.get('epoch')})")
+    kept = (f"best dev F1 {best['dev_f1']:.2f} (epoch {best.get('epoch')})"
+            if config.keep == "best" and best.get("dev_f1", -1.0) >= 0
+            else f"kept epoch {best.get('epoch')}")
+    print(f"trained to step {summary['steps']} in {summary['seconds']:.0f} s; {kept}")
     return 0
 
 

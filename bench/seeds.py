@@ -1,0 +1,177 @@
+r"""Trains a recipe with several seeds and reports its F1 as mean ± standard deviation.
+
+One difference between two recipes means something only beside the spread that the seed
+alone gives, so every recipe comparison of the project goes through this script:
+
+  python bench/seeds.py --name=today --seeds=1,2,3
+  python bench/seeds.py --name=ema --seeds=1,2,3 --train_flags="--ema_decay=0.999"
+  python bench/seeds.py --report          # the table of every recipe run so far
+
+For each seed it trains `python -m tetra_tf.train --seed=S <--train_flags>` on the NLTK
+sample's train split into <runs_dir>/<name>/seed<S> (training picks its best epoch on dev,
+and resumes where a killed run stopped), then parses the dev and test splits with the
+kept weights and scores them with EVALB (COLLINS.prm): F1 with gold POS on the leaves
+(the standard) and with the parser's own POS, per split and on dev + test pooled (518
+sentences, a steadier figure than either). Each seed's figures go to its results.json;
+a seed with results is not run again. The report gives, per recipe, the mean ± sample
+standard deviation over its seeds, and the mean training time (wall clock of the
+training command, dev scoring after each epoch included).
+
+With --final_fit the recipe trains on train + dev without selection (its last weights are
+kept) and only the test split is scored.
+
+Exit codes: 0 done; 2 bad flags (one line on stderr); 1 a training run failed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import tetra_tf  # noqa: E402,F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
+
+from absl import flags  # noqa: E402
+
+from tetra_tf import cli  # noqa: E402
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("name", None, "The recipe's name: its runs go to <runs_dir>/<name>/.")
+flags.DEFINE_list("seeds", ["1", "2", "3"], "Seeds to train with.")
+flags.DEFINE_string("train_flags", "", "Flags for `python -m tetra_tf.train` that make the "
+                    "recipe (beyond --seed and the data and model directories).")
+flags.DEFINE_bool("final_fit", False, "Train on train + dev, keep the last weights, score "
+                  "the test split only.")
+flags.DEFINE_string("data_dir", "data/ptb_sample", "`make data`'s output: train/, dev/, test/.")
+flags.DEFINE_string("runs_dir", "runs/seeds", "Where every recipe's runs go.")
+flags.DEFINE_bool("report", False, "Only print the table of the runs in --runs_dir.")
+flags.DEFINE_string("report_file", None, "Also write the table (Markdown) here.")
+
+RESULTS_FILE = "results.json"
+SPLITS = ("dev", "test", "pooled")
+
+
+def run_seed(name: str, seed: int, train_flags: list[str], final_fit: bool, data_dir: str,
+             runs_dir: str) -> dict:
+    """Trains one seed (or resumes it), scores it, and writes its results.json."""
+    model_dir = os.path.join(runs_dir, name, f"seed{seed}")
+    results_path = os.path.join(model_dir, RESULTS_FILE)
+    if os.path.isfile(results_path):
+        with open(results_path) as f:
+            return json.load(f)
+    train_data = os.path.join(data_dir, "train")
+    data_flags = ([f"--train_data={train_data},{os.path.join(data_dir, 'dev')}"] if final_fit
+                  else [f"--train_data={train_data}", f"--dev_data={os.path.join(data_dir, 'dev')}"])
+    command = ([sys.executable, "-m", "tetra_tf.train", *data_flags, f"--model_dir={model_dir}",
+                f"--seed={seed}", "--noprogress"] + train_flags)
+    print(f"{name} seed {seed}: {shlex.join(command[1:])}", file=sys.stderr, flush=True)
+    os.makedirs(model_dir, exist_ok=True)
+    # A resumed seed adds its time to that of the runs before it.
+    timing_path = os.path.join(model_dir, "seeds_timing.json")
+    seconds = 0.0
+    if os.path.isfile(timing_path):
+        with open(timing_path) as f:
+            seconds = json.load(f)["train_seconds"]
+    started = time.time()
+    code = subprocess.call(command)
+    seconds += time.time() - started
+    with open(timing_path, "w") as f:
+        json.dump({"train_seconds": seconds}, f)
+    if code:
+        raise RuntimeError(f"{name} seed {seed}: training exited with {code}")
+    results = {"name": name, "seed": seed, "train_flags": train_flags, "final_fit": final_fit,
+               "train_seconds": round(seconds, 1), **score(model_dir, data_dir, final_fit)}
+    with open(results_path, "w") as f:
+        json.dump(results, f, indent=2)
+    return results
+
+
+def score(model_dir: str, data_dir: str, final_fit: bool) -> dict:
+    """Parses dev and test (test only after a final fit) and scores each and the two pooled."""
+    from tetra_tf import scoring, train  # noqa: PLC0415  (TensorFlow only when scoring)
+
+    parsed = {split: train.parse_data(model_dir, os.path.join(data_dir, split))
+              for split in (("test",) if final_fit else ("dev", "test"))}
+    if not final_fit:
+        parsed["pooled"] = tuple(parsed["dev"][i] + parsed["test"][i] for i in range(2))
+    figures = {}
+    for split, (gold, predicted) in parsed.items():
+        scores = scoring.score_parses(gold, predicted)
+        figures[split] = {"sentences": scores.sentences, "f1": scores.f1,
+                          "f1_predicted_pos": scores.f1_predicted_pos,
+                          "pos_accuracy": scores.pos_accuracy}
+    return figures
+
+
+def mean_std(values: list[float]) -> str:
+    if not values:
+        return "–"
+    if len(values) == 1:
+        return f"{values[0]:.2f}"
+    return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f}"
+
+
+def report(runs_dir: str) -> str:
+    """The Markdown table of every recipe under runs_dir (its seeds with results)."""
+    rows = []
+    names = sorted(os.listdir(runs_dir)) if os.path.isdir(runs_dir) else []
+    for name in names:
+        results = []
+        for seed_dir in sorted(os.listdir(os.path.join(runs_dir, name))):
+            path = os.path.join(runs_dir, name, seed_dir, RESULTS_FILE)
+            if os.path.isfile(path):
+                with open(path) as f:
+                    results.append(json.load(f))
+        if not results:
+            continue
+        cells = [name, ",".join(str(r["seed"]) for r in results)]
+        for split in SPLITS:
+            cells.append(mean_std([r[split]["f1"] for r in results if split in r]))
+        cells.append(mean_std([r["pooled"]["f1_predicted_pos"] for r in results
+                               if "pooled" in r]))
+        cells.append(f"{statistics.mean(r['train_seconds'] for r in results) / 60:.1f}")
+        cells.append(" ".join(results[0]["train_flags"]) + (" (train+dev)" if results[0]
+                                                            .get("final_fit") else ""))
+        rows.append(cells)
+    header = ["recipe", "seeds", "dev F1", "test F1", "pooled F1", "pooled F1, predicted POS",
+              "train min", "train flags"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def main(argv) -> int:
+    del argv
+    if not FLAGS.report:
+        cli.require("name")
+        try:
+            seeds = [int(seed) for seed in FLAGS.seeds]
+        except ValueError:
+            raise cli.UsageError(f"--seeds={','.join(FLAGS.seeds)}: give integers") from None
+        for split in ("train", "dev", "test"):
+            if not os.path.isdir(os.path.join(FLAGS.data_dir, split)):
+                raise cli.UsageError(f"--data_dir={FLAGS.data_dir} has no {split}/: run `make data`")
+        train_flags = shlex.split(FLAGS.train_flags)
+        for seed in seeds:
+            results = run_seed(FLAGS.name, seed, train_flags, FLAGS.final_fit, FLAGS.data_dir,
+                               FLAGS.runs_dir)
+            figures = ", ".join(f"{split} {results[split]['f1']:.2f}" for split in SPLITS
+                                if split in results)
+            print(f"{FLAGS.name} seed {seed}: F1 {figures}; "
+                  f"{results['train_seconds'] / 60:.1f} min", flush=True)
+    table = report(FLAGS.runs_dir)
+    print(table)
+    if FLAGS.report_file:
+        with open(FLAGS.report_file, "w") as f:
+            f.write(table + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    cli.run(main)
