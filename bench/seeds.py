@@ -14,8 +14,9 @@ kept weights and scores them with EVALB (COLLINS.prm): F1 with gold POS on the l
 (the standard) and with the parser's own POS, per split and on dev + test pooled (518
 sentences, a steadier figure than either). Each seed's figures go to its results.json;
 a seed with results is not run again. The report gives, per recipe, the mean ± sample
-standard deviation over its seeds, and the mean training time (wall clock of the
-training command, dev scoring after each epoch included).
+standard deviation over its seeds, and the mean training time (the sum of the epochs'
+wall-clock times in history.json, dev scoring after each epoch included; a resumed run
+adds the time of the epochs it finished, so a kill loses only the unfinished epoch's).
 
 With --final_fit the recipe trains on train + dev without selection (its last weights are
 kept) and only the test split is scored.
@@ -31,7 +32,6 @@ import shlex
 import statistics
 import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
@@ -72,19 +72,11 @@ def run_seed(name: str, seed: int, train_flags: list[str], final_fit: bool, data
                 f"--seed={seed}", "--noprogress"] + train_flags)
     print(f"{name} seed {seed}: {shlex.join(command[1:])}", file=sys.stderr, flush=True)
     os.makedirs(model_dir, exist_ok=True)
-    # A resumed seed adds its time to that of the runs before it.
-    timing_path = os.path.join(model_dir, "seeds_timing.json")
-    seconds = 0.0
-    if os.path.isfile(timing_path):
-        with open(timing_path) as f:
-            seconds = json.load(f)["train_seconds"]
-    started = time.time()
     code = subprocess.call(command)
-    seconds += time.time() - started
-    with open(timing_path, "w") as f:
-        json.dump({"train_seconds": seconds}, f)
     if code:
         raise RuntimeError(f"{name} seed {seed}: training exited with {code}")
+    with open(os.path.join(model_dir, "history.json")) as f:
+        seconds = sum(epoch["epoch_seconds"] for epoch in json.load(f))
     results = {"name": name, "seed": seed, "train_flags": train_flags, "final_fit": final_fit,
                "train_seconds": round(seconds, 1), **score(model_dir, data_dir, final_fit)}
     with open(results_path, "w") as f:

@@ -1,0 +1,52 @@
+"""bench/seeds.py's report: per recipe, mean ± standard deviation over the seeds run."""
+
+import json
+import os
+import subprocess
+import sys
+
+from conftest import REPO_ROOT, subprocess_env
+
+sys.path.insert(0, os.path.join(REPO_ROOT, "bench"))
+import seeds  # noqa: E402
+
+
+def write_results(runs_dir, name, seed, dev, test, pooled, minutes, final_fit=False):
+    directory = runs_dir / name / f"seed{seed}"
+    directory.mkdir(parents=True)
+    figures = {"test": {"f1": test, "f1_predicted_pos": test - 1}}
+    if not final_fit:
+        figures["dev"] = {"f1": dev, "f1_predicted_pos": dev - 1}
+        figures["pooled"] = {"f1": pooled, "f1_predicted_pos": pooled - 1}
+    (directory / seeds.RESULTS_FILE).write_text(json.dumps(
+        {"name": name, "seed": seed, "train_flags": ["--ema_decay=0.999"] if final_fit else [],
+         "final_fit": final_fit, "train_seconds": minutes * 60, **figures}))
+
+
+def test_report_gives_mean_and_sample_std_per_recipe(tmp_path):
+    write_results(tmp_path, "today", 1, 88.0, 86.0, 87.0, 30)
+    write_results(tmp_path, "today", 2, 87.0, 85.0, 86.0, 32)
+    write_results(tmp_path, "today", 3, 89.0, 87.0, 88.0, 34)
+    write_results(tmp_path, "final", 1, None, 87.5, None, 40, final_fit=True)
+    (tmp_path / "today" / "seed4").mkdir()  # a seed still training: not counted
+    lines = seeds.report(str(tmp_path)).splitlines()
+    assert len(lines) == 4
+    rows = {line.split(" | ")[0].strip("| "): line.split(" | ") for line in lines[2:]}
+    today = rows["today"]
+    assert today[1:7] == ["1,2,3", "88.00 ± 1.00", "86.00 ± 1.00", "87.00 ± 1.00",
+                          "86.00 ± 1.00", "32.0"]
+    final = rows["final"]
+    assert final[2:5] == ["–", "87.50", "–"]
+    assert final[7].strip(" |") == "--ema_decay=0.999 (train+dev)"
+
+
+def test_bad_flags_are_one_line(tmp_path):
+    for flags, message in ((["--seeds=1,x", "--name=a"], "give integers"),
+                           (["--seeds=1"], "--name is required"),
+                           (["--name=a", f"--data_dir={tmp_path}"], "has no train/")):
+        result = subprocess.run([sys.executable, os.path.join(REPO_ROOT, "bench", "seeds.py"),
+                                 f"--runs_dir={tmp_path / 'runs'}", *flags],
+                                capture_output=True, text=True, env=subprocess_env(),
+                                timeout=120, check=False)
+        assert result.returncode == 2, result.stderr
+        assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
