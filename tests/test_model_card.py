@@ -59,6 +59,7 @@ def test_describe_prints_the_card(trained_run):
     assert f"dev F1 {card['scores']['dev']['f1']:.2f}" in result.stdout
     assert f"test F1 {trained_run['evaluation']['f1']:.2f}" in result.stdout
     assert tetra_tf.__version__ in result.stdout and "hidden 32" in result.stdout
+    assert "- kept weights: the epoch with the best dev F1\n" in result.stdout
 
 
 def test_export_without_a_card_still_loads_and_says_so(tiny_export_dir, tmp_path):

@@ -454,6 +454,16 @@ def test_final_fit_trains_on_several_directories_and_keeps_the_last_epoch(
     assert runs[0]["train_data"].split(",") == [os.path.abspath(small_data_dirs["train"]),
                                                 os.path.abspath(small_data_dirs["dev"])]
     assert runs[0]["dev_data"] is None
+    # The export's card says what the weights were trained on and how they were kept.
+    from tetra_tf import export, export_format  # noqa: PLC0415
+    export_dir = str(tmp_path / "export")
+    export.export(model_dir, export_dir)
+    card = export_format.read_card(export_dir)
+    assert card["scores"]["dev"] is None
+    rendered = export_format.render_card(card)
+    assert (f"- train data: {os.path.abspath(small_data_dirs['train'])} + "
+            f"{os.path.abspath(small_data_dirs['dev'])}") in rendered
+    assert "- kept weights: the last epoch (no dev data: nothing selected)" in rendered
 
 
 class TestBadInput:

@@ -214,6 +214,8 @@ def render_card(card: dict[str, Any]) -> str:
                 extra = ", ".join(f"{k} {v}" for k, v in data.items() if k != "path")
                 lines.append(f"- {split.replace('_', ' ')}: {data['path']}"
                              + (f" ({extra})" if extra else ""))
+        if training.get("kept_weights"):
+            lines.append(f"- kept weights: {training['kept_weights']}")
         lines.append(f"- training command: {training.get('command') or 'unknown'}")
         lines.append(f"- trained: {training.get('date')} ({training.get('runs')} run(s))")
     else:

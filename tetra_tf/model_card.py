@@ -90,6 +90,22 @@ def _data_stats(data_dirs: str | None) -> dict[str, Any] | None:
     return result
 
 
+def _kept_weights(run: dict[str, Any]) -> str:
+    """Which weights a run keeps, in words: its selection and averaging."""
+    recipe = run.get("recipe") or {}
+    if run.get("dev_data") and recipe.get("keep", "best") == "best":
+        kept = "the epoch with the best dev F1"
+    elif run.get("dev_data"):
+        kept = "the last epoch (dev F1 reported, not used to select)"
+    else:
+        kept = "the last epoch (no dev data: nothing selected)"
+    if recipe.get("ema_decay"):
+        kept += f"; an exponential moving average of the weights (decay {recipe['ema_decay']})"
+    if recipe.get("mixed_layers", 1) > 1:
+        kept += f"; word features mix the encoder's last {recipe['mixed_layers']} layers"
+    return kept
+
+
 def build(model_dir: str, checkpoint: str, module) -> dict[str, Any]:
     """Gathers the card of an export of `checkpoint` (in model_dir) as `module` (ParserModule)."""
     from tetra_tf import __version__  # pylint: disable=import-outside-toplevel
@@ -106,7 +122,8 @@ def build(model_dir: str, checkpoint: str, module) -> dict[str, Any]:
     best = read_json(os.path.join(model_dir, BEST_DIR, BEST_RECORD_FILE))
     history = read_json(os.path.join(model_dir, HISTORY_FILE)) or []
     for record in [best] + list(reversed(history)):
-        if record and step is not None and record.get("step") == step:
+        if (record and step is not None and record.get("step") == step
+                and record.get("dev_f1") is not None):
             dev = {"f1": record.get("dev_f1"), "pos_accuracy": record.get("dev_pos_accuracy"),
                    "epoch": record.get("epoch"), "step": step}
             break
@@ -154,6 +171,7 @@ def build(model_dir: str, checkpoint: str, module) -> dict[str, Any]:
             "dev_data": _data_stats(first.get("dev_data")),
             "train_sentences": first.get("train_sentences"),
             "recipe": first.get("recipe"),
+            "kept_weights": _kept_weights(first),
         } if runs else None,
         "scores": {
             "metric": "EVALB F1 (COLLINS.prm), gold POS on the leaves; POS accuracy of the "
