@@ -54,6 +54,9 @@ def test_mirrored_two_cpus_matches_default_strategy(tiny_encoder_dir, small_data
     np.testing.assert_allclose(found["single_losses"], found["mirrored_losses"], rtol=1e-5)
     assert found["max_weight_change"] > 1e-4  # The steps did move the weights...
     assert found["max_weight_difference"] < 1e-5  # ...identically under both strategies.
+    # The weight average lags the weights, and is the same under both strategies.
+    assert found["max_average_lag"] > 1e-5
+    assert found["max_average_difference"] < 1e-5
 
 
 def logged_scalars(log_dir) -> dict[str, dict[int, float]]:

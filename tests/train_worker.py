@@ -2,7 +2,8 @@
 
   python tests/train_worker.py compare ENCODER_DIR TRAIN_DIR OUT.json
       Same batches, same initial weights: default strategy, then MirroredStrategy over two
-      logical CPUs; writes both runs' losses and final weight checksums.
+      logical CPUs; writes both runs' losses and how far their final weights (and their
+      averages, --ema_decay) are apart.
 """
 
 import json
@@ -37,15 +38,18 @@ def run(strategy, encoder_dir, data_dir, initial_weights, batches):
                                    pretrained.encoder)
         if initial_weights is not None:
             model.set_weights(initial_weights)
-        trainer = train.Trainer(model, train.TrainingConfig(warmup_steps=1), total_steps=10,
-                                strategy=strategy)
+        trainer = train.Trainer(model, train.TrainingConfig(warmup_steps=1, ema_decay=0.5),
+                                total_steps=10, strategy=strategy)
     start = model.get_weights()
     losses = []
     for batch in batches:
         distributed = strategy.experimental_distribute_values_from_function(
             lambda ctx, b=batch: _shard(b, ctx))
         losses.append(float(trainer.train_step(distributed)))
-    return start, losses, [w.astype(np.float64) for w in model.get_weights()]
+    averages = [a.numpy().astype(np.float64) for a in trainer.weight_average.averages]
+    lag = max(float(np.max(np.abs(a - v.numpy()))) for a, v in
+              zip(averages, trainer.encoder_variables + trainer.head_variables))
+    return start, losses, [w.astype(np.float64) for w in model.get_weights()], (averages, lag)
 
 
 def _shard(batch, ctx):
@@ -68,16 +72,21 @@ def main():
     full = dataset.filter(lambda b: tf.shape(b["num_words"])[0] == config.batch_size)
     batches = [{k: v.numpy() for k, v in train.model_inputs(b).items()}
                for _, b in zip(range(STEPS), full)]
-    start, single_losses, single = run(tf.distribute.get_strategy(), encoder_dir, data_dir, None,
-                                       batches)
+    start, single_losses, single, single_averages = run(
+        tf.distribute.get_strategy(), encoder_dir, data_dir, None, batches)
     mirrored = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
-    _, mirrored_losses, multi = run(mirrored, encoder_dir, data_dir, start, batches)
+    _, mirrored_losses, multi, multi_averages = run(mirrored, encoder_dir, data_dir, start,
+                                                    batches)
     moved = max(float(np.max(np.abs(a - b))) for a, b in zip(single, start))
     diff = max(float(np.max(np.abs(a - b))) for a, b in zip(single, multi))
+    average_diff = max(float(np.max(np.abs(a - b)))
+                       for a, b in zip(single_averages[0], multi_averages[0]))
+    average_moved = single_averages[1]
     with open(out, "w") as f:
         json.dump({"single_losses": single_losses, "mirrored_losses": mirrored_losses,
                    "replicas": mirrored.num_replicas_in_sync, "max_weight_change": moved,
-                   "max_weight_difference": diff}, f)
+                   "max_weight_difference": diff, "max_average_difference": average_diff,
+                   "max_average_lag": average_moved}, f)
 
 
 if __name__ == "__main__":

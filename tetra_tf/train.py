@@ -666,7 +666,7 @@ def _train(run: _Run, config: TrainingConfig, strategy: tf.distribute.Strategy,
             # --keep=best: the best dev F1 so far; --keep=last (or no dev set): every epoch's
             # weights replace the kept ones, so the run's last epoch is kept.
             if (config.keep == "last" or run.dev_set is None
-                    or entry["dev_f1"] > best["dev_f1"]):
+                    or entry["dev_f1"] > best.get("dev_f1", -1.0)):
                 best = dict(entry)
                 tf.train.Checkpoint(model=run.trainer.model).write(
                     os.path.join(model_dir, model_dir_lib.BEST_CHECKPOINT))
@@ -797,9 +797,12 @@ def main(argv) -> int:
                     progress=FLAGS.progress,
                     command=" ".join(["python -m tetra_tf.train"] + sys.argv[1:]))
     best = summary["best"]
-    kept = (f"best dev F1 {best['dev_f1']:.2f} (epoch {best.get('epoch')})"
-            if config.keep == "best" and best.get("dev_f1", -1.0) >= 0
-            else f"kept epoch {best.get('epoch')}")
+    if best.get("epoch") is None:
+        kept = "no epoch finished, no weights kept yet"
+    elif config.keep == "best" and best.get("dev_f1") is not None:
+        kept = f"best dev F1 {best['dev_f1']:.2f} (epoch {best['epoch']})"
+    else:
+        kept = f"kept epoch {best['epoch']}"
     print(f"trained to step {summary['steps']} in {summary['seconds']:.0f} s; {kept}")
     return 0
 
