@@ -14,7 +14,8 @@ kept weights and scores them with EVALB (COLLINS.prm): F1 with gold POS on the l
 (the standard) and with the parser's own POS, per split and on dev + test pooled (518
 sentences, a steadier figure than either). Each seed's figures go to its results.json;
 a seed with results is not run again. The report gives, per recipe, the mean ± sample
-standard deviation over its seeds, and the mean training time (the sum of the epochs'
+standard deviation over its seeds, which epoch was kept (a recipe that keeps the best dev
+epoch has a dev F1 biased upwards, and so a pooled one), and the mean training time (the sum of the epochs'
 wall-clock times in history.json, dev scoring after each epoch included; a resumed run
 adds the time of the epochs it finished, so a kill loses only the unfinished epoch's).
 
@@ -54,7 +55,32 @@ flags.DEFINE_bool("report", False, "Only print the table of the runs in --runs_d
 flags.DEFINE_string("report_file", None, "Also write the table (Markdown) here.")
 
 RESULTS_FILE = "results.json"
+RECIPE_FILE = "recipe.json"  # per recipe name: its flags, so that a name means one recipe
 SPLITS = ("dev", "test", "pooled")
+# Flags the script sets itself; in --train_flags they would silently override its own.
+RESERVED_FLAGS = ("--seed", "--model_dir", "--train_data", "--dev_data")
+
+
+def check_recipe(runs_dir: str, name: str, train_flags: list[str], final_fit: bool,
+                 data_dir: str) -> None:
+    """Records a recipe name's flags on first use; refuses other flags under that name."""
+    for flag in train_flags:
+        if flag.split("=", 1)[0] in RESERVED_FLAGS:
+            raise cli.UsageError(f"--train_flags: {flag.split('=', 1)[0]} is set by "
+                                 "bench/seeds.py itself")
+    recipe = {"train_flags": train_flags, "final_fit": final_fit,
+              "data_dir": os.path.abspath(data_dir)}
+    path = os.path.join(runs_dir, name, RECIPE_FILE)
+    if os.path.isfile(path):
+        with open(path) as f:
+            recorded = json.load(f)
+        if recorded != recipe:
+            raise cli.UsageError(
+                f"recipe {name!r} was run with {recorded}, not {recipe}: use another --name")
+        return
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(recipe, f, indent=2)
 
 
 def run_seed(name: str, seed: int, train_flags: list[str], final_fit: bool, data_dir: str,
@@ -114,6 +140,8 @@ def report(runs_dir: str) -> str:
     rows = []
     names = sorted(os.listdir(runs_dir)) if os.path.isdir(runs_dir) else []
     for name in names:
+        if not os.path.isdir(os.path.join(runs_dir, name)):
+            continue
         results = []
         for seed_dir in sorted(os.listdir(os.path.join(runs_dir, name))):
             path = os.path.join(runs_dir, name, seed_dir, RESULTS_FILE)
@@ -128,13 +156,19 @@ def report(runs_dir: str) -> str:
         cells.append(mean_std([r["pooled"]["f1_predicted_pos"] for r in results
                                if "pooled" in r]))
         cells.append(f"{statistics.mean(r['train_seconds'] for r in results) / 60:.1f}")
+        flags = results[0]["train_flags"]
+        cells.append("last" if results[0].get("final_fit") or "--keep=last" in flags
+                     else "best dev*")
         cells.append(" ".join(results[0]["train_flags"]) + (" (train+dev)" if results[0]
                                                             .get("final_fit") else ""))
         rows.append(cells)
     header = ["recipe", "seeds", "dev F1", "test F1", "pooled F1", "pooled F1, predicted POS",
-              "train min", "train flags"]
+              "train min", "kept epoch", "train flags"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
+    if any(row[-2] == "best dev*" for row in rows):
+        lines += ["", "\\* the epoch with the best dev F1 is kept, so that recipe's dev (and "
+                  "pooled) F1 is biased upwards; test F1 is not."]
     return "\n".join(lines)
 
 
@@ -150,6 +184,7 @@ def main(argv) -> int:
             if not os.path.isdir(os.path.join(FLAGS.data_dir, split)):
                 raise cli.UsageError(f"--data_dir={FLAGS.data_dir} has no {split}/: run `make data`")
         train_flags = shlex.split(FLAGS.train_flags)
+        check_recipe(FLAGS.runs_dir, FLAGS.name, train_flags, FLAGS.final_fit, FLAGS.data_dir)
         for seed in seeds:
             results = run_seed(FLAGS.name, seed, train_flags, FLAGS.final_fit, FLAGS.data_dir,
                                FLAGS.runs_dir)

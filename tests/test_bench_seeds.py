@@ -10,6 +10,10 @@ from conftest import REPO_ROOT, subprocess_env
 sys.path.insert(0, os.path.join(REPO_ROOT, "bench"))
 import seeds  # noqa: E402
 
+import pytest  # noqa: E402
+
+from tetra_tf import cli  # noqa: E402
+
 
 def write_results(runs_dir, name, seed, dev, test, pooled, minutes, final_fit=False):
     directory = runs_dir / name / f"seed{seed}"
@@ -29,15 +33,27 @@ def test_report_gives_mean_and_sample_std_per_recipe(tmp_path):
     write_results(tmp_path, "today", 3, 89.0, 87.0, 88.0, 34)
     write_results(tmp_path, "final", 1, None, 87.5, None, 40, final_fit=True)
     (tmp_path / "today" / "seed4").mkdir()  # a seed still training: not counted
+    (tmp_path / "notes.txt").write_text("a file among the recipes")
     lines = seeds.report(str(tmp_path)).splitlines()
-    assert len(lines) == 4
-    rows = {line.split(" | ")[0].strip("| "): line.split(" | ") for line in lines[2:]}
+    assert len(lines) == 6 and lines[-1].startswith("\\* the epoch with the best dev F1")
+    rows = {line.split(" | ")[0].strip("| "): line.split(" | ") for line in lines[2:4]}
     today = rows["today"]
     assert today[1:7] == ["1,2,3", "88.00 ± 1.00", "86.00 ± 1.00", "87.00 ± 1.00",
                           "86.00 ± 1.00", "32.0"]
     final = rows["final"]
     assert final[2:5] == ["–", "87.50", "–"]
-    assert final[7].strip(" |") == "--ema_decay=0.999 (train+dev)"
+    assert today[7] == "best dev*" and final[7] == "last"
+    assert final[8].strip(" |") == "--ema_decay=0.999 (train+dev)"
+
+
+def test_a_recipe_name_keeps_its_flags(tmp_path):
+    data_dir = str(tmp_path)
+    seeds.check_recipe(str(tmp_path / "runs"), "ema", ["--ema_decay=0.999"], False, data_dir)
+    seeds.check_recipe(str(tmp_path / "runs"), "ema", ["--ema_decay=0.999"], False, data_dir)
+    with pytest.raises(cli.UsageError, match="use another --name"):
+        seeds.check_recipe(str(tmp_path / "runs"), "ema", ["--ema_decay=0.99"], False, data_dir)
+    with pytest.raises(cli.UsageError, match="--seed is set by bench/seeds.py"):
+        seeds.check_recipe(str(tmp_path / "runs"), "other", ["--seed=4"], False, data_dir)
 
 
 def test_bad_flags_are_one_line(tmp_path):

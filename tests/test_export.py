@@ -315,7 +315,8 @@ def test_packed_windows_give_the_keras_taggers_logits(loaded, model_dir):
 
 def test_layer_mix_is_exported_and_gives_the_keras_taggers_logits(tmp_path):
     model_dir = str(tmp_path / "mixed")
-    tiny_model.make_model_dir(model_dir, max_stack_depth=6, mixed_layers=2)
+    # The last two of three layers: a mix of the first two would give other logits.
+    tiny_model.make_model_dir(model_dir, max_stack_depth=6, mixed_layers=2, num_layers=3)
     export_path = str(tmp_path / "export")
     export.export(model_dir, export_path)
     mixed = tf.saved_model.load(export_path)

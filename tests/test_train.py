@@ -369,8 +369,7 @@ def test_weight_average_follows_its_ramped_decay_and_swaps_back():
         decay = min(0.9, (1 + step) / (10 + step))
         expected = decay * expected + (1 - decay) * np.array([value, -value])
     np.testing.assert_allclose(average.averages[0].numpy(), expected, rtol=1e-6)
-    assert not np.allclose(expected, [5.0, -5.0])  # The average lags the weights...
-    with average.swapped_in():  # ...the model holds it inside the block...
+    with average.swapped_in():  # The model holds the average inside the block...
         np.testing.assert_allclose(variable.numpy(), expected, rtol=1e-6)
     np.testing.assert_allclose(variable.numpy(), [5.0, -5.0])  # ...its own weights after.
 
@@ -467,6 +466,36 @@ def test_final_fit_trains_on_several_directories_and_keeps_the_last_epoch(
     assert (f"- train data: {os.path.abspath(small_data_dirs['train'])} + "
             f"{os.path.abspath(small_data_dirs['dev'])}") in rendered
     assert "- kept weights: the last epoch (no dev data: nothing selected)" in rendered
+
+
+def test_a_run_killed_before_its_first_checkpoint_starts_afresh(tiny_encoder_dir,
+                                                                 small_data_dirs, tmp_path):
+    config = train.TrainingConfig(batch_size=8)
+    model_dir = str(tmp_path / "m")
+    _, _, pretrained = train.prepare_model_dir(model_dir, small_data_dirs["train"],
+                                               tiny_encoder_dir, config)
+    assert pretrained is not None and os.path.isfile(os.path.join(model_dir,
+                                                                  "tagger_config.json"))
+    # No checkpoint yet: the pretrained encoder again, not the config's random weights.
+    _, _, pretrained = train.prepare_model_dir(model_dir, small_data_dirs["train"],
+                                               tiny_encoder_dir, config)
+    assert pretrained is not None
+
+
+def test_resume_refuses_another_layer_mix_or_weight_average(tiny_encoder_dir, small_data_dirs,
+                                                            tmp_path):
+    model_dir = str(tmp_path / "m")
+    train.train(small_data_dirs["train"], None, model_dir,
+                train.TrainingConfig(batch_size=8, checkpoint_every_steps=1),
+                tf.distribute.get_strategy(), encoder_path=tiny_encoder_dir, max_steps=1,
+                progress=False)
+    for field, value, message in (("ema_decay", 0.9, "--ema_decay=0.0"),
+                                  ("mixed_layers", 2, "--mixed_layers=1")):
+        config = train.TrainingConfig(batch_size=8, **{field: value})
+        with pytest.raises(train.UsageError, match=f"was trained with {message}"):
+            train.train(small_data_dirs["train"], None, model_dir, config,
+                        tf.distribute.get_strategy(), encoder_path=tiny_encoder_dir,
+                        max_steps=2, progress=False)
 
 
 class TestBadInput:

@@ -44,9 +44,10 @@ def encoder_vocab() -> list[str]:
 
 
 def make_model_dir(model_dir: str, max_stack_depth: int = 8, seed: int = 0,
-                   max_sequence_length: int = 512, mixed_layers: int = 1) -> TaggerSpec:
+                   max_sequence_length: int = 512, mixed_layers: int = 1,
+                   num_layers: int = 2) -> TaggerSpec:
     """Writes a tiny random model directory; returns its spec (with mixed_layers 2: an
-    uneven mix of both layers)."""
+    uneven mix of the last two layers)."""
     taggings = [tags_lib.tree_to_tags(nltk.Tree.fromstring(t)) for t in TREES]
     vocabs = tags_lib.TagVocabularies.build(taggings)
     vocab_dir = os.path.join(model_dir, VOCAB_DIR)
@@ -55,7 +56,7 @@ def make_model_dir(model_dir: str, max_stack_depth: int = 8, seed: int = 0,
     with open(os.path.join(vocab_dir, ENCODER_VOCAB_FILE), "w", encoding="utf-8") as f:
         f.writelines(p + "\n" for p in pieces)
     spec = TaggerSpec(
-        encoders.EncoderConfig(vocab_size=len(pieces), hidden_size=32, num_layers=2,
+        encoders.EncoderConfig(vocab_size=len(pieces), hidden_size=32, num_layers=num_layers,
                                num_attention_heads=2, intermediate_size=64,
                                max_sequence_length=max_sequence_length),
         HeadsConfig(len(vocabs.leaf), len(vocabs.internal), len(vocabs.pos),

@@ -52,6 +52,9 @@ class InferenceEncoder(tf.Module):
         # The mix is fixed once trained: Python floats, folded into the graph as constants.
         self._layer_weights = {}
         if layer_weights is not None:
+            if not 0 < len(layer_weights) <= config.num_layers:
+                raise ValueError(f"{len(layer_weights)} layer weights for an encoder of "
+                                 f"{config.num_layers} layers")
             first = config.num_layers - len(layer_weights)
             self._layer_weights = {first + k: float(w) for k, w in enumerate(layer_weights)}
         # pylint: disable=protected-access

@@ -56,8 +56,9 @@ class ScalarMix(tf_keras.layers.Layer):
         return self.gamma * tf.nn.softmax(self.layer_logits)
 
     def call(self, layers: list) -> tf.Tensor:
-        weights = tf.cast(self.layer_weights(), layers[-1].dtype)
-        return tf.add_n([weights[k] * layer for k, layer in enumerate(layers)])
+        weights = self.layer_weights()
+        return tf.add_n([weights[k] * tf.cast(layer, weights.dtype)
+                         for k, layer in enumerate(layers)])
 
 
 class TetraTagger(tf_keras.Model):
@@ -87,7 +88,8 @@ class TetraTagger(tf_keras.Model):
         self.leaf_head = head(heads.num_leaf_tags, "leaf_head")
         self.internal_head = head(heads.num_internal_tags, "internal_head")
         self.pos_head = head(heads.num_pos_tags, "pos_head")
-        self.scalar_mix = (ScalarMix(heads.mixed_layers, name="scalar_mix")
+        # float32 even under mixed precision: the export folds the float32 mix.
+        self.scalar_mix = (ScalarMix(heads.mixed_layers, name="scalar_mix", dtype="float32")
                            if heads.mixed_layers > 1 else None)
 
     def sequence_features(self, flat_inputs: dict, training=None) -> tf.Tensor:

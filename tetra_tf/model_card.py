@@ -90,19 +90,27 @@ def _data_stats(data_dirs: str | None) -> dict[str, Any] | None:
     return result
 
 
-def _kept_weights(run: dict[str, Any]) -> str:
-    """Which weights a run keeps, in words: its selection and averaging."""
+def _kept_weights(run: dict[str, Any], kept_checkpoint: bool, step: int | None,
+                  mixed_layers: int) -> str:
+    """Which weights were exported, in words: the run's selection and averaging, or a
+    rolling checkpoint's trained weights."""
     recipe = run.get("recipe") or {}
-    if run.get("dev_data") and recipe.get("keep", "best") == "best":
-        kept = "the epoch with the best dev F1"
-    elif run.get("dev_data"):
-        kept = "the last epoch (dev F1 reported, not used to select)"
+    if not kept_checkpoint:
+        kept = f"a rolling checkpoint (step {step}): the trained weights, not selected"
+        if recipe.get("ema_decay"):
+            kept += " nor averaged"
     else:
-        kept = "the last epoch (no dev data: nothing selected)"
-    if recipe.get("ema_decay"):
-        kept += f"; an exponential moving average of the weights (decay {recipe['ema_decay']})"
-    if recipe.get("mixed_layers", 1) > 1:
-        kept += f"; word features mix the encoder's last {recipe['mixed_layers']} layers"
+        if run.get("dev_data") and recipe.get("keep", "best") == "best":
+            kept = "the epoch with the best dev F1"
+        elif run.get("dev_data"):
+            kept = "the last epoch (dev F1 reported, not used to select)"
+        else:
+            kept = "the last epoch (no dev data: nothing selected)"
+        if recipe.get("ema_decay"):
+            kept += (f"; an exponential moving average of the weights "
+                     f"(decay {recipe['ema_decay']})")
+    if mixed_layers > 1:
+        kept += f"; word features mix the encoder's last {mixed_layers} layers"
     return kept
 
 
@@ -171,7 +179,9 @@ def build(model_dir: str, checkpoint: str, module) -> dict[str, Any]:
             "dev_data": _data_stats(first.get("dev_data")),
             "train_sentences": first.get("train_sentences"),
             "recipe": first.get("recipe"),
-            "kept_weights": _kept_weights(first),
+            "kept_weights": _kept_weights(
+                runs[-1], os.path.normpath(checkpoint) == os.path.normpath(
+                    os.path.join(model_dir, BEST_CHECKPOINT)), step, spec.heads.mixed_layers),
         } if runs else None,
         "scores": {
             "metric": "EVALB F1 (COLLINS.prm), gold POS on the leaves; POS accuracy of the "

@@ -3,7 +3,8 @@
   tagger_config.json   the TaggerSpec: encoder and heads configuration, max_stack_depth
   vocab/               tag vocabularies and the encoder's wordpiece vocabulary
   ckpt/                rolling checkpoints (model, optimizers, step) for automatic resume
-  best/model           the weights with the best dev F1 (best/best.json says when)
+  best/model           the kept weights: the best dev F1's or the last epoch's, averaged
+                       with --ema_decay (best/best.json says which epoch)
   history.json, logs/  per-epoch records and TensorBoard summaries
   training.json        each run's command, date, data and recipe (for the model card)
   evaluations.json     `train --evaluate` results, per data directory

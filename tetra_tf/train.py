@@ -8,7 +8,7 @@ The model directory holds everything needed to resume and to export:
   tagger_config.json   encoder and heads configuration, max_stack_depth
   vocab/               tag vocabularies and the encoder's wordpiece vocabulary
   ckpt/                rolling checkpoints (model, optimizers, step) for automatic resume
-  best/                the weights with the best dev F1, and best.json
+  best/                the kept weights (best dev F1, or the last epoch: --keep), best.json
   logs/                TensorBoard summaries
   training.json        each run's command, date, data and recipe (for the export's model card)
   evaluations.json     --evaluate results per data directory (for the model card)
@@ -209,10 +209,11 @@ class WeightAverage(tf.Module):
         super().__init__(name="weight_average")
         self.decay = decay
         self._variables = variables
-        # Every replica holds the same weights after an update: the first one's average
-        # is every replica's.
+        # Every replica holds the same weights after an update, so each averages its own
+        # copy with no communication (as metrics do); reading one gives the first replica's.
         self.averages = [tf.Variable(v.read_value(), trainable=False,
                                      name=v.name.split(":")[0].replace("/", "_") + "_average",
+                                     synchronization=tf.VariableSynchronization.ON_READ,
                                      aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
                          for v in variables]
 
@@ -424,6 +425,22 @@ def check_same_vocabulary(data_dir: str, vocabs: TagVocabularies, what: str) -> 
             "convert it again with tools/convert_ptb.py --vocab_from=<training data dir>")
 
 
+def check_resumed_recipe(model_dir: str, spec: TaggerSpec, config: TrainingConfig) -> None:
+    """Refuses to resume a run with another layer mix or weight averaging than it began
+    with: both change what the checkpoints hold."""
+    if spec.heads.mixed_layers != config.mixed_layers:
+        raise UsageError(f"{model_dir} was trained with --mixed_layers="
+                         f"{spec.heads.mixed_layers}: resume with the same, or use a new "
+                         "--model_dir")
+    runs = (model_dir_lib.read_json(os.path.join(model_dir, model_dir_lib.TRAINING_FILE))
+            or {}).get("runs", [])
+    fresh = [run for run in runs if not run.get("resumed_from_step")]  # began at step 0
+    began = (fresh[-1].get("recipe") or {}).get("ema_decay", 0.0) if fresh else 0.0
+    if began != config.ema_decay:
+        raise UsageError(f"{model_dir} was trained with --ema_decay={began}: resume with the "
+                         "same, or use a new --model_dir")
+
+
 def prepare_model_dir(model_dir: str, train_data: str, encoder_path: str | None,
                       config: TrainingConfig, write: bool = True):
     """Creates the model directory, or checks it against the data when resuming.
@@ -442,7 +459,13 @@ def prepare_model_dir(model_dir: str, train_data: str, encoder_path: str | None,
             raise UsageError(
                 f"{model_dir} holds a model trained with another tag vocabulary than "
                 f"{train_data}'s; use a new --model_dir")
-        return vocabs, TaggerSpec.load(model_dir), None
+        # A run killed before its first checkpoint left nothing to resume: start afresh
+        # from the pretrained encoder (not from the random weights of the saved config).
+        if tf.train.latest_checkpoint(
+                os.path.join(model_dir, model_dir_lib.ROLLING_CHECKPOINT_DIR)):
+            spec = TaggerSpec.load(model_dir)
+            check_resumed_recipe(model_dir, spec, config)
+            return vocabs, spec, None
     pretrained = encoders.load_pretrained_encoder(encoder_path)
     heads = HeadsConfig(len(vocabs.leaf), len(vocabs.internal), len(vocabs.pos),
                         config.dropout_rate, config.mixed_layers)
