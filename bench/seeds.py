@@ -15,9 +15,10 @@ kept weights and scores them with EVALB (COLLINS.prm): F1 with gold POS on the l
 sentences, a steadier figure than either). Each seed's figures go to its results.json;
 a seed with results is not run again. The report gives, per recipe, the mean ± sample
 standard deviation over its seeds, which epoch was kept (a recipe that keeps the best dev
-epoch has a dev F1 biased upwards, and so a pooled one), and the mean training time (the sum of the epochs'
-wall-clock times in history.json, dev scoring after each epoch included; a resumed run
-adds the time of the epochs it finished, so a kill loses only the unfinished epoch's).
+epoch has a dev F1 biased upwards, and so a pooled one), and the mean training time (the
+sum of the epochs' wall-clock times in history.json, dev scoring after each epoch
+included; a resumed run adds the time of the epochs it finished, so a kill loses only the
+unfinished epoch's).
 
 With --final_fit the recipe trains on train + dev without selection (its last weights are
 kept) and only the test split is scored.
@@ -92,8 +93,9 @@ def run_seed(name: str, seed: int, train_flags: list[str], final_fit: bool, data
         with open(results_path) as f:
             return json.load(f)
     train_data = os.path.join(data_dir, "train")
-    data_flags = ([f"--train_data={train_data},{os.path.join(data_dir, 'dev')}"] if final_fit
-                  else [f"--train_data={train_data}", f"--dev_data={os.path.join(data_dir, 'dev')}"])
+    dev_data = os.path.join(data_dir, "dev")
+    data_flags = ([f"--train_data={train_data},{dev_data}"] if final_fit
+                  else [f"--train_data={train_data}", f"--dev_data={dev_data}"])
     command = ([sys.executable, "-m", "tetra_tf.train", *data_flags, f"--model_dir={model_dir}",
                 f"--seed={seed}", "--noprogress"] + train_flags)
     print(f"{name} seed {seed}: {shlex.join(command[1:])}", file=sys.stderr, flush=True)
@@ -182,7 +184,8 @@ def main(argv) -> int:
             raise cli.UsageError(f"--seeds={','.join(FLAGS.seeds)}: give integers") from None
         for split in ("train", "dev", "test"):
             if not os.path.isdir(os.path.join(FLAGS.data_dir, split)):
-                raise cli.UsageError(f"--data_dir={FLAGS.data_dir} has no {split}/: run `make data`")
+                raise cli.UsageError(
+                    f"--data_dir={FLAGS.data_dir} has no {split}/: run `make data`")
         train_flags = shlex.split(FLAGS.train_flags)
         check_recipe(FLAGS.runs_dir, FLAGS.name, train_flags, FLAGS.final_fit, FLAGS.data_dir)
         for seed in seeds:

@@ -365,11 +365,11 @@ def test_weight_average_follows_its_ramped_decay_and_swaps_back():
     expected = np.zeros(2)
     for step, value in enumerate([1.0, 2.0, 3.0, 4.0, 5.0]):
         variable.assign([value, -value])
-        average.update(tf.constant(step, tf.int64))
+        average.update([variable], tf.constant(step, tf.int64))
         decay = min(0.9, (1 + step) / (10 + step))
         expected = decay * expected + (1 - decay) * np.array([value, -value])
     np.testing.assert_allclose(average.averages[0].numpy(), expected, rtol=1e-6)
-    with average.swapped_in():  # The model holds the average inside the block...
+    with average.swapped_in([variable]):  # The model holds the average inside the block...
         np.testing.assert_allclose(variable.numpy(), expected, rtol=1e-6)
     np.testing.assert_allclose(variable.numpy(), [5.0, -5.0])  # ...its own weights after.
 

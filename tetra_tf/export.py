@@ -139,7 +139,8 @@ class ParserModule(tf.Module):
                                         compute_dtype=tf.as_dtype(encoder_dtype),
                                         layer_weights=tagger.layer_weights())
         self.pack_length = pack_length  # a Python int: fixed in the graph, not saved
-        self.head_variables = list(tagger.head_variables)
+        # The layer mix is folded into the encoder: only the tag heads are saved.
+        self.head_variables = list(tagger.tag_head_variables)
         self.max_stack_depth = tf.Variable(max_stack_depth, dtype=tf.int32, trainable=False,
                                            name="max_stack_depth")
         self.leaf_tags = _string_variable(vocabs.leaf.tags, "leaf_tags")

@@ -2,8 +2,9 @@
 
 Each word is represented by the encoder's output at its last subword: the last layer's, or a
 learned mix of the last few layers (ELMo's scalar mix; `HeadsConfig.mixed_layers`). From
-that one vector three linear heads score the word's leaf tag, the internal tag of the fencepost after the
-word, and (beyond the paper) its part of speech, so raw words parse without a POS tagger.
+that one vector three linear heads score the word's leaf tag, the internal tag of the
+fencepost after the word, and (beyond the paper) its part of speech, so raw words parse
+without a POS tagger.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from tetra_tf import extras
 
 extras.require("train")
 
+import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import tf_keras  # noqa: E402
 
@@ -100,7 +102,7 @@ class TetraTagger(tf_keras.Model):
             return outputs["sequence_output"]
         return self.scalar_mix(outputs["encoder_outputs"][-self.heads_config.mixed_layers:])
 
-    def layer_weights(self):
+    def layer_weights(self) -> np.ndarray | None:
         """The factors of the mixed layers as a numpy array, oldest first (None: no mix)."""
         return None if self.scalar_mix is None else self.scalar_mix.layer_weights().numpy()
 
@@ -131,12 +133,17 @@ class TetraTagger(tf_keras.Model):
         return self.head_logits(features)
 
     @property
-    def head_variables(self) -> list[tf.Variable]:
-        """The variables on top of the encoder (heads and layer mix), trained at the head
-        learning rate."""
-        mix = self.scalar_mix.trainable_variables if self.scalar_mix is not None else []
+    def tag_head_variables(self) -> list[tf.Variable]:
+        """The three tag heads' variables (what `head_logits` uses)."""
         return (self.leaf_head.trainable_variables + self.internal_head.trainable_variables
-                + self.pos_head.trainable_variables + mix)
+                + self.pos_head.trainable_variables)
+
+    @property
+    def head_variables(self) -> list[tf.Variable]:
+        """The variables on top of the encoder (tag heads and layer mix), trained at the
+        head learning rate."""
+        mix = self.scalar_mix.trainable_variables if self.scalar_mix is not None else []
+        return self.tag_head_variables + mix
 
 
 def tagging_loss_terms(outputs: dict, labels: dict) -> dict[str, tuple[tf.Tensor, tf.Tensor]]:

@@ -206,9 +206,13 @@ class WeightAverage(tf.Module):
     """
 
     def __init__(self, variables: list[tf.Variable], decay: float):
+        """Args:
+          variables: the weights to average; `update` and `swapped_in` take them again
+            (the module holds only the averages, so a checkpoint saves each weight once).
+          decay: the decay's upper bound.
+        """
         super().__init__(name="weight_average")
         self.decay = decay
-        self._variables = variables
         # Every replica holds the same weights after an update, so each averages its own
         # copy with no communication (as metrics do); reading one gives the first replica's.
         self.averages = [tf.Variable(v.read_value(), trainable=False,
@@ -217,24 +221,24 @@ class WeightAverage(tf.Module):
                                      aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
                          for v in variables]
 
-    def update(self, step: tf.Tensor) -> None:
+    def update(self, variables: list[tf.Variable], step: tf.Tensor) -> None:
         """Moves the averages towards the current weights (in the train step)."""
         step = tf.cast(step, tf.float32)
         decay = tf.minimum(self.decay, (1.0 + step) / (10.0 + step))
-        for average, variable in zip(self.averages, self._variables):
+        for average, variable in zip(self.averages, variables):
             average.assign_sub((1.0 - decay) * (average - tf.cast(variable, average.dtype)))
 
     @contextlib.contextmanager
-    def swapped_in(self):
-        """Within the block, the model's variables hold the averages; after it, their own
-        values again."""
-        saved = [v.numpy() for v in self._variables]
-        for variable, average in zip(self._variables, self.averages):
+    def swapped_in(self, variables: list[tf.Variable]):
+        """Within the block, the variables hold the averages; after it, their own values
+        again."""
+        saved = [v.numpy() for v in variables]
+        for variable, average in zip(variables, self.averages):
             variable.assign(average)
         try:
             yield
         finally:
-            for variable, value in zip(self._variables, saved):
+            for variable, value in zip(variables, saved):
                 variable.assign(value)
 
 
@@ -292,7 +296,7 @@ class Trainer:
         averaged ones with --ema_decay, else the trained ones."""
         if self.weight_average is None:
             return contextlib.nullcontext()
-        return self.weight_average.swapped_in()
+        return self.weight_average.swapped_in(self.encoder_variables + self.head_variables)
 
     def _replica_train_step(self, batch: dict) -> tf.Tensor:
         context = tf.distribute.get_replica_context()
@@ -318,7 +322,7 @@ class Trainer:
         self.head_optimizer.apply_gradients(
             zip(gradients[split:], variables[split:]), skip_gradients_aggregation=True)
         if self.weight_average is not None:
-            self.weight_average.update(self.step)
+            self.weight_average.update(variables, self.step)
         return context.all_reduce("sum", loss)  # Replica losses are shares of the global one.
 
     def _train_step(self, batch: dict) -> tf.Tensor:
@@ -398,8 +402,9 @@ def load_training_data(data_dir: str | list[str], vocabs: TagVocabularies,
     for key, size in sizes.items():
         if summary.max_tag_ids[key] >= size:
             raise UsageError(
-                f"{what}: {_names(data_dir)} has {key} up to {summary.max_tag_ids[key]}, beyond the "
-                f"vocabulary's {size} tags: the records were converted with another vocabulary")
+                f"{what}: {_names(data_dir)} has {key} up to {summary.max_tag_ids[key]}, "
+                f"beyond the vocabulary's {size} tags: the records were converted with "
+                "another vocabulary")
     return tokenized, summary
 
 
@@ -482,8 +487,8 @@ def prepare_model_dir(model_dir: str, train_data: str, encoder_path: str | None,
     return vocabs, spec, pretrained
 
 
-def train(train_data: str | list[str], dev_data: str | None, model_dir: str, config: TrainingConfig,
-          strategy: tf.distribute.Strategy, encoder_path: str | None = None,
+def train(train_data: str | list[str], dev_data: str | None, model_dir: str,
+          config: TrainingConfig, strategy: tf.distribute.Strategy, encoder_path: str | None = None,
           input_config: input_pipeline.InputConfig | None = None,
           max_steps: int | None = None, progress: bool = True,
           command: str | None = None) -> dict:
