@@ -20,6 +20,11 @@ sum of the epochs' wall-clock times in history.json, dev scoring after each epoc
 included; a resumed run adds the time of the epochs it finished, so a kill loses only the
 unfinished epoch's).
 
+Each seed is also scored with its run's last raw weights (the final rolling checkpoint:
+the last epoch, no weight average). Against those, the kept weights (the best dev epoch,
+or the average) differ by the selection or averaging alone, with the seed's own noise
+cancelled; the report's second table gives that paired difference.
+
 With --final_fit the recipe trains on train + dev without selection (its last weights are
 kept) and only the test split is scored.
 
@@ -56,6 +61,7 @@ flags.DEFINE_bool("report", False, "Only print the table of the runs in --runs_d
 flags.DEFINE_string("report_file", None, "Also write the table (Markdown) here.")
 
 RESULTS_FILE = "results.json"
+LAST_WEIGHTS = "last_raw_weights"  # results.json key: the figures of the final rolling checkpoint
 RECIPE_FILE = "recipe.json"  # per recipe name: its flags, so that a name means one recipe
 SPLITS = ("dev", "test", "pooled")
 # Flags the script sets itself; in --train_flags they would silently override its own.
@@ -91,7 +97,11 @@ def run_seed(name: str, seed: int, train_flags: list[str], final_fit: bool, data
     results_path = os.path.join(model_dir, RESULTS_FILE)
     if os.path.isfile(results_path):
         with open(results_path) as f:
-            return json.load(f)
+            results = json.load(f)
+        if LAST_WEIGHTS not in results:  # results written before this scoring existed
+            results[LAST_WEIGHTS] = score(model_dir, data_dir, final_fit, last_weights=True)
+            write_results(results_path, results)
+        return results
     train_data = os.path.join(data_dir, "train")
     dev_data = os.path.join(data_dir, "dev")
     data_flags = ([f"--train_data={train_data},{dev_data}"] if final_fit
@@ -106,17 +116,33 @@ def run_seed(name: str, seed: int, train_flags: list[str], final_fit: bool, data
     with open(os.path.join(model_dir, "history.json")) as f:
         seconds = sum(epoch["epoch_seconds"] for epoch in json.load(f))
     results = {"name": name, "seed": seed, "train_flags": train_flags, "final_fit": final_fit,
-               "train_seconds": round(seconds, 1), **score(model_dir, data_dir, final_fit)}
-    with open(results_path, "w") as f:
-        json.dump(results, f, indent=2)
+               "train_seconds": round(seconds, 1), **score(model_dir, data_dir, final_fit),
+               LAST_WEIGHTS: score(model_dir, data_dir, final_fit, last_weights=True)}
+    write_results(results_path, results)
     return results
 
 
-def score(model_dir: str, data_dir: str, final_fit: bool) -> dict:
-    """Parses dev and test (test only after a final fit) and scores each and the two pooled."""
-    from tetra_tf import scoring, train  # noqa: PLC0415  (TensorFlow only when scoring)
+def write_results(path: str, results: dict) -> None:
+    with open(path, "w") as f:
+        json.dump(results, f, indent=2)
 
-    parsed = {split: train.parse_data(model_dir, os.path.join(data_dir, split))
+
+def score(model_dir: str, data_dir: str, final_fit: bool, last_weights: bool = False) -> dict:
+    """Parses dev and test (test only after a final fit) and scores each and the two pooled.
+
+    Args:
+      model_dir: a finished training run.
+      data_dir: `make data`'s output.
+      final_fit: whether the run trained on dev too (then only test is scored).
+      last_weights: score the final rolling checkpoint's raw weights, not the kept ones.
+    """
+    import tensorflow as tf  # noqa: PLC0415  (TensorFlow only when scoring)
+
+    from tetra_tf import model_dir as model_dir_lib, scoring, train  # noqa: PLC0415
+
+    checkpoint = (tf.train.latest_checkpoint(
+        os.path.join(model_dir, model_dir_lib.ROLLING_CHECKPOINT_DIR)) if last_weights else None)
+    parsed = {split: train.parse_data(model_dir, os.path.join(data_dir, split), checkpoint)
               for split in (("test",) if final_fit else ("dev", "test"))}
     if not final_fit:
         parsed["pooled"] = tuple(parsed["dev"][i] + parsed["test"][i] for i in range(2))
@@ -129,17 +155,16 @@ def score(model_dir: str, data_dir: str, final_fit: bool) -> dict:
     return figures
 
 
-def mean_std(values: list[float]) -> str:
+def mean_std(values: list[float], signed: bool = False) -> str:
     if not values:
         return "–"
-    if len(values) == 1:
-        return f"{values[0]:.2f}"
-    return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f}"
+    mean = f"{statistics.mean(values):{'+' if signed else ''}.2f}"
+    return mean if len(values) == 1 else f"{mean} ± {statistics.stdev(values):.2f}"
 
 
 def report(runs_dir: str) -> str:
     """The Markdown table of every recipe under runs_dir (its seeds with results)."""
-    rows = []
+    rows, paired_rows = [], []
     names = sorted(os.listdir(runs_dir)) if os.path.isdir(runs_dir) else []
     for name in names:
         if not os.path.isdir(os.path.join(runs_dir, name)):
@@ -164,14 +189,41 @@ def report(runs_dir: str) -> str:
         cells.append(" ".join(results[0]["train_flags"]) + (" (train+dev)" if results[0]
                                                             .get("final_fit") else ""))
         rows.append(cells)
+        paired = paired_row(name, results)
+        if paired:
+            paired_rows.append(paired)
     header = ["recipe", "seeds", "dev F1", "test F1", "pooled F1", "pooled F1, predicted POS",
               "train min", "kept epoch", "train flags"]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    lines = markdown_table(header, rows)
     if any(row[-2] == "best dev*" for row in rows):
         lines += ["", "\\* the epoch with the best dev F1 is kept, so that recipe's dev (and "
                   "pooled) F1 is biased upwards; test F1 is not."]
+    if paired_rows:
+        lines += ["", "Each run's last raw weights (final epoch, no average), and the kept weights "
+                  "minus them, seed by seed:", ""]
+        lines += markdown_table(["recipe", "seeds", "dev F1", "test F1", "pooled F1",
+                                 "kept − last: test F1", "kept − last: pooled F1"], paired_rows)
     return "\n".join(lines)
+
+
+def paired_row(name: str, results: list[dict]) -> list[str] | None:
+    """The last raw weights' F1 and the kept weights' gain over them, or None if unscored."""
+    results = [r for r in results if LAST_WEIGHTS in r]
+    if not results:
+        return None
+    cells = [name, ",".join(str(r["seed"]) for r in results)]
+    for split in SPLITS:
+        cells.append(mean_std([r[LAST_WEIGHTS][split]["f1"] for r in results
+                               if split in r[LAST_WEIGHTS]]))
+    for split in ("test", "pooled"):
+        cells.append(mean_std([r[split]["f1"] - r[LAST_WEIGHTS][split]["f1"] for r in results
+                               if split in r], signed=True))
+    return cells
+
+
+def markdown_table(header: list[str], rows: list[list[str]]) -> list[str]:
+    return (["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+            + ["| " + " | ".join(row) + " |" for row in rows])
 
 
 def main(argv) -> int:

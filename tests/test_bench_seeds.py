@@ -15,16 +15,25 @@ import pytest  # noqa: E402
 from tetra_tf import cli  # noqa: E402
 
 
-def write_results(runs_dir, name, seed, dev, test, pooled, minutes, final_fit=False):
+def figures(dev, test, pooled, final_fit=False):
+    result = {"test": {"f1": test, "f1_predicted_pos": test - 1}}
+    if not final_fit:
+        result["dev"] = {"f1": dev, "f1_predicted_pos": dev - 1}
+        result["pooled"] = {"f1": pooled, "f1_predicted_pos": pooled - 1}
+    return result
+
+
+def write_results(runs_dir, name, seed, dev, test, pooled, minutes, final_fit=False,
+                  last=None):
     directory = runs_dir / name / f"seed{seed}"
     directory.mkdir(parents=True)
-    figures = {"test": {"f1": test, "f1_predicted_pos": test - 1}}
-    if not final_fit:
-        figures["dev"] = {"f1": dev, "f1_predicted_pos": dev - 1}
-        figures["pooled"] = {"f1": pooled, "f1_predicted_pos": pooled - 1}
-    (directory / seeds.RESULTS_FILE).write_text(json.dumps(
-        {"name": name, "seed": seed, "train_flags": ["--ema_decay=0.999"] if final_fit else [],
-         "final_fit": final_fit, "train_seconds": minutes * 60, **figures}))
+    results = {"name": name, "seed": seed,
+               "train_flags": ["--ema_decay=0.999"] if final_fit else [],
+               "final_fit": final_fit, "train_seconds": minutes * 60,
+               **figures(dev, test, pooled, final_fit)}
+    if last:
+        results[seeds.LAST_WEIGHTS] = figures(*last)
+    (directory / seeds.RESULTS_FILE).write_text(json.dumps(results))
 
 
 def test_report_gives_mean_and_sample_std_per_recipe(tmp_path):
@@ -44,6 +53,42 @@ def test_report_gives_mean_and_sample_std_per_recipe(tmp_path):
     assert final[2:5] == ["–", "87.50", "–"]
     assert today[7] == "best dev*" and final[7] == "last"
     assert final[8].strip(" |") == "--ema_decay=0.999 (train+dev)"
+
+
+def test_report_pairs_kept_weights_with_the_same_runs_last_weights(tmp_path):
+    write_results(tmp_path, "ema", 1, 88.0, 86.0, 87.0, 30, last=(87.0, 85.5, 86.0))
+    write_results(tmp_path, "ema", 2, 87.0, 85.0, 86.0, 30, last=(87.5, 84.0, 85.0))
+    write_results(tmp_path, "old", 1, 88.0, 86.0, 87.0, 30)  # scored before the pairing
+    lines = seeds.report(str(tmp_path)).splitlines()
+    paired = [line.split(" | ") for line in lines if line.startswith("| ema")]
+    assert len(paired) == 2 and not any(line.startswith("| old") for line in lines[5:])
+    assert paired[1][1:5] == ["1,2", "87.25 ± 0.35", "84.75 ± 1.06", "85.50 ± 0.71"]
+    assert paired[1][5:7] == ["+0.75 ± 0.35", "+1.00 ± 0.00 |"]
+
+
+def test_last_weights_are_the_final_rolling_checkpoint(tmp_path, monkeypatch):
+    import tensorflow as tf
+
+    from tetra_tf import model_dir as model_dir_lib, train
+
+    manager = tf.train.CheckpointManager(
+        tf.train.Checkpoint(step=tf.Variable(0)),
+        str(tmp_path / "run" / model_dir_lib.ROLLING_CHECKPOINT_DIR), max_to_keep=2)
+    for _ in range(3):
+        last = manager.save()
+    asked = []
+
+    def parse_data(model_dir, data_dir, checkpoint=None):
+        asked.append((os.path.basename(data_dir), checkpoint))
+        return ["(S (NN a))"], ["(S (NN a))"]
+
+    monkeypatch.setattr(train, "parse_data", parse_data)
+    kept = seeds.score(str(tmp_path / "run"), str(tmp_path / "data"), final_fit=False)
+    assert asked == [("dev", None), ("test", None)] and kept["pooled"]["sentences"] == 2
+    asked.clear()
+    seeds.score(str(tmp_path / "run"), str(tmp_path / "data"), final_fit=True,
+                last_weights=True)
+    assert asked == [("test", last)] and last.endswith("ckpt-3")
 
 
 def test_a_recipe_name_keeps_its_flags(tmp_path):
