@@ -25,6 +25,11 @@ the last epoch, no weight average). Against those, the kept weights (the best de
 or the average) differ by the selection or averaging alone, with the seed's own noise
 cancelled; the report's second table gives that paired difference.
 
+With --ensemble the recipe's finished seeds are also scored as one ensemble: their tag
+log-probabilities averaged before the decoder, as an ensemble export would parse (N times
+the encoder's cost). The report's last table gives its F1 and its gain over the mean of its
+members.
+
 With --final_fit the recipe trains on train + dev without selection (its last weights are
 kept) and only the test split is scored.
 
@@ -57,11 +62,14 @@ flags.DEFINE_bool("final_fit", False, "Train on train + dev, keep the last weigh
                   "the test split only.")
 flags.DEFINE_string("data_dir", "data/ptb_sample", "`make data`'s output: train/, dev/, test/.")
 flags.DEFINE_string("runs_dir", "runs/seeds", "Where every recipe's runs go.")
+flags.DEFINE_bool("ensemble", False, "Also score the ensemble of the recipe's finished seeds "
+                  "(tag log-probabilities averaged before decoding).")
 flags.DEFINE_bool("report", False, "Only print the table of the runs in --runs_dir.")
 flags.DEFINE_string("report_file", None, "Also write the table (Markdown) here.")
 
 RESULTS_FILE = "results.json"
 LAST_WEIGHTS = "last_raw_weights"  # results.json key: the figures of the final rolling checkpoint
+ENSEMBLE_FILE = "ensemble.json"  # per recipe name: the ensemble of its seeds' kept weights
 RECIPE_FILE = "recipe.json"  # per recipe name: its flags, so that a name means one recipe
 SPLITS = ("dev", "test", "pooled")
 # Flags the script sets itself; in --train_flags they would silently override its own.
@@ -138,13 +146,72 @@ def score(model_dir: str, data_dir: str, final_fit: bool, last_weights: bool = F
     """
     import tensorflow as tf  # noqa: PLC0415  (TensorFlow only when scoring)
 
-    from tetra_tf import model_dir as model_dir_lib, scoring, train  # noqa: PLC0415
+    from tetra_tf import model_dir as model_dir_lib, train  # noqa: PLC0415
 
     checkpoint = (tf.train.latest_checkpoint(
         os.path.join(model_dir, model_dir_lib.ROLLING_CHECKPOINT_DIR)) if last_weights else None)
-    parsed = {split: train.parse_data(model_dir, os.path.join(data_dir, split), checkpoint)
-              for split in (("test",) if final_fit else ("dev", "test"))}
-    if not final_fit:
+    return score_parsed({split: train.parse_data(model_dir, os.path.join(data_dir, split),
+                                                 checkpoint)
+                         for split in (("test",) if final_fit else ("dev", "test"))})
+
+
+def score_ensemble(name: str, results: list[dict], data_dir: str, runs_dir: str) -> dict:
+    """Scores the ensemble of a recipe's finished seeds; writes and returns its ensemble.json."""
+    path = os.path.join(runs_dir, name, ENSEMBLE_FILE)
+    seeds = [r["seed"] for r in results]
+    if os.path.isfile(path):
+        with open(path) as f:
+            ensemble = json.load(f)
+        if ensemble["seeds"] == seeds:
+            return ensemble
+    final_fit = results[0]["final_fit"]
+    model_dirs = [os.path.join(runs_dir, name, f"seed{seed}") for seed in seeds]
+    parse = ensemble_parser(model_dirs)
+    ensemble = {"seeds": seeds, **score_parsed(
+        {split: parse(os.path.join(data_dir, split))
+         for split in (("test",) if final_fit else ("dev", "test"))})}
+    write_results(path, ensemble)
+    return ensemble
+
+
+def ensemble_parser(model_dirs: list[str]):
+    """A function that parses a converted data set with the runs' averaged tag log-probabilities."""
+    import tensorflow as tf  # noqa: PLC0415
+
+    from tetra_tf import input_pipeline, model_dir as model_dir_lib, train  # noqa: PLC0415
+    from tetra_tf.tags import TagVocabularies  # noqa: PLC0415
+    from tetra_tf.tokenization import SubwordTokenizer  # noqa: PLC0415
+
+    taggers = [model_dir_lib.load_tagger(*model_dir_lib.resolve_checkpoint(model_dir))
+               for model_dir in model_dirs]
+    spec = taggers[0][1]
+    vocabs = TagVocabularies.load(model_dir_lib.vocab_dir(model_dirs[0]))
+    for model_dir in model_dirs[1:]:
+        train.check_same_vocabulary(model_dir_lib.vocab_dir(model_dir), vocabs, "--ensemble")
+    tokenizer = SubwordTokenizer(model_dir_lib.encoder_vocab_path(model_dirs[0]),
+                                 lower_case=spec.encoder.do_lower_case)
+    config = input_pipeline.InputConfig(batch_size=32)
+
+    @tf.function(reduce_retracing=True)
+    def predict(inputs):
+        outputs = [tagger(inputs, training=False) for tagger, _ in taggers]
+        return {key: tf.add_n([tf.nn.log_softmax(o[key]) for o in outputs]) / len(outputs)
+                for key in outputs[0]}
+
+    def parse(data_dir: str):
+        train.check_same_vocabulary(data_dir, vocabs, "--ensemble")
+        data, _ = train.load_training_data(data_dir, vocabs, tokenizer, config, "--ensemble")
+        return train.predict_trees(predict, input_pipeline.evaluation_batches(
+            data, tokenizer, config), vocabs, spec.max_stack_depth)
+
+    return parse
+
+
+def score_parsed(parsed: dict) -> dict:
+    """EVALB figures per split, and for dev and test pooled when both were parsed."""
+    from tetra_tf import scoring  # noqa: PLC0415
+
+    if "dev" in parsed:
         parsed["pooled"] = tuple(parsed["dev"][i] + parsed["test"][i] for i in range(2))
     figures = {}
     for split, (gold, predicted) in parsed.items():
@@ -153,6 +220,10 @@ def score(model_dir: str, data_dir: str, final_fit: bool, last_weights: bool = F
                           "f1_predicted_pos": scores.f1_predicted_pos,
                           "pos_accuracy": scores.pos_accuracy}
     return figures
+
+
+def figures_line(results: dict) -> str:
+    return ", ".join(f"{split} {results[split]['f1']:.2f}" for split in SPLITS if split in results)
 
 
 def mean_std(values: list[float], signed: bool = False) -> str:
@@ -164,7 +235,7 @@ def mean_std(values: list[float], signed: bool = False) -> str:
 
 def report(runs_dir: str) -> str:
     """The Markdown table of every recipe under runs_dir (its seeds with results)."""
-    rows, paired_rows = [], []
+    rows, paired_rows, ensemble_rows = [], [], []
     names = sorted(os.listdir(runs_dir)) if os.path.isdir(runs_dir) else []
     for name in names:
         if not os.path.isdir(os.path.join(runs_dir, name)):
@@ -192,6 +263,10 @@ def report(runs_dir: str) -> str:
         paired = paired_row(name, results)
         if paired:
             paired_rows.append(paired)
+        ensemble_path = os.path.join(runs_dir, name, ENSEMBLE_FILE)
+        if os.path.isfile(ensemble_path):
+            with open(ensemble_path) as f:
+                ensemble_rows.append(ensemble_row(name, json.load(f), results))
     header = ["recipe", "seeds", "dev F1", "test F1", "pooled F1", "pooled F1, predicted POS",
               "train min", "kept epoch", "train flags"]
     lines = markdown_table(header, rows)
@@ -203,7 +278,25 @@ def report(runs_dir: str) -> str:
                   "minus them, seed by seed:", ""]
         lines += markdown_table(["recipe", "seeds", "dev F1", "test F1", "pooled F1",
                                  "kept − last: test F1", "kept − last: pooled F1"], paired_rows)
+    if ensemble_rows:
+        lines += ["", "Each recipe's seeds as one ensemble (tag log-probabilities averaged), and "
+                  "its gain over the mean of those seeds alone:", ""]
+        lines += markdown_table(["recipe", "seeds", "dev F1", "test F1", "pooled F1",
+                                 "gain: test F1", "gain: pooled F1"], ensemble_rows)
     return "\n".join(lines)
+
+
+def ensemble_row(name: str, ensemble: dict, results: list[dict]) -> list[str]:
+    members = [r for r in results if r["seed"] in ensemble["seeds"]]
+    cells = [name, ",".join(str(seed) for seed in ensemble["seeds"])]
+    cells += [f"{ensemble[split]['f1']:.2f}" if split in ensemble else "–" for split in SPLITS]
+    for split in ("test", "pooled"):
+        if split in ensemble:
+            gain = ensemble[split]["f1"] - statistics.mean(r[split]["f1"] for r in members)
+            cells.append(f"{gain:+.2f}")
+        else:
+            cells.append("–")
+    return cells
 
 
 def paired_row(name: str, results: list[dict]) -> list[str] | None:
@@ -238,15 +331,21 @@ def main(argv) -> int:
             if not os.path.isdir(os.path.join(FLAGS.data_dir, split)):
                 raise cli.UsageError(
                     f"--data_dir={FLAGS.data_dir} has no {split}/: run `make data`")
+        if FLAGS.ensemble and len(seeds) < 2:
+            raise cli.UsageError("--ensemble: give at least two --seeds")
         train_flags = shlex.split(FLAGS.train_flags)
         check_recipe(FLAGS.runs_dir, FLAGS.name, train_flags, FLAGS.final_fit, FLAGS.data_dir)
+        finished = []
         for seed in seeds:
             results = run_seed(FLAGS.name, seed, train_flags, FLAGS.final_fit, FLAGS.data_dir,
                                FLAGS.runs_dir)
-            figures = ", ".join(f"{split} {results[split]['f1']:.2f}" for split in SPLITS
-                                if split in results)
-            print(f"{FLAGS.name} seed {seed}: F1 {figures}; "
+            finished.append(results)
+            print(f"{FLAGS.name} seed {seed}: F1 {figures_line(results)}; "
                   f"{results['train_seconds'] / 60:.1f} min", flush=True)
+        if FLAGS.ensemble:
+            ensemble = score_ensemble(FLAGS.name, finished, FLAGS.data_dir, FLAGS.runs_dir)
+            print(f"{FLAGS.name} ensemble of seeds {','.join(FLAGS.seeds)}: "
+                  f"F1 {figures_line(ensemble)}", flush=True)
     table = report(FLAGS.runs_dir)
     print(table)
     if FLAGS.report_file:

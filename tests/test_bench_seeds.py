@@ -91,6 +91,39 @@ def test_last_weights_are_the_final_rolling_checkpoint(tmp_path, monkeypatch):
     assert asked == [("test", last)] and last.endswith("ckpt-3")
 
 
+def test_report_gives_each_ensembles_gain_over_its_members(tmp_path):
+    write_results(tmp_path, "ema", 1, 88.0, 86.0, 87.0, 30)
+    write_results(tmp_path, "ema", 2, 87.0, 85.0, 86.0, 30)
+    write_results(tmp_path, "ema", 3, 90.0, 88.0, 89.0, 30)  # not in the ensemble
+    (tmp_path / "ema" / seeds.ENSEMBLE_FILE).write_text(json.dumps(
+        {"seeds": [1, 2], **figures(88.5, 86.0, 87.5)}))
+    row = seeds.report(str(tmp_path)).splitlines()[-1].split(" | ")
+    assert row[1:] == ["1,2", "88.50", "86.00", "87.50", "+0.50", "+1.00 |"]
+
+
+def test_an_ensemble_of_one_run_twice_parses_as_that_run(trained_run, small_data_dirs, tmp_path,
+                                                         monkeypatch):
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    (data_dir / "dev").symlink_to(small_data_dirs["dev"])
+    (data_dir / "test").symlink_to(trained_run["test_dir"])
+    for seed in (1, 2):
+        (tmp_path / "runs" / "twice").mkdir(parents=True, exist_ok=True)
+        (tmp_path / "runs" / "twice" / f"seed{seed}").symlink_to(trained_run["model_dir"])
+    members = [{"seed": seed, "final_fit": False} for seed in (1, 2)]
+    ensemble = seeds.score_ensemble("twice", members, str(data_dir), str(tmp_path / "runs"))
+    assert ensemble["seeds"] == [1, 2]
+    assert ensemble["test"]["f1"] == pytest.approx(trained_run["evaluation"]["f1"])
+    assert ensemble["pooled"]["sentences"] == 2 * ensemble["test"]["sentences"]
+
+    def parse_again(model_dirs):
+        raise AssertionError("an ensemble of the same seeds is scored once")
+
+    monkeypatch.setattr(seeds, "ensemble_parser", parse_again)
+    again = seeds.score_ensemble("twice", members, str(data_dir), str(tmp_path / "runs"))
+    assert again == ensemble
+
+
 def test_a_recipe_name_keeps_its_flags(tmp_path):
     data_dir = str(tmp_path)
     seeds.check_recipe(str(tmp_path / "runs"), "ema", ["--ema_decay=0.999"], False, data_dir)
@@ -104,6 +137,7 @@ def test_a_recipe_name_keeps_its_flags(tmp_path):
 def test_bad_flags_are_one_line(tmp_path):
     for flags, message in ((["--seeds=1,x", "--name=a"], "give integers"),
                            (["--seeds=1"], "--name is required"),
+                           (["--name=a", "--seeds=1", "--ensemble"], "at least two --seeds"),
                            (["--name=a", f"--data_dir={tmp_path}"], "has no train/")):
         result = subprocess.run([sys.executable, os.path.join(REPO_ROOT, "bench", "seeds.py"),
                                  f"--runs_dir={tmp_path / 'runs'}", *flags],
