@@ -148,8 +148,12 @@ def score(model_dir: str, data_dir: str, final_fit: bool, last_weights: bool = F
 
     from tetra_tf import model_dir as model_dir_lib, train  # noqa: PLC0415
 
-    checkpoint = (tf.train.latest_checkpoint(
-        os.path.join(model_dir, model_dir_lib.ROLLING_CHECKPOINT_DIR)) if last_weights else None)
+    checkpoint = None
+    if last_weights:
+        checkpoint = tf.train.latest_checkpoint(
+            os.path.join(model_dir, model_dir_lib.ROLLING_CHECKPOINT_DIR))
+        if checkpoint is None:  # else the kept weights would be scored as the last ones
+            raise RuntimeError(f"{model_dir} has no rolling checkpoint to score")
     return score_parsed({split: train.parse_data(model_dir, os.path.join(data_dir, split),
                                                  checkpoint)
                          for split in (("test",) if final_fit else ("dev", "test"))})
