@@ -135,6 +135,11 @@ def write_results(path: str, results: dict) -> None:
         json.dump(results, f, indent=2)
 
 
+def scored_splits(final_fit: bool) -> tuple[str, ...]:
+    """The splits a run is scored on: test only if it trained on dev."""
+    return ("test",) if final_fit else ("dev", "test")
+
+
 def score(model_dir: str, data_dir: str, final_fit: bool, last_weights: bool = False) -> dict:
     """Parses dev and test (test only after a final fit) and scores each and the two pooled.
 
@@ -156,7 +161,7 @@ def score(model_dir: str, data_dir: str, final_fit: bool, last_weights: bool = F
             raise RuntimeError(f"{model_dir} has no rolling checkpoint to score")
     return score_parsed({split: train.parse_data(model_dir, os.path.join(data_dir, split),
                                                  checkpoint)
-                         for split in (("test",) if final_fit else ("dev", "test"))})
+                         for split in scored_splits(final_fit)})
 
 
 def score_ensemble(name: str, results: list[dict], data_dir: str, runs_dir: str) -> dict:
@@ -173,7 +178,7 @@ def score_ensemble(name: str, results: list[dict], data_dir: str, runs_dir: str)
     parse = ensemble_parser(model_dirs)
     ensemble = {"seeds": seeds, **score_parsed(
         {split: parse(os.path.join(data_dir, split))
-         for split in (("test",) if final_fit else ("dev", "test"))})}
+         for split in scored_splits(final_fit)})}
     write_results(path, ensemble)
     return ensemble
 

@@ -263,11 +263,12 @@ class Trainer:
         self.encoder_variables = [v for v in model.trainable_variables
                                   if id(v) not in head_ids and "pooler" not in v.name]
         self.head_variables = model.head_variables
+        # Both optimizers' variables, encoder's first (the gradients are split there).
+        self.trained_variables = self.encoder_variables + self.head_variables
         # Build optimizer slots now, in the strategy scope, so checkpoints restore into them.
         self.encoder_optimizer.build(self.encoder_variables)
         self.head_optimizer.build(self.head_variables)
-        self.weight_average = (WeightAverage(self.encoder_variables + self.head_variables,
-                                             config.ema_decay)
+        self.weight_average = (WeightAverage(self.trained_variables, config.ema_decay)
                                if config.ema_decay > 0 else None)
         # A nested tf.function is needed for XLA only: MirroredStrategy's all-reduces
         # misbehave inside one. (TPUStrategy compiles the whole replica step anyway.)
@@ -296,12 +297,12 @@ class Trainer:
         averaged ones with --ema_decay, else the trained ones."""
         if self.weight_average is None:
             return contextlib.nullcontext()
-        return self.weight_average.swapped_in(self.encoder_variables + self.head_variables)
+        return self.weight_average.swapped_in(self.trained_variables)
 
     def _replica_train_step(self, batch: dict) -> tf.Tensor:
         context = tf.distribute.get_replica_context()
         inputs = {key: batch[key] for key in MODEL_INPUTS}
-        variables = self.encoder_variables + self.head_variables
+        variables = self.trained_variables
         with tf.GradientTape() as tape:
             outputs = self.model(inputs, training=True)
             terms = tagging_loss_terms(outputs, batch)
