@@ -336,12 +336,12 @@ def main(argv) -> int:
             seeds = [int(seed) for seed in FLAGS.seeds]
         except ValueError:
             raise cli.UsageError(f"--seeds={','.join(FLAGS.seeds)}: give integers") from None
+        if FLAGS.ensemble and len(seeds) < 2:
+            raise cli.UsageError("--ensemble: give at least two --seeds")
         for split in ("train", "dev", "test"):
             if not os.path.isdir(os.path.join(FLAGS.data_dir, split)):
                 raise cli.UsageError(
                     f"--data_dir={FLAGS.data_dir} has no {split}/: run `make data`")
-        if FLAGS.ensemble and len(seeds) < 2:
-            raise cli.UsageError("--ensemble: give at least two --seeds")
         train_flags = shlex.split(FLAGS.train_flags)
         check_recipe(FLAGS.runs_dir, FLAGS.name, train_flags, FLAGS.final_fit, FLAGS.data_dir)
         finished = []

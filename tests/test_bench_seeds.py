@@ -142,6 +142,6 @@ def test_bad_flags_are_one_line(tmp_path):
         result = subprocess.run([sys.executable, os.path.join(REPO_ROOT, "bench", "seeds.py"),
                                  f"--runs_dir={tmp_path / 'runs'}", *flags],
                                 capture_output=True, text=True, env=subprocess_env(),
-                                timeout=120, check=False)
+                                cwd=tmp_path, timeout=120, check=False)  # no data/ here, as in CI
         assert result.returncode == 2, result.stderr
         assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
