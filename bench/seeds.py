@@ -188,6 +188,7 @@ def ensemble_parser(model_dirs: list[str]):
     import tensorflow as tf  # noqa: PLC0415
 
     from tetra_tf import input_pipeline, model_dir as model_dir_lib, train  # noqa: PLC0415
+    from tetra_tf.model import mean_log_probabilities  # noqa: PLC0415
     from tetra_tf.tags import TagVocabularies  # noqa: PLC0415
     from tetra_tf.tokenization import SubwordTokenizer  # noqa: PLC0415
 
@@ -203,9 +204,7 @@ def ensemble_parser(model_dirs: list[str]):
 
     @tf.function(reduce_retracing=True)
     def predict(inputs):
-        outputs = [tagger(inputs, training=False) for tagger, _ in taggers]
-        return {key: tf.add_n([tf.nn.log_softmax(o[key]) for o in outputs]) / len(outputs)
-                for key in outputs[0]}
+        return mean_log_probabilities([tagger(inputs, training=False) for tagger, _ in taggers])
 
     def parse(data_dir: str):
         train.check_same_vocabulary(data_dir, vocabs, "--ensemble")

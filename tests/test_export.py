@@ -516,7 +516,7 @@ def test_rolling_checkpoint_is_used_without_best(model_dir, tmp_path, loaded):
         str(rolling / "ckpt"), max_to_keep=1)
     prefix = manager.save(checkpoint_number=5)
     assert export.resolve_checkpoint(str(rolling))[1] == prefix
-    module = export.build_module(*export.resolve_checkpoint(str(rolling)))
+    module = export.build_module([export.resolve_checkpoint(str(rolling))])
     sentences = tf.constant(SENTENCES[:2])
     np.testing.assert_array_equal(module.parse_sentences(sentences)["tree"].numpy(),
                                   loaded.signatures["serving_default"](sentences=sentences)["tree"])
@@ -647,3 +647,50 @@ def test_tree_writer_on_a_wide_sentence_is_linear_in_words():
     vocabs = TagVocabularies.build([tagging])
     (line,) = _tree_writer_output([tagging], vocabs)
     assert line == _expected_line(tagging)
+
+
+# --------------------------------------------------------------------------------------
+# Ensembles
+
+
+def test_ensemble_decodes_its_members_mean_tag_log_probabilities(model_dir, loaded, vocabs,
+                                                                 tmp_path):
+    other = str(tmp_path / "other")
+    tiny_model.make_model_dir(other, max_stack_depth=6, seed=1)
+    checkpoints = [export.resolve_checkpoint(path) for path in (model_dir, other)]
+    ensemble = export.build_module(checkpoints)
+    long_sentence = ["cat", "Smith", "1\\/2", "quoted"] * 175  # several windows
+    words = [["The", "cat", "sat", "."], ["a"], [], long_sentence, ["Smith", "quoted"]]
+    inputs, is_word = _encode_inputs(loaded, words)
+    members = [export.load_tagger(*checkpoint)[0](dict(zip(_ENCODE_INPUTS, inputs)),
+                                                  training=False)
+               for checkpoint in checkpoints]
+    assert not np.allclose(members[0]["leaf_logits"], members[1]["leaf_logits"], atol=1e-2)
+    expected = {key: (tf.nn.log_softmax(members[0][key]) + tf.nn.log_softmax(members[1][key])) / 2
+                for key in _LOGITS}
+    _assert_same_word_logits(ensemble.encode(*inputs), expected, is_word)
+
+    lengths = np.array([len(w) for w in words], np.int32)
+    decoded = decoding.decode_numpy(expected["leaf_logits"].numpy(),
+                                    expected["internal_logits"].numpy(), lengths,
+                                    vocabs.leaf.directions(), vocabs.internal.directions(), 6)
+    out = ensemble.parse_words(tf.constant(_pad(words, "", object)), tf.constant(lengths))
+    np.testing.assert_array_equal(out["leaf_tag_ids"], decoded.leaf_tag_ids)
+    np.testing.assert_array_equal(out["internal_tag_ids"], decoded.internal_tag_ids)
+    # Each member's encoder and heads are saved: twice the variables of one model.
+    assert len(ensemble.encoders) == 2
+    assert len(ensemble.head_variables) == 2 * len(loaded.head_variables)
+
+
+def test_ensemble_members_must_share_vocabularies_architecture_and_depth(model_dir, tmp_path):
+    other = str(tmp_path / "other")
+    tiny_model.make_model_dir(other, max_stack_depth=8, num_layers=3)
+    with pytest.raises(ModelDirError, match="cannot join .* in an ensemble: their encoder "
+                                            "architecture and max_stack_depth differ"):
+        export.export(f"{model_dir},{other}", str(tmp_path / "out" / "1"))
+    with open(os.path.join(other, "vocab", "encoder_vocab.txt"), "a", encoding="utf-8") as f:
+        f.write("extra\n")
+    with pytest.raises(ModelDirError, match="their vocabularies, encoder architecture and "
+                                            "max_stack_depth differ"):
+        export.export(f"{model_dir},{other}", str(tmp_path / "out" / "1"))
+    assert not (tmp_path / "out" / "1").exists()

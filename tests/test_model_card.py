@@ -82,3 +82,29 @@ def test_card_without_training_records_says_what_is_missing(tiny_export_dir):
     assert card["training"] is None and card["scores"]["dev"] is None
     text = export_format.render_card(card)
     assert "no record" in text and "test F1: not recorded" in text
+
+
+def test_an_ensembles_card_lists_its_members_and_not_their_scores_as_its_own(trained_run,
+                                                                             tmp_path):
+    from tetra_tf import export  # noqa: PLC0415  (the training extra)
+
+    model_dir, single = trained_run["model_dir"], Parser(trained_run["export_dir"])
+    ensemble_dir = str(tmp_path / "ensemble" / "1")
+    export.export(f"{model_dir},{model_dir}", ensemble_dir)
+    ensemble = Parser(ensemble_dir)
+    # Two copies of one model: the mean of equal log-probabilities, so the same trees.
+    sentences = [["The", "company", "said", "it", "would", "sell", "shares", "."], ["Yes"]]
+    assert ensemble.parse_sents(sentences) == single.parse_sents(sentences)
+    card = ensemble.card
+    assert card["encoder"]["parameters"] == 2 * single.card["encoder"]["parameters"]
+    assert card["scores"]["dev"] is None and card["scores"]["test"] is None
+    members = card["ensemble"]["members"]
+    assert [m["checkpoint"] for m in members] == [single.card["checkpoint"]] * 2
+    assert all(m["scores"]["test"]["f1"] == trained_run["evaluation"]["f1"] for m in members)
+    text = export_format.render_card(card)
+    assert "an ensemble of 2 models" in text and "×2;" in text
+    assert (f"- member 2: {single.card['checkpoint']} (step {single.card['step']}); dev F1 "
+            f"{single.card['scores']['dev']['f1']:.2f}; test F1 "
+            f"{trained_run['evaluation']['f1']:.2f}; kept weights: the epoch with the best "
+            "dev F1\n") in text
+    assert "- checkpoint:" not in text

@@ -1,6 +1,12 @@
 r"""Exports a trained tagger as one self-contained SavedModel for TF Serving.
 
   python -m tetra_tf.export --checkpoint=MODEL_DIR_OR_CKPT --export_dir=models/tetra/1
+  python -m tetra_tf.export --checkpoint=RUN_A,RUN_B,RUN_C --export_dir=models/ensemble/1
+
+Several checkpoints (trained with the same tag vocabularies and encoder architecture) make
+an ensemble: one SavedModel that runs each member's encoder and heads on the same windows
+and averages their tag log-probabilities before the decoder; N× the encoder's cost, for
+offline work where accuracy matters more than speed.
 
 The SavedModel's graph does everything, words in → trees out: splitting, WordPiece
 tokenization (PTB escapes undone inside), encoder windows (grouped by length, so that a
@@ -54,6 +60,7 @@ import os
 import shutil
 import tempfile
 import time
+from typing import Sequence
 
 from tetra_tf import extras
 
@@ -67,7 +74,7 @@ from tetra_tf import cli, cpu, decoding, encoders, export_format, model_card
 from tetra_tf import sentences as sentences_lib
 from tetra_tf.tree_writer import TreeWriter
 from tetra_tf.inference_encoder import InferenceEncoder
-from tetra_tf.model import ENCODER_INPUTS, TetraTagger
+from tetra_tf.model import ENCODER_INPUTS, TetraTagger, mean_log_probabilities
 from tetra_tf.tags import TagVocabularies
 from tetra_tf.tokenization import (MAX_PIECES_PER_CALL, MAX_WINDOW_POSITIONS_PER_CALL,
                                    SubwordTokenizer)
@@ -121,26 +128,38 @@ def _string_variable(values: list[str], name: str) -> tf.Variable:
 class ParserModule(tf.Module):
     """The exported object: tokenizer, tagger weights, vocabularies and parse functions.
 
-    The Keras tagger itself is kept out of the object graph (only the head variables and
-    the `InferenceEncoder`'s copies of the encoder weights are tracked), so saving writes
-    plain functions and variables without Keras metadata, which keeps the export fast and
-    the SavedModel loadable without Keras.
+    With several taggers (an ensemble), each runs on the same windows and their tag
+    log-probabilities are averaged before the decoder. The Keras taggers themselves are
+    kept out of the object graph (only the head variables and the `InferenceEncoder`s'
+    copies of the encoder weights are tracked), so saving writes plain functions and
+    variables without Keras metadata, which keeps the export fast and the SavedModel
+    loadable without Keras.
     """
 
-    def __init__(self, tagger: TetraTagger, encoder_config: encoders.EncoderConfig,
+    def __init__(self, taggers: Sequence[TetraTagger], encoder_config: encoders.EncoderConfig,
                  tokenizer: SubwordTokenizer, vocabs: TagVocabularies, max_stack_depth: int,
                  length_multiple: int = DEFAULT_LENGTH_MULTIPLE,
                  encoder_dtype: str = DEFAULT_ENCODER_DTYPE,
                  pack_length: int = DEFAULT_PACK_LENGTH):
+        """Args:
+          taggers: the trained tagger, or an ensemble's members (same tag vocabularies and
+            encoder_config).
+          encoder_config: the taggers' encoder architecture.
+          tokenizer, vocabs, max_stack_depth: the model directory's.
+          length_multiple, encoder_dtype, pack_length: see `export`.
+        """
         super().__init__(name="tetra_parser")
+        if not taggers:
+            raise ValueError("ParserModule needs at least one tagger")
         seq_length = encoder_config.max_sequence_length
         self.tokenizer = tokenizer
-        self.encoder = InferenceEncoder(tagger.encoder, encoder_config,
-                                        compute_dtype=tf.as_dtype(encoder_dtype),
-                                        layer_weights=tagger.layer_weights())
+        self.encoders = [InferenceEncoder(tagger.encoder, encoder_config,
+                                          compute_dtype=tf.as_dtype(encoder_dtype),
+                                          layer_weights=tagger.layer_weights())
+                         for tagger in taggers]
         self.pack_length = pack_length  # a Python int: fixed in the graph, not saved
         # The layer mix is folded into the encoder: only the tag heads are saved.
-        self.head_variables = list(tagger.tag_head_variables)
+        self.head_variables = [v for tagger in taggers for v in tagger.tag_head_variables]
         self.max_stack_depth = tf.Variable(max_stack_depth, dtype=tf.int32, trainable=False,
                                            name="max_stack_depth")
         self.leaf_tags = _string_variable(vocabs.leaf.tags, "leaf_tags")
@@ -175,11 +194,14 @@ class ParserModule(tf.Module):
                 ragged_words, seq_length, max_pieces_per_call=MAX_PIECES_PER_CALL,
                 max_window_positions_per_call=MAX_WINDOW_POSITIONS_PER_CALL)
 
-        window_tagger = WindowTagger(tagger, seq_length, encoder=self.encoder,
-                                     length_multiple=length_multiple, pack_length=pack_length)
+        window_taggers = [WindowTagger(tagger, seq_length, encoder=encoder,
+                                       length_multiple=length_multiple, pack_length=pack_length)
+                          for tagger, encoder in zip(taggers, self.encoders)]
 
         def encode(input_word_ids, input_mask, input_type_ids, word_end_positions) -> dict:
-            return window_tagger(input_word_ids, input_mask, input_type_ids, word_end_positions)
+            outputs = [window_tagger(input_word_ids, input_mask, input_type_ids,
+                                     word_end_positions) for window_tagger in window_taggers]
+            return outputs[0] if len(outputs) == 1 else mean_log_probabilities(outputs)
 
         pack = tf.function(pack, input_signature=[ragged_spec], autograph=False)
         self.encode = tf.function(encode, input_signature=[
@@ -495,12 +517,8 @@ def _lookup(vocabulary: tf.Variable, ids: tf.Tensor) -> tf.Tensor:
     return tf.where(ids >= 0, tf.gather(vocabulary, tf.maximum(ids, 0)), "")
 
 
-def build_module(model_dir: str, checkpoint: str,
-                 length_multiple: int = DEFAULT_LENGTH_MULTIPLE,
-                 encoder_dtype: str = DEFAULT_ENCODER_DTYPE,
-                 pack_length: int = DEFAULT_PACK_LENGTH) -> ParserModule:
-    """Restores the tagger of a model directory and wraps it for export."""
-    tagger, spec = load_tagger(model_dir, checkpoint)
+def _vocabularies(model_dir: str) -> tuple[TagVocabularies, list[str]]:
+    """A model directory's tag vocabularies and encoder wordpieces."""
     try:
         vocabs = TagVocabularies.load(model_dir_lib.vocab_dir(model_dir))
     except (FileNotFoundError, ValueError) as e:
@@ -508,9 +526,44 @@ def build_module(model_dir: str, checkpoint: str,
     encoder_vocab = model_dir_lib.encoder_vocab_path(model_dir)
     if not os.path.isfile(encoder_vocab):
         raise ModelDirError(f"{encoder_vocab} not found: the encoder vocabulary is missing")
-    tokenizer = SubwordTokenizer(encoder_vocab, lower_case=spec.encoder.do_lower_case)
-    return ParserModule(tagger, spec.encoder, tokenizer, vocabs, spec.max_stack_depth,
-                        length_multiple, encoder_dtype, pack_length)
+    with open(encoder_vocab, encoding="utf-8") as f:
+        return vocabs, f.read().splitlines()
+
+
+def build_module(checkpoints: Sequence[tuple[str, str]],
+                 length_multiple: int = DEFAULT_LENGTH_MULTIPLE,
+                 encoder_dtype: str = DEFAULT_ENCODER_DTYPE,
+                 pack_length: int = DEFAULT_PACK_LENGTH) -> ParserModule:
+    """Restores the taggers of (model directory, checkpoint) pairs and wraps them for export:
+    one tagger, or an ensemble of several.
+
+    Raises:
+      ModelDirError: for a bad model directory, or ensemble members that differ in tag
+        vocabularies or wordpieces, encoder architecture, or decoder depth.
+    """
+    first_dir = checkpoints[0][0]
+    vocabularies = _vocabularies(first_dir)
+    members = []
+    for model_dir, checkpoint in checkpoints:
+        tagger, spec = load_tagger(model_dir, checkpoint)
+        if members:
+            first = members[0][1]
+            differences = [what for what, differs in (
+                ("vocabularies", _vocabularies(model_dir) != vocabularies),
+                ("encoder architecture", spec.encoder != first.encoder),
+                ("max_stack_depth", spec.max_stack_depth != first.max_stack_depth),
+            ) if differs]
+            if differences:
+                listed = ", ".join(differences[:-1]) + " and " * (len(differences) > 1)
+                raise ModelDirError(f"{model_dir} cannot join {first_dir} in an ensemble: "
+                                    f"their {listed}{differences[-1]} differ")
+        members.append((tagger, spec))
+    spec = members[0][1]
+    tokenizer = SubwordTokenizer(model_dir_lib.encoder_vocab_path(first_dir),
+                                 lower_case=spec.encoder.do_lower_case)
+    return ParserModule([tagger for tagger, _ in members], spec.encoder, tokenizer,
+                        vocabularies[0], spec.max_stack_depth, length_multiple, encoder_dtype,
+                        pack_length)
 
 
 def write_limits(module: ParserModule, export_dir: str) -> str:
@@ -573,6 +626,8 @@ def export(checkpoint: str, export_dir: str, overwrite: bool = False,
            pack_length: int = DEFAULT_PACK_LENGTH) -> str:
     """Exports the model of `checkpoint` (a model dir or a checkpoint in one) to export_dir.
 
+    Several checkpoints joined by commas export their ensemble (see `ParserModule`).
+
     `encoder_dtype` "bfloat16" runs the encoder's dense matmuls in bfloat16 (see
     `InferenceEncoder`): faster on CPUs with AVX-512 BF16 or AMX, at a small cost in F1.
     `pack_length` > 0 packs the encoder's windows into rows of at least that many
@@ -582,13 +637,16 @@ def export(checkpoint: str, export_dir: str, overwrite: bool = False,
     so TF Serving, which watches the parent directory, never sees a partial version.
 
     Returns:
-      The checkpoint prefix that was exported.
+      The checkpoint prefix that was exported (an ensemble's, joined by commas).
 
     Raises:
       ModelDirError: for a bad checkpoint path or model directory.
       InputError: for an existing export_dir (unless overwrite), or a bad option.
     """
-    model_dir, prefix = resolve_checkpoint(checkpoint)
+    checkpoints = [resolve_checkpoint(path.strip())
+                   for path in checkpoint.split(",") if path.strip()]
+    if not checkpoints:
+        raise InputError("no checkpoint given")
     export_dir = os.path.normpath(export_dir)
     if os.path.exists(export_dir) and not overwrite:
         raise InputError(f"{export_dir} already exists (pass --overwrite to replace it)")
@@ -600,7 +658,7 @@ def export(checkpoint: str, export_dir: str, overwrite: bool = False,
     if not 0 <= pack_length <= MAX_PACK_LENGTH:
         raise InputError(f"pack_length must be 0 (no packing) or up to {MAX_PACK_LENGTH}, "
                              f"got {pack_length}")
-    module = build_module(model_dir, prefix, length_multiple, encoder_dtype, pack_length)
+    module = build_module(checkpoints, length_multiple, encoder_dtype, pack_length)
     parent = os.path.dirname(os.path.abspath(export_dir))
     os.makedirs(parent, exist_ok=True)
     staging = tempfile.mkdtemp(prefix=f".{os.path.basename(export_dir)}.tmp-", dir=parent)
@@ -610,7 +668,7 @@ def export(checkpoint: str, export_dir: str, overwrite: bool = False,
             PARSE_WORDS_SIGNATURE: module.parse_words.get_concrete_function(),
         }
         tf.saved_model.save(module, staging, signatures=signatures)
-        model_card.write(staging, model_card.build(model_dir, prefix, module))
+        model_card.write(staging, model_card.build(checkpoints, module))
         write_limits(module, staging)
         write_warmup_requests(staging)
         if os.path.exists(export_dir):
@@ -619,7 +677,7 @@ def export(checkpoint: str, export_dir: str, overwrite: bool = False,
     finally:
         if os.path.exists(staging):
             shutil.rmtree(staging, ignore_errors=True)
-    return prefix
+    return ",".join(prefix for _, prefix in checkpoints)
 
 
 # --------------------------------------------------------------------------------------
@@ -631,7 +689,9 @@ FLAGS = flags.FLAGS
 def define_flags() -> None:
     """Defines the flags; only when run as a program, so that importing stays side-effect free."""
     flags.DEFINE_string("checkpoint", None, "A training model directory (its best/model, else "
-                        "the latest ckpt/ checkpoint) or a checkpoint prefix inside one.")
+                        "the latest ckpt/ checkpoint) or a checkpoint prefix inside one; "
+                        "several joined by commas export their ensemble (tag log-probabilities "
+                        "averaged; N times the encoder's cost).")
     flags.DEFINE_string("export_dir", None, "Where to write the SavedModel, in TF Serving's "
                         "layout: BASE/VERSION, e.g. models/tetra/1.")
     flags.DEFINE_bool("overwrite", False, "Replace an existing export_dir.")

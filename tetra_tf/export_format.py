@@ -189,24 +189,10 @@ def _number(value, digits: int = 2) -> str:
     return "n/a" if value is None else f"{value:.{digits}f}"
 
 
-def render_card(card: dict[str, Any]) -> str:
-    """A short human-readable (Markdown) rendering of a model card."""
-    encoder, tags = card["encoder"], card["tag_vocabularies"]
+def _model_lines(card: dict[str, Any]) -> list[str]:
+    """The card's lines on one model's training, scores and checkpoint."""
     training, scores = card.get("training"), card["scores"]
-    lines = [
-        "# tetra-tf model card",
-        "",
-        f"- encoder: {encoder.get('name') or 'unknown'}; {encoder['parameters']:,} parameters, "
-        f"{encoder['layers']} layers, hidden {encoder['hidden_size']}, "
-        f"{encoder['attention_heads']} heads, up to "
-        f"{encoder['max_sequence_length_subword_pieces']} subword pieces per window; "
-        f"matmuls in {encoder.get('compute_dtype', 'float32')}; "
-        + (f"windows packed into rows of {encoder['pack_length']}+ positions"
-           if encoder.get("pack_length") else "one window per row"),
-        f"- parameters in all (encoder + tag heads): {card['parameters']:,}",
-        f"- tag vocabularies: {tags['leaf']} leaf, {tags['internal']} internal, "
-        f"{tags['pos']} POS; decoder stack depth cap {card['max_stack_depth']}",
-    ]
+    lines = []
     if training:
         for split in ("train_data", "dev_data"):
             data = training.get(split)
@@ -238,5 +224,43 @@ def render_card(card: dict[str, Any]) -> str:
             lines.append(f"- {evaluation['split']} F1 {_number(evaluation['f1'])} "
                          f"({evaluation['data']})")
     lines.append(f"- checkpoint: {card['checkpoint']} (step {card['step']})")
+    return lines
+
+
+def _ensemble_lines(ensemble: dict[str, Any]) -> list[str]:
+    """The card's lines on an ensemble: how it combines, and each member's record."""
+    lines = [f"- an ensemble of {len(ensemble['members'])} models: {ensemble['combination']}; "
+             "its own F1 is not recorded at export (tools/eval_export.py measures it)"]
+    for number, member in enumerate(ensemble["members"], start=1):
+        scores, training = member["scores"], member.get("training") or {}
+        figures = [f"{split} F1 {_number(scores[split]['f1'])}"
+                   for split in ("dev", "test") if scores.get(split)]
+        lines.append(f"- member {number}: {member['checkpoint']} (step {member['step']})"
+                     + "".join(f"; {figure}" for figure in figures)
+                     + (f"; kept weights: {training['kept_weights']}"
+                        if training.get("kept_weights") else ""))
+    return lines
+
+
+def render_card(card: dict[str, Any]) -> str:
+    """A short human-readable (Markdown) rendering of a model card."""
+    encoder, tags = card["encoder"], card["tag_vocabularies"]
+    ensemble = card.get("ensemble")
+    copies = f" ×{len(ensemble['members'])}" if ensemble else ""
+    lines = [
+        "# tetra-tf model card",
+        "",
+        f"- encoder: {encoder.get('name') or 'unknown'}{copies}; {encoder['parameters']:,} "
+        f"parameters, {encoder['layers']} layers, hidden {encoder['hidden_size']}, "
+        f"{encoder['attention_heads']} heads, up to "
+        f"{encoder['max_sequence_length_subword_pieces']} subword pieces per window; "
+        f"matmuls in {encoder.get('compute_dtype', 'float32')}; "
+        + (f"windows packed into rows of {encoder['pack_length']}+ positions"
+           if encoder.get("pack_length") else "one window per row"),
+        f"- parameters in all (encoder + tag heads): {card['parameters']:,}",
+        f"- tag vocabularies: {tags['leaf']} leaf, {tags['internal']} internal, "
+        f"{tags['pos']} POS; decoder stack depth cap {card['max_stack_depth']}",
+    ]
+    lines += _ensemble_lines(ensemble) if ensemble else _model_lines(card)
     lines.append(f"- exported {card['exported']} with tetra-tf {card['tetra_tf_version']}")
     return "\n".join(lines) + "\n"

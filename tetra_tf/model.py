@@ -146,6 +146,19 @@ class TetraTagger(tf_keras.Model):
         return self.tag_head_variables + mix
 
 
+def mean_log_probabilities(outputs: list[dict]) -> dict:
+    """An ensemble's tag scores: its members' log-softmaxed logits, averaged per output.
+
+    Args:
+      outputs: each member's logits (leaf_logits, internal_logits, pos_logits).
+
+    Returns:
+      The same keys; the decoder takes them as it takes one model's log-softmax.
+    """
+    return {key: tf.add_n([tf.nn.log_softmax(o[key]) for o in outputs]) / len(outputs)
+            for key in outputs[0]}
+
+
 def tagging_loss_terms(outputs: dict, labels: dict) -> dict[str, tuple[tf.Tensor, tf.Tensor]]:
     """Returns per head (sum of token cross-entropies, number of tokens).
 

