@@ -23,10 +23,10 @@ install:
 	$(PYTHON) -m tetra_tf.default_encoder
 
 # The suite in parallel (pytest-xdist), a test file per worker process; one per CPU by
-# default (PYTEST_WORKERS=0: all in this process).
+# default (PYTEST_WORKERS=0: all in this process); the 25 slowest tests are listed at the end.
 PYTEST_WORKERS ?= auto
 test:
-	$(PYTHON) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile tests
+	$(PYTHON) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --durations=25 tests
 
 # The documentation site (docs/, mkdocs.yml) into site/; `make test` builds it too.
 docs:
