@@ -378,11 +378,11 @@ def test_bfloat16_encoder_export_stays_close_to_float32(model_dir, loaded, tmp_p
     bf16 = tf.saved_model.load(export_dir)
     dtypes = tf.train.load_checkpoint(os.path.join(
         export_dir, "variables", "variables")).get_variable_to_dtype_map()
-    kernels = {name: dtype for name, dtype in dtypes.items() if name.startswith("encoder/")
+    kernels = {name: dtype for name, dtype in dtypes.items() if name.startswith("encoders/0/")
                and name.split("/")[-3].endswith("_kernel")}
     assert len(kernels) == 4 * 2, dtypes  # four dense kernels in each of the 2 layers
     assert set(kernels.values()) == {tf.bfloat16}
-    assert dtypes["encoder/word_embeddings/.ATTRIBUTES/VARIABLE_VALUE"] == tf.float32
+    assert dtypes["encoders/0/word_embeddings/.ATTRIBUTES/VARIABLE_VALUE"] == tf.float32
     assert json.load(open(os.path.join(export_dir, "assets.extra", "model_card.json")))[
         "encoder"]["compute_dtype"] == "bfloat16"
     inputs, is_word = _encode_inputs(loaded, [s.split() for s in SENTENCES])
