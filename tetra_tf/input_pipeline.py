@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 from typing import Iterator, Sequence
 
 import numpy as np
@@ -132,6 +133,16 @@ def _pack_example(example: dict, tokenizer: SubwordTokenizer, seq_length: int,
     return features
 
 
+@functools.lru_cache(maxsize=None)
+def _packer(tokenizer: SubwordTokenizer, seq_length: int, max_words: int | None,
+            num_windows: int | None):
+    """`_pack_example` for one shape, as one tf.function shared by every dataset that maps
+    it: `Dataset.map` traces its function anew for each dataset (each epoch, each dev
+    scoring, each bucket), and packing is slow to trace."""
+    return tf.function(lambda example: _pack_example(example, tokenizer, seq_length,
+                                                     max_words, num_windows))
+
+
 def training_dataset(tokenized: tf.data.Dataset, tokenizer: SubwordTokenizer,
                      config: InputConfig, summary: DataSummary, seed: int,
                      skip_batches: int = 0) -> tf.data.Dataset:
@@ -160,7 +171,7 @@ def training_dataset(tokenized: tf.data.Dataset, tokenizer: SubwordTokenizer,
         bucket = (tokenized
                   .filter(lambda e, i=i: _bucket_tensor(e["num_pieces"], config.bucket_lengths) == i)
                   .shuffle(summary.bucket_sizes[i], seed=seed + i, reshuffle_each_iteration=False)
-                  .map(lambda e, n=seq_length: _pack_example(e, tokenizer, n, n - 2, 1),
+                  .map(_packer(tokenizer, seq_length, seq_length - 2, 1),
                        num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
                   .batch(config.batch_size, drop_remainder=config.static_shapes))
         per_bucket.append(bucket)
@@ -182,16 +193,22 @@ def evaluation_batches(tokenized: tf.data.Dataset, tokenizer: SubwordTokenizer,
     last, one per batch.
     """
     buckets = list(config.bucket_lengths)
+    used = {bucket_index(int(n), buckets) for n in
+            tokenized.map(lambda e: e["num_pieces"]).as_numpy_iterator()}
     for i, seq_length in enumerate(buckets):
+        if i not in used:  # spares tracing the packing of an empty bucket
+            continue
         bucket = (tokenized
                   .filter(lambda e, i=i: _bucket_tensor(e["num_pieces"], buckets) == i)
-                  .map(lambda e, n=seq_length: _pack_example(e, tokenizer, n, n - 2, 1))
+                  .map(_packer(tokenizer, seq_length, seq_length - 2, 1))
                   .batch(config.batch_size))
         for batch in bucket.as_numpy_iterator():
             yield pad_batch(batch, config.batch_size) if config.static_shapes else batch
+    if None not in used:
+        return
     long_ones = (tokenized
                  .filter(lambda e: _bucket_tensor(e["num_pieces"], buckets) == len(buckets))
-                 .map(lambda e: _pack_example(e, tokenizer, buckets[-1], None, None))
+                 .map(_packer(tokenizer, buckets[-1], None, None))
                  .batch(1))
     yield from long_ones.as_numpy_iterator()
 

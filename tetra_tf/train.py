@@ -553,7 +553,7 @@ class _Run:
     input_config: input_pipeline.InputConfig
     train_set: tf.data.Dataset
     train_summary: input_pipeline.DataSummary
-    dev_set: tf.data.Dataset | None
+    dev_batches: list[dict] | None  # packed once, scored after every epoch
     steps_per_epoch: int
     total_steps: int
     trainer: "Trainer"
@@ -575,10 +575,11 @@ def _prepare_run(train_dirs, dev_data, model_dir, config, strategy, encoder_path
     if train_summary.too_long:
         logging.warning("%d training sentences exceed %d subwords and are left out",
                         train_summary.too_long, max(input_config.bucket_lengths) - 2)
-    dev_set = None
+    dev_batches = None
     if dev_data:
         check_same_vocabulary(dev_data, vocabs, "--dev_data")
         dev_set, _ = load_training_data(dev_data, vocabs, tokenizer, input_config, "--dev_data")
+        dev_batches = list(input_pipeline.evaluation_batches(dev_set, tokenizer, input_config))
 
     steps_per_epoch = train_summary.steps_per_epoch(input_config)
     if steps_per_epoch == 0:
@@ -588,7 +589,7 @@ def _prepare_run(train_dirs, dev_data, model_dir, config, strategy, encoder_path
     with strategy.scope():
         model = build_tagger(spec, pretrained.encoder if pretrained else None)
         trainer = Trainer(model, config, total_steps, strategy)
-    return _Run(vocabs, spec, tokenizer, input_config, train_set, train_summary, dev_set,
+    return _Run(vocabs, spec, tokenizer, input_config, train_set, train_summary, dev_batches,
                 steps_per_epoch, total_steps, trainer)
 
 
@@ -648,9 +649,7 @@ def _train_epoch(run: _Run, config: TrainingConfig, strategy: tf.distribute.Stra
 def _score_dev(run: _Run) -> tuple[float, float]:
     """Dev scoring: (F1 with gold POS, POS accuracy) of the current weights."""
     scores = scoring.score_parses(*predict_trees(
-        run.trainer.predict_step,
-        input_pipeline.evaluation_batches(run.dev_set, run.tokenizer, run.input_config),
-        run.vocabs, run.spec.max_stack_depth))
+        run.trainer.predict_step, run.dev_batches, run.vocabs, run.spec.max_stack_depth))
     return scores.f1, scores.pos_accuracy
 
 
@@ -679,12 +678,12 @@ def _train(run: _Run, config: TrainingConfig, strategy: tf.distribute.Strategy,
         entry = {"epoch": step // run.steps_per_epoch, "step": step,
                  "train_loss": float(np.mean(losses)) if losses else None}
         with run.trainer.evaluated_weights():
-            if run.dev_set is not None:
+            if run.dev_batches is not None:
                 entry["dev_f1"], entry["dev_pos_accuracy"] = _score_dev(run)
             entry["epoch_seconds"] = round(time.time() - epoch_started, 1)
             history.append(entry)
             message = f"epoch {entry['epoch']}: loss {entry['train_loss']:.4f}"
-            if run.dev_set is not None:
+            if run.dev_batches is not None:
                 with writer.as_default(step=step):
                     tf.summary.scalar("dev/f1", entry["dev_f1"])
                     tf.summary.scalar("dev/pos_accuracy", entry["dev_pos_accuracy"])
@@ -694,14 +693,14 @@ def _train(run: _Run, config: TrainingConfig, strategy: tf.distribute.Strategy,
                 continue
             # --keep=best: the best dev F1 so far; --keep=last (or no dev set): every epoch's
             # weights replace the kept ones, so the run's last epoch is kept.
-            if (config.keep == "last" or run.dev_set is None
+            if (config.keep == "last" or run.dev_batches is None
                     or entry["dev_f1"] > best.get("dev_f1", -1.0)):
                 best = dict(entry)
                 tf.train.Checkpoint(model=run.trainer.model).write(
                     os.path.join(model_dir, model_dir_lib.BEST_CHECKPOINT))
                 model_dir_lib.write_json(
                     os.path.join(best_path, model_dir_lib.BEST_RECORD_FILE), best)
-                message += " (best)" if config.keep == "best" and run.dev_set else " (kept)"
+                message += " (best)" if config.keep == "best" and run.dev_batches else " (kept)"
         print(message, file=sys.stderr, flush=True)
         model_dir_lib.write_json(os.path.join(model_dir, model_dir_lib.HISTORY_FILE), history)
     writer.close()
