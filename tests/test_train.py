@@ -537,7 +537,8 @@ class TestBadInput:
         other = tmp_path / "dev_own_vocab"
         convert([f"--input={os.path.join(small_data_dirs['dev'], 'trees.txt')}",
                  f"--output_dir={other}"])
-        self.run(tiny_encoder_dir, small_data_dirs["train"], tmp_path / "m")
+        train.prepare_model_dir(str(tmp_path / "m"), small_data_dirs["train"], tiny_encoder_dir,
+                                train.TrainingConfig(batch_size=8))
         with pytest.raises(train.UsageError, match="another tag vocabulary"):
             self.run(tiny_encoder_dir, str(other), tmp_path / "m")
 
