@@ -208,9 +208,10 @@ def ensemble_parser(model_dirs: list[str]):
 
     def parse(data_dir: str):
         train.check_same_vocabulary(data_dir, vocabs, "--ensemble")
-        data, _ = train.load_training_data(data_dir, vocabs, tokenizer, config, "--ensemble")
+        data, summary = train.load_training_data(data_dir, vocabs, tokenizer, config,
+                                                 "--ensemble")
         return train.predict_trees(predict, input_pipeline.evaluation_batches(
-            data, tokenizer, config), vocabs, spec.max_stack_depth)
+            data, tokenizer, config, summary), vocabs, spec.max_stack_depth)
 
     return parse
 

@@ -36,7 +36,7 @@ def test_evaluation_yields_every_sentence_once_shortest_buckets_first(tokenized,
     summary = input_pipeline.summarize(data, config)
     assert summary.too_long > 0 and summary.bucket_sizes[0] == 0
     seen, widths = [], []
-    for batch in input_pipeline.evaluation_batches(data, tokenizer, config):
+    for batch in input_pipeline.evaluation_batches(data, tokenizer, config, summary):
         rows = batch["num_words"] > 0
         seen += [tree.decode("utf-8") for tree in batch[records.TREE][rows]]
         widths.append(batch["input_word_ids"].shape[-1])
@@ -64,7 +64,7 @@ def test_packing_is_traced_once_per_shape_across_epochs(tokenized, monkeypatch):
     for epoch in range(3):
         for _ in input_pipeline.training_dataset(data, tokenizer, config, summary, seed=epoch):
             pass
-        for _ in input_pipeline.evaluation_batches(data, tokenizer, config):
+        for _ in input_pipeline.evaluation_batches(data, tokenizer, config, summary):
             pass
     input_pipeline._packer.cache_clear()
     used = [length for length, size in zip(BUCKETS, summary.bucket_sizes) if size]

@@ -133,7 +133,7 @@ def _pack_example(example: dict, tokenizer: SubwordTokenizer, seq_length: int,
     return features
 
 
-@functools.lru_cache(maxsize=None)
+@functools.lru_cache(maxsize=64)
 def _packer(tokenizer: SubwordTokenizer, seq_length: int, max_words: int | None,
             num_windows: int | None):
     """`_pack_example` for one shape, as one tf.function shared by every dataset that maps
@@ -185,18 +185,17 @@ def training_dataset(tokenized: tf.data.Dataset, tokenizer: SubwordTokenizer,
 
 
 def evaluation_batches(tokenized: tf.data.Dataset, tokenizer: SubwordTokenizer,
-                       config: InputConfig) -> Iterator[dict]:
+                       config: InputConfig, summary: DataSummary) -> Iterator[dict]:
     """Yields every sentence once, in bucketed batches (numpy).
 
     With static shapes, each bucket's last batch is padded with empty sentences (rows with
     no words). Sentences too long for the largest bucket are split into windows and come
-    last, one per batch.
+    last, one per batch. `summary` (the data set's `summarize` result) says which buckets
+    hold sentences: empty ones are not built, which spares tracing their packing.
     """
     buckets = list(config.bucket_lengths)
-    used = {bucket_index(int(n), buckets) for n in
-            tokenized.map(lambda e: e["num_pieces"]).as_numpy_iterator()}
     for i, seq_length in enumerate(buckets):
-        if i not in used:  # spares tracing the packing of an empty bucket
+        if not summary.bucket_sizes[i]:
             continue
         bucket = (tokenized
                   .filter(lambda e, i=i: _bucket_tensor(e["num_pieces"], buckets) == i)
@@ -204,7 +203,7 @@ def evaluation_batches(tokenized: tf.data.Dataset, tokenizer: SubwordTokenizer,
                   .batch(config.batch_size))
         for batch in bucket.as_numpy_iterator():
             yield pad_batch(batch, config.batch_size) if config.static_shapes else batch
-    if None not in used:
+    if not summary.too_long:
         return
     long_ones = (tokenized
                  .filter(lambda e: _bucket_tensor(e["num_pieces"], buckets) == len(buckets))

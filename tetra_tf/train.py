@@ -578,8 +578,10 @@ def _prepare_run(train_dirs, dev_data, model_dir, config, strategy, encoder_path
     dev_batches = None
     if dev_data:
         check_same_vocabulary(dev_data, vocabs, "--dev_data")
-        dev_set, _ = load_training_data(dev_data, vocabs, tokenizer, input_config, "--dev_data")
-        dev_batches = list(input_pipeline.evaluation_batches(dev_set, tokenizer, input_config))
+        dev_set, dev_summary = load_training_data(dev_data, vocabs, tokenizer, input_config,
+                                                  "--dev_data")
+        dev_batches = list(input_pipeline.evaluation_batches(dev_set, tokenizer, input_config,
+                                                             dev_summary))
 
     steps_per_epoch = train_summary.steps_per_epoch(input_config)
     if steps_per_epoch == 0:
@@ -700,7 +702,8 @@ def _train(run: _Run, config: TrainingConfig, strategy: tf.distribute.Strategy,
                     os.path.join(model_dir, model_dir_lib.BEST_CHECKPOINT))
                 model_dir_lib.write_json(
                     os.path.join(best_path, model_dir_lib.BEST_RECORD_FILE), best)
-                message += " (best)" if config.keep == "best" and run.dev_batches else " (kept)"
+                message += (" (best)" if config.keep == "best" and run.dev_batches is not None
+                            else " (kept)")
         print(message, file=sys.stderr, flush=True)
         model_dir_lib.write_json(os.path.join(model_dir, model_dir_lib.HISTORY_FILE), history)
     writer.close()
@@ -729,10 +732,11 @@ def parse_data(model_dir: str, data_dir: str, checkpoint: str | None = None,
     tokenizer = SubwordTokenizer(model_dir_lib.encoder_vocab_path(model_dir),
                                  lower_case=spec.encoder.do_lower_case)
     input_config = input_pipeline.InputConfig(batch_size=batch_size)
-    data, _ = load_training_data(data_dir, vocabs, tokenizer, input_config, "--evaluate")
+    data, summary = load_training_data(data_dir, vocabs, tokenizer, input_config, "--evaluate")
     predict = tf.function(lambda x: model(x, training=False), reduce_retracing=True)
-    return predict_trees(predict, input_pipeline.evaluation_batches(data, tokenizer, input_config),
-                         vocabs, spec.max_stack_depth)
+    return predict_trees(
+        predict, input_pipeline.evaluation_batches(data, tokenizer, input_config, summary),
+        vocabs, spec.max_stack_depth)
 
 
 def evaluate_model(model_dir: str, data_dir: str, checkpoint: str | None = None,
