@@ -24,9 +24,11 @@ install:
 
 # The suite in parallel (pytest-xdist), a test file per worker process; one per CPU by
 # default (PYTEST_WORKERS=0: all in this process); the 25 slowest tests are listed at the end.
+# --no-loadscope-reorder: files go out in tests/conftest.py's order (slowest first), not
+# pytest-xdist's default order by number of tests.
 PYTEST_WORKERS ?= auto
 test:
-	$(PYTHON) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --durations=25 tests
+	$(PYTHON) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25 tests
 
 # The documentation site (docs/, mkdocs.yml) into site/; `make test` builds it too.
 docs:

@@ -31,8 +31,9 @@ setup(
         # The documentation site (mkdocs build --strict runs in `make test`).
         "docs": ["mkdocs>=1.6", "mkdocs-material>=9.5", "mkdocstrings[python]>=0.26"],
         # tokenizers: the tokenization oracle; pytest-xdist and filelock: `make test` runs
-        # the suite in parallel processes that share the tests' trained model.
-        "dev": ["pytest", "pytest-xdist", "filelock", "hypothesis", "tokenizers", "safetensors"],
+        # the suite in parallel processes that share the tests' trained model (xdist 3.8
+        # brought --no-loadscope-reorder, which keeps the slowest-first file order).
+        "dev": ["pytest", "pytest-xdist>=3.8", "filelock", "hypothesis", "tokenizers", "safetensors"],
         "bench": ["torch", "transformers"],  # the PyTorch reference pipeline and test oracle
         "spacy": ["spacy>=3.7,<4"],
         # tetra_tf.serving (serving/server.py): the REST app (plain WSGI) on a production

@@ -123,11 +123,13 @@ def tiny_encoder_dir(tmp_path_factory) -> str:
     return built_once(tmp_path_factory, "tiny_encoder", write_tiny_bert)
 
 
-def convert(args: list[str]) -> None:
-    """Runs tools/convert_ptb.py, failing the test on a non-zero exit."""
-    result = subprocess.run([sys.executable, os.path.join(REPO_ROOT, "tools", "convert_ptb.py")]
-                            + args, capture_output=True, text=True, check=False)
-    assert result.returncode == 0, result.stderr
+def convert(input_path: str, output_dir: str, vocab_from: str | None = None) -> None:
+    """Converts treebank lines to TFRecords, in this process (tools/convert_ptb.py's work;
+    tests/test_convert.py runs the program itself)."""
+    from tetra_tf import convert as convert_ptb
+
+    convert_ptb.run(input_path=str(input_path), output_dir=str(output_dir),
+                    vocab_from=vocab_from, progress=False)
 
 
 def _write_small_data(root: str) -> None:
@@ -143,9 +145,8 @@ def _write_small_data(root: str) -> None:
         with open(os.path.join(root, f"{split}.txt"), "w", encoding="utf-8") as f:
             f.write("\n".join(lines) + "\n")
     train, dev = os.path.join(root, "train"), os.path.join(root, "dev")
-    convert([f"--input={os.path.join(root, 'train.txt')}", f"--output_dir={train}"])
-    convert([f"--input={os.path.join(root, 'dev.txt')}", f"--output_dir={dev}",
-             f"--vocab_from={train}"])
+    convert(os.path.join(root, "train.txt"), train)
+    convert(os.path.join(root, "dev.txt"), dev, vocab_from=train)
 
 
 @pytest.fixture(scope="session")
@@ -157,9 +158,7 @@ def small_data_dirs(tmp_path_factory) -> dict[str, str]:
     return {split: os.path.join(root, split) for split in ("train", "dev")}
 
 
-@pytest.fixture(scope="session")
-def tiny_export_dir(tmp_path_factory) -> str:
-    """A SavedModel exported from tests/tiny_model.py's random model (shared, read-only)."""
+def _tiny_export_root(tmp_path_factory) -> str:
     import tiny_model
     from tetra_tf import export
 
@@ -167,7 +166,19 @@ def tiny_export_dir(tmp_path_factory) -> str:
         tiny_model.make_model_dir(os.path.join(root, "model"))
         export.export(os.path.join(root, "model"), os.path.join(root, "tetra", "1"))
 
-    return os.path.join(built_once(tmp_path_factory, "tiny_export", build), "tetra", "1")
+    return built_once(tmp_path_factory, "tiny_export", build)
+
+
+@pytest.fixture(scope="session")
+def tiny_export_dir(tmp_path_factory) -> str:
+    """A SavedModel exported from tests/tiny_model.py's random model (shared, read-only)."""
+    return os.path.join(_tiny_export_root(tmp_path_factory), "tetra", "1")
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory) -> str:
+    """The model directory `tiny_export_dir` was exported from (shared, read-only)."""
+    return os.path.join(_tiny_export_root(tmp_path_factory), "model")
 
 
 def subprocess_env() -> dict[str, str]:
@@ -264,9 +275,10 @@ def trained_run(tiny_encoder_dir, small_data_dirs, tmp_path_factory) -> dict:
             "export_dir": os.path.join(root, "tetra", "1"), "evaluation": evaluation}
 
 
-# The files that take longest, longest first: pytest-xdist's --dist loadfile hands files to
-# its workers in collection order, so starting these first keeps one long file from
-# running alone at the end (longest-processing-time-first scheduling).
+# The files that take longest, longest first: pytest-xdist's --dist loadfile
+# --no-loadscope-reorder (`make test`) hands files to its workers in collection order, so
+# starting these first keeps one long file from running alone at the end
+# (longest-processing-time-first scheduling).
 SLOWEST_FILES = ("test_docs.py", "test_train.py", "test_serving.py", "test_spark.py",
                  "test_serving_config.py", "test_serving_metrics.py", "test_parse.py",
                  "test_beam.py", "test_ways_in.py", "test_runtime.py", "test_export.py",

@@ -2,7 +2,6 @@
 
 import os
 import random
-import sys
 import threading
 import time
 
@@ -12,16 +11,13 @@ import nltk
 import pytest
 import tensorflow as tf
 
-from tetra_tf import export, sentences as sentences_lib, treebank
+from tetra_tf import sentences as sentences_lib, treebank
 from tetra_tf import parser as parser_lib
 from tetra_tf.errors import ExportError
 from tetra_tf.parser import ModelError, ParseResult, Parser
 from tetra_tf.sentences import SentenceError, escape_leaf
 from tetra_tf.treebank import with_pos_tags
 from tetra_tf.tags import TagVocabularies
-
-sys.path.insert(0, os.path.dirname(__file__))
-import tiny_model  # noqa: E402
 
 SENTENCES = [
     ["The", "cat", "sat", "on", "the", "mat", "."],
@@ -34,22 +30,13 @@ SENTENCES = [
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory):
-    path = str(tmp_path_factory.mktemp("tiny_model"))
-    tiny_model.make_model_dir(path)
-    return path
+def parser(tiny_export_dir):
+    return Parser(tiny_export_dir)
 
 
 @pytest.fixture(scope="module")
-def parser(model_dir, tmp_path_factory):
-    export_dir = os.path.join(str(tmp_path_factory.mktemp("export")), "1")
-    export.export(model_dir, export_dir)
-    return Parser(export_dir)
-
-
-@pytest.fixture(scope="module")
-def vocabs(model_dir):
-    return TagVocabularies.load(os.path.join(model_dir, "vocab"))
+def vocabs(tiny_model_dir):
+    return TagVocabularies.load(os.path.join(tiny_model_dir, "vocab"))
 
 
 def _preterminals(tree: nltk.Tree) -> list[str]:

@@ -17,6 +17,7 @@ import http.client
 import json
 import logging
 import os
+import pathlib
 import re
 import shutil
 import signal
@@ -1061,16 +1062,9 @@ def test_limits_come_from_the_export_and_flags_only_lower_them(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def tetra_export(tmp_path_factory):
-    """A tiny random tagger exported as models/tetra/1; returns the base path."""
-    from tetra_tf import export
-
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import tiny_model
-    root = tmp_path_factory.mktemp("tetra")
-    tiny_model.make_model_dir(str(root / "model_dir"))
-    export.export(str(root / "model_dir"), str(root / "models" / "tetra" / "1"))
-    return root / "models" / "tetra"
+def tetra_export(tiny_export_dir):
+    """The shared tiny random tagger's export, as a base path holding version 1."""
+    return pathlib.Path(tiny_export_dir).parent
 
 
 MAX_PIECES = 200  # The real export's server: a low --max_pieces_per_request.

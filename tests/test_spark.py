@@ -261,6 +261,31 @@ def test_an_empty_input_file_gets_an_empty_ordered_file(job):
                                         "empty.txt.trees")) == 0
 
 
+def test_odd_lines_get_the_parsers_tree_or_reason(spark, tiny_export_dir, tmp_path):
+    """Spark as a way in, as in test_ways_in: every whitespace character inside a line,
+    format characters, brackets, emoji, an over-long word and sentence, empty lines."""
+    from tetra_tf.parser import Parser
+    from test_ways_in import _answer, _parser_answers, odd_lines
+
+    parser = Parser(tiny_export_dir)
+    lines = odd_lines(parser.sentence_limits.max_pieces)
+    corpus = tmp_path / "odd.txt"
+    corpus.write_bytes(("\n".join(lines) + "\n").encode("utf-8"))
+    output = str(tmp_path / "out")
+    summary = spark_parse.run(spark, tiny_export_dir, [str(corpus)], output,
+                              output_format="json", partitions=2)
+    assert summary["lines"] == len(lines)
+    answers = {}
+    for path in glob.glob(os.path.join(output, "part-*.json")):
+        with open(path, encoding="utf-8") as f:
+            for row in map(json.loads, f):
+                answers[row["line"]] = (_answer(row["tree"]) if row.get("tree")
+                                        else _answer(reason=row["reason"]))
+    expected = _parser_answers(parser, lines)
+    for number, (line, want) in enumerate(zip(lines, expected), start=1):
+        assert answers[number] == want, line[:80]
+
+
 def test_a_model_failure_fails_the_job(spark, corpus, tmp_path):
     root, _ = corpus
     not_a_model = tmp_path / "model"
@@ -344,28 +369,3 @@ def test_parse_column_checks_its_column(spark, tiny_export_dir):
         tetra_spark.parse_column(df, tiny_export_dir, text_column="text")
     with pytest.raises(ValueError, match="column 'sentence' is binary, not string"):
         tetra_spark.parse_column(df, tiny_export_dir)
-
-
-def test_odd_lines_get_the_parsers_tree_or_reason(spark, tiny_export_dir, tmp_path):
-    """Spark as a way in, as in test_ways_in: every whitespace character inside a line,
-    format characters, brackets, emoji, an over-long word and sentence, empty lines."""
-    from tetra_tf.parser import Parser
-    from test_ways_in import _answer, _parser_answers, odd_lines
-
-    parser = Parser(tiny_export_dir)
-    lines = odd_lines(parser.sentence_limits.max_pieces)
-    corpus = tmp_path / "odd.txt"
-    corpus.write_bytes(("\n".join(lines) + "\n").encode("utf-8"))
-    output = str(tmp_path / "out")
-    summary = spark_parse.run(spark, tiny_export_dir, [str(corpus)], output,
-                              output_format="json", partitions=2)
-    assert summary["lines"] == len(lines)
-    answers = {}
-    for path in glob.glob(os.path.join(output, "part-*.json")):
-        with open(path, encoding="utf-8") as f:
-            for row in map(json.loads, f):
-                answers[row["line"]] = (_answer(row["tree"]) if row.get("tree")
-                                        else _answer(reason=row["reason"]))
-    expected = _parser_answers(parser, lines)
-    for number, (line, want) in enumerate(zip(lines, expected), start=1):
-        assert answers[number] == want, line[:80]

@@ -528,15 +528,13 @@ class TestBadInput:
     def test_dev_converted_with_another_vocabulary(self, tiny_encoder_dir, small_data_dirs,
                                                    tmp_path):
         other = tmp_path / "dev_own_vocab"
-        convert([f"--input={os.path.join(small_data_dirs['dev'], 'trees.txt')}",
-                 f"--output_dir={other}"])
+        convert(os.path.join(small_data_dirs["dev"], "trees.txt"), other)
         with pytest.raises(train.UsageError, match="another tag vocabulary"):
             self.run(tiny_encoder_dir, small_data_dirs["train"], tmp_path / "m", str(other))
 
     def test_model_dir_of_another_vocabulary(self, tiny_encoder_dir, small_data_dirs, tmp_path):
         other = tmp_path / "dev_own_vocab"
-        convert([f"--input={os.path.join(small_data_dirs['dev'], 'trees.txt')}",
-                 f"--output_dir={other}"])
+        convert(os.path.join(small_data_dirs["dev"], "trees.txt"), other)
         train.prepare_model_dir(str(tmp_path / "m"), small_data_dirs["train"], tiny_encoder_dir,
                                 train.TrainingConfig(batch_size=8))
         with pytest.raises(train.UsageError, match="another tag vocabulary"):
