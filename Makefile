@@ -73,3 +73,4 @@ bench:
 	$(PYTHON) bench/beam.py --export_dir=$(EXPORT_DIR)
 	$(PYTHON) bench/spark.py --export_dir=$(EXPORT_DIR)
 	$(PYTHON) bench/serving_load.py --export_dir=$(EXPORT_DIR)
+	$(PYTHON) bench/train_step.py --train_data=$(DATA_DIR)/train

@@ -149,18 +149,6 @@ def plain_encoder_function(config):
     return encode
 
 
-def cpu_description() -> str:
-    """The CPU's model name and the vector extensions that matter to the encoder."""
-    name = cpu.cpu_model() or "unknown CPU"
-    flags_present = cpu.cpu_flags() or set()
-    extensions = [label for flag, label in (("avx2", "AVX2"), ("fma", "FMA"),
-                                            ("avx512f", "AVX-512"),
-                                            ("avx512_vnni", "AVX-512 VNNI"),
-                                            ("avx512_bf16", "AVX-512 BF16"),
-                                            ("amx_bf16", "AMX-BF16")) if flag in flags_present]
-    return f"{name}, {os.cpu_count()} CPUs; {', '.join(extensions) or 'no AVX2'}"
-
-
 def matmul_gflops(dtype: tf.DType, size: int = 2048, repeats: int = 10) -> float:
     """The best GFLOPS of one size × size matmul in TensorFlow: the CPU's practical peak."""
     matrix = tf.cast(tf.random.normal([size, size]), dtype)
@@ -315,7 +303,7 @@ def main(argv):
         cards = [export_format.read_card(directory) for directory in exports]
         names = [f"{card['encoder'].get('compute_dtype', 'float32')}, pack "
                  f"{card['encoder'].get('pack_length', 0)}" for card in cards]
-        print(f"CPU: {cpu_description()}")
+        print(f"CPU: {cpu.describe()}")
         peaks = {dtype.name: matmul_gflops(dtype) for dtype in (tf.float32, tf.bfloat16)}
         print("TensorFlow's best 2048 × 2048 matmul (the practical peak): "
               + ", ".join(f"{name} {gflops:.0f} GFLOPS" for name, gflops in peaks.items()))

@@ -1,6 +1,8 @@
 """Tests for tetra_tf/cpu.py: which CPUs run a bfloat16 export natively, and how model
 calls share the cores."""
 
+import os
+
 from conftest import run_python
 from tetra_tf import cpu
 
@@ -15,6 +17,16 @@ def test_flags_are_read_from_cpuinfo(tmp_path):
     assert cpu.cpu_flags(str(tmp_path / "missing")) is None
     (tmp_path / "noflags").write_text("processor\t: 0\n", encoding="utf-8")
     assert cpu.cpu_flags(str(tmp_path / "noflags")) is None
+
+
+def test_the_description_names_the_model_cores_and_vector_extensions(tmp_path):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("model name\t: X\nflags\t\t: fpu avx2 fma avx512f amx_bf16\n",
+                       encoding="utf-8")
+    assert cpu.describe(str(cpuinfo)) == (
+        f"X, {os.cpu_count()} CPUs; AVX2, FMA, AVX-512, AMX-BF16")
+    assert cpu.describe(str(tmp_path / "missing")) == (
+        f"unknown CPU, {os.cpu_count()} CPUs; no AVX2")
 
 
 def test_bfloat16_instructions_and_the_warning():

@@ -40,6 +40,19 @@ def cpu_model(cpuinfo_path: str = "/proc/cpuinfo") -> str | None:
     return _cpuinfo_field("model name", cpuinfo_path)
 
 
+def describe(cpuinfo_path: str = "/proc/cpuinfo") -> str:
+    """The CPU's model name, core count and the vector extensions that matter to the
+    encoder, in one line (benchmarks print it beside their figures)."""
+    name = cpu_model(cpuinfo_path) or "unknown CPU"
+    present = cpu_flags(cpuinfo_path) or set()
+    extensions = [label for flag, label in (("avx2", "AVX2"), ("fma", "FMA"),
+                                            ("avx512f", "AVX-512"),
+                                            ("avx512_vnni", "AVX-512 VNNI"),
+                                            ("avx512_bf16", "AVX-512 BF16"),
+                                            ("amx_bf16", "AMX-BF16")) if flag in present]
+    return f"{name}, {os.cpu_count()} CPUs; {', '.join(extensions) or 'no AVX2'}"
+
+
 def bfloat16_instructions(flags: set[str] | None = None) -> list[str] | None:
     """The names of this CPU's bfloat16 instruction sets ([] for none; None: unknown)."""
     flags = cpu_flags() if flags is None else flags
