@@ -261,6 +261,8 @@ def test_an_empty_input_file_gets_an_empty_ordered_file(job):
                                         "empty.txt.trees")) == 0
 
 
+# Before the model-failure test: a Python worker whose task raised exits, so this job
+# still finds workers that hold the model instead of starting and loading new ones.
 def test_odd_lines_get_the_parsers_tree_or_reason(spark, tiny_export_dir, tmp_path):
     """Spark as a way in, as in test_ways_in: every whitespace character inside a line,
     format characters, brackets, emoji, an over-long word and sentence, empty lines."""
