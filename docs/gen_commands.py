@@ -25,6 +25,9 @@ COMMANDS = [
      "Treebank files to TFRecords, tag vocabularies and gold trees."),
     ("python -m tetra_tf.train", ["-m", "tetra_tf.train"],
      "Training, and scoring a model directory (`--evaluate`). Needs `[train]`."),
+    ("python -m tetra_tf.distillation", ["-m", "tetra_tf.distillation"],
+     "Folds of the training data, and teacher tag distributions for a distilled student. "
+     "Needs `[train]`."),
     ("python -m tetra_tf.export", ["-m", "tetra_tf.export"],
      "A model directory to one SavedModel. Needs `[train]`."),
     ("python -m tetra_tf.parse", ["-m", "tetra_tf.parse"],

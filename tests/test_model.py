@@ -6,7 +6,8 @@ import pytest
 import tetra_tf  # noqa: F401
 import tensorflow as tf
 
-from tetra_tf import encoders, input_pipeline, model_dir, train
+from tetra_tf import encoders, input_pipeline, model_dir, records, train
+from tetra_tf import model as model_lib
 from tetra_tf.model import HeadsConfig, tagging_loss_terms
 from tetra_tf.tags import TagVocabularies
 from tetra_tf.tokenization import SubwordTokenizer
@@ -80,6 +81,33 @@ def test_loss_ignores_padding_and_the_last_fencepost(batch):
         assert terms[key][1] == again[key][1]
     assert terms["leaf_tag_ids"][1] == n.sum()
     assert terms["internal_tag_ids"][1] == (n - 1).sum()
+
+
+def test_distillation_loss_mixes_gold_and_teacher_cross_entropies(batch):
+    """(1 − w) · CE(gold) + w · CE(teacher), over the same tokens as the gold loss."""
+    labels = {k: tf.minimum(batch[k], 6) for k in records.TAG_ID_FEATURES}
+    rng = np.random.default_rng(1)
+    shape = labels[records.LEAF_TAG_IDS].shape + (7,)
+    outputs = {key: tf.constant(rng.normal(size=shape), tf.float32)
+               for key in ("leaf_logits", "internal_logits", "pos_logits")}
+    gold = tagging_loss_terms(outputs, labels)
+    # A teacher sure of the gold tags teaches the gold loss itself.
+    sure = dict(labels)
+    for key, name in records.TEACHER_LOG_PROBS.items():
+        one_hot = tf.one_hot(tf.maximum(labels[key], 0), 7).numpy()
+        sure[name] = tf.constant(np.where(one_hot > 0, 0.0, -1e9), tf.float32)
+    for key, (loss_sum, count) in tagging_loss_terms(outputs, sure, 1.0).items():
+        np.testing.assert_allclose(loss_sum, gold[key][0], rtol=1e-5)
+        assert count == gold[key][1]
+    # A uniform teacher at weight w: its cross-entropy is the mean of −log-softmax.
+    uniform = dict(labels, **{name: tf.fill(shape, float(-np.log(7)))
+                              for name in records.TEACHER_LOG_PROBS.values()})
+    mixed = tagging_loss_terms(outputs, uniform, 0.25)
+    for key, name in records.TEACHER_LOG_PROBS.items():
+        mask = (labels[key].numpy() >= 0)
+        log_probs = tf.nn.log_softmax(outputs[model_lib.LOGIT_KEYS[key]]).numpy()
+        soft = (-log_probs.mean(-1) * mask).sum()
+        np.testing.assert_allclose(mixed[key][0], 0.75 * gold[key][0] + 0.25 * soft, rtol=1e-5)
 
 
 def test_every_encoder_variable_trains(batch, tiny_encoder_dir, small_data_dirs):

@@ -4,6 +4,7 @@ import fnmatch
 import os
 
 import nltk
+import numpy as np
 import pytest
 
 from tetra_tf import records, tags, treebank
@@ -104,3 +105,28 @@ def test_record_files_errors_and_globs(tmp_path):
     assert records.record_files(str(tmp_path)) == expected
     assert records.record_files(str(tmp_path / "*.tfrecord")) == sorted(
         expected + [str(tmp_path / "other.tfrecord")])
+
+
+def test_teacher_log_probabilities_round_trip_and_are_checked():
+    trees, taggings = _tagged()
+    vocabs = tags.TagVocabularies.build(taggings)
+    t = taggings[0]
+    example = records.make_example(t, vocabs.encode(t), treebank.tree_to_line(trees[0]))
+    n = len(t.words)
+    sizes = {records.LEAF_TAG_IDS: len(vocabs.leaf),
+             records.INTERNAL_TAG_IDS: len(vocabs.internal), records.POS_TAG_IDS: len(vocabs.pos)}
+    rng = np.random.default_rng(0)
+    log_probs = {key: rng.normal(size=(n - 1 if key == records.INTERNAL_TAG_IDS else n, size))
+                 for key, size in sizes.items()}
+    taught = records.add_teacher_log_probs(example, log_probs)
+    assert not example.features.feature[records.TEACHER_LOG_PROBS[records.LEAF_TAG_IDS]
+                                        ].float_list.value  # the input is left as it was
+    parsed = records.parse_example(taught.SerializeToString(), sizes)
+    for key, name in records.TEACHER_LOG_PROBS.items():
+        np.testing.assert_allclose(parsed[name].numpy(), log_probs[key], rtol=1e-6)
+    # Without sizes the same record parses as any other.
+    assert set(records.parse_example(taught.SerializeToString())) == set(
+        records.parse_example(example.SerializeToString()))
+    short = dict(log_probs, **{records.INTERNAL_TAG_IDS: log_probs[records.INTERNAL_TAG_IDS][:-1]})
+    with pytest.raises(ValueError, match="internal_tag_ids"):
+        records.add_teacher_log_probs(example, short)

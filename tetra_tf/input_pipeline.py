@@ -40,13 +40,16 @@ class InputConfig:
     static_shapes: bool = False
 
 
-def read_examples(data: str | Sequence[str]) -> tf.data.Dataset:
+def read_examples(data: str | Sequence[str],
+                  teacher_vocab_sizes: dict[str, int] | None = None) -> tf.data.Dataset:
     """Returns the parsed examples of TFRecord directories or globs (one or several, read
-    one after the other), in file order."""
+    one after the other), in file order; with `teacher_vocab_sizes`, with their teacher's
+    log-probabilities (see records.parse_example)."""
     files = [path for one in ([data] if isinstance(data, str) else data)
              for path in records.record_files(one)]
     return tf.data.TFRecordDataset(files).map(
-        records.parse_example, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+        lambda serialized: records.parse_example(serialized, teacher_vocab_sizes),
+        num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
 
 
 def tokenize_examples(dataset: tf.data.Dataset, tokenizer: SubwordTokenizer) -> tf.data.Dataset:
@@ -128,6 +131,12 @@ def _pack_example(example: dict, tokenizer: SubwordTokenizer, seq_length: int,
         features[key] = tf.pad(ids, [[0, width - tf.shape(ids)[0]]], constant_values=-1)
         if max_words is not None:
             features[key] = tf.ensure_shape(features[key], [max_words])
+    for name in records.TEACHER_LOG_PROBS.values():
+        if name in example:  # Padding rows are never scored: their labels are −1.
+            log_probs = example[name]
+            features[name] = tf.pad(log_probs, [[0, width - tf.shape(log_probs)[0]], [0, 0]])
+            if max_words is not None:
+                features[name] = tf.ensure_shape(features[name], [max_words, None])
     features["words"] = tf.pad(example["words"], [[0, width - tf.shape(example["words"])[0]]])
     features["tree"] = example["tree"]
     return features

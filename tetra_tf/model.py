@@ -159,18 +159,31 @@ def mean_log_probabilities(outputs: list[dict]) -> dict:
             for key in outputs[0]}
 
 
-def tagging_loss_terms(outputs: dict, labels: dict) -> dict[str, tuple[tf.Tensor, tf.Tensor]]:
+def tagging_loss_terms(outputs: dict, labels: dict, distillation_weight: float = 0.0
+                       ) -> dict[str, tuple[tf.Tensor, tf.Tensor]]:
     """Returns per head (sum of token cross-entropies, number of tokens).
 
     Labels of −1 (padding, the fencepost after the last word, tags unseen in training)
     never reach the loss. Sums and counts are kept apart so that the caller can normalize
     by the count over the whole global batch, which keeps every replica count equal.
+
+    Args:
+      outputs: the model's logits.
+      labels: the gold tag ids; with a distillation weight, also the teacher's
+        log-probabilities (records.TEACHER_LOG_PROBS).
+      distillation_weight: w in (1 − w) · CE(gold) + w · CE(teacher's distribution) per
+        token (0: the gold tags alone).
     """
     terms = {}
     for label_key in records.TAG_ID_FEATURES:
         ids = labels[label_key]
         mask = tf.cast(ids >= 0, tf.float32)
+        logits = outputs[LOGIT_KEYS[label_key]]
         losses = tf.nn.sparse_softmax_cross_entropy_with_logits(
-            labels=tf.maximum(ids, 0), logits=outputs[LOGIT_KEYS[label_key]])
+            labels=tf.maximum(ids, 0), logits=logits)
+        if distillation_weight:
+            teacher = tf.exp(labels[records.TEACHER_LOG_PROBS[label_key]])
+            soft = tf.nn.softmax_cross_entropy_with_logits(labels=teacher, logits=logits)
+            losses = (1.0 - distillation_weight) * losses + distillation_weight * soft
         terms[label_key] = (tf.reduce_sum(losses * mask), tf.reduce_sum(mask))
     return terms

@@ -8,6 +8,11 @@ One Example per sentence of n words:
 * ``internal_tag_ids``: int64_list, n − 1;
 * ``tree``: bytes_list, 1: the cleaned gold tree on one line, ``(TOP (S ...))``.
 
+Records for distillation (tetra_tf/distillation.py) also hold a teacher's tag
+log-probabilities per head: ``teacher_leaf_log_probs`` (n × leaf tags),
+``teacher_internal_log_probs`` ((n − 1) × internal tags) and ``teacher_pos_log_probs``
+(n × POS tags), float_lists in row-major order; their directory holds TEACHER_FILE.
+
 Tag ids index the tag vocabularies saved next to the records (tags.TagVocabularies); a tag
 unseen in the training vocabulary is stored as UNKNOWN_TAG_ID (−1). Records are sharded
 as ``records-00000-of-00004.tfrecord`` and so on.
@@ -19,6 +24,7 @@ import glob
 import os
 from typing import Mapping, Sequence
 
+import numpy as np
 import tensorflow as tf
 
 from tetra_tf.tags import TetraTags
@@ -29,6 +35,13 @@ LEAF_TAG_IDS = "leaf_tag_ids"
 INTERNAL_TAG_IDS = "internal_tag_ids"
 TREE = "tree"
 TAG_ID_FEATURES = (POS_TAG_IDS, LEAF_TAG_IDS, INTERNAL_TAG_IDS)
+
+# The teacher's log-probabilities of each head, keyed by the head's gold tag ids.
+TEACHER_LOG_PROBS = {LEAF_TAG_IDS: "teacher_leaf_log_probs",
+                     INTERNAL_TAG_IDS: "teacher_internal_log_probs",
+                     POS_TAG_IDS: "teacher_pos_log_probs"}
+# In a directory of records with teacher targets: which teachers, and the vocabulary sizes.
+TEACHER_FILE = "teacher.json"
 
 UNKNOWN_TAG_ID = -1
 
@@ -89,19 +102,65 @@ def make_example(tags: TetraTags, tag_ids: Mapping[str, Sequence[int]],
     return tf.train.Example(features=tf.train.Features(feature=features))
 
 
-def parse_example(serialized: tf.Tensor) -> dict[str, tf.Tensor]:
+def add_teacher_log_probs(example: tf.train.Example,
+                          log_probs: Mapping[str, np.ndarray]) -> tf.train.Example:
+    """Returns a copy of a sentence's Example with a teacher's log-probabilities.
+
+    Args:
+      example: the sentence's Example (as make_example built it).
+      log_probs: per tag id feature (LEAF_TAG_IDS, ...), float [rows, tags] with as many
+        rows as the feature has ids.
+
+    Raises:
+      ValueError: if a feature is missing or its rows disagree with the tag ids.
+    """
+    copy = tf.train.Example()
+    copy.CopyFrom(example)
+    feature = copy.features.feature
+    for key, name in TEACHER_LOG_PROBS.items():
+        if key not in log_probs:
+            raise ValueError(f"log_probs lacks {key}")
+        values = np.asarray(log_probs[key], dtype=np.float32)
+        rows = len(feature[key].int64_list.value)
+        if values.ndim != 2 or values.shape[0] != rows:
+            raise ValueError(f"{key}: {values.shape} log-probabilities for {rows} tags")
+        feature[name].float_list.value[:] = values.reshape(-1).tolist()
+    return copy
+
+
+def parse_example(serialized: tf.Tensor,
+                  teacher_vocab_sizes: Mapping[str, int] | None = None) -> dict[str, tf.Tensor]:
     """Parses one serialized Example; usable in tf.data.Dataset.map.
+
+    Args:
+      serialized: the Example's bytes.
+      teacher_vocab_sizes: per tag id feature, its vocabulary's size: also parse the
+        teacher's log-probabilities (records for distillation). None: ignore them.
 
     Returns:
       words: tf.string [n]; pos_tag_ids, leaf_tag_ids: tf.int32 [n]; internal_tag_ids:
-      tf.int32 [n − 1]; tree: tf.string scalar.
+      tf.int32 [n − 1]; tree: tf.string scalar; with teacher_vocab_sizes, the
+      TEACHER_LOG_PROBS features, float32 [rows of the tag ids, tags].
     """
-    parsed = tf.io.parse_single_example(serialized, FEATURE_SPEC)
+    spec = dict(FEATURE_SPEC)
+    if teacher_vocab_sizes is not None:
+        spec.update({name: tf.io.VarLenFeature(tf.float32)
+                     for name in TEACHER_LOG_PROBS.values()})
+    parsed = tf.io.parse_single_example(serialized, spec)
     features = {WORDS: tf.sparse.to_dense(parsed[WORDS], default_value=b"")}
     for name in TAG_ID_FEATURES:
         features[name] = tf.cast(tf.sparse.to_dense(parsed[name]), tf.int32)
     features[TREE] = parsed[TREE]
+    if teacher_vocab_sizes is not None:
+        for key, name in TEACHER_LOG_PROBS.items():
+            features[name] = tf.reshape(tf.sparse.to_dense(parsed[name]),
+                                        [-1, teacher_vocab_sizes[key]])
     return features
+
+
+def has_teacher_log_probs(directory: str) -> bool:
+    """Whether a records directory was written for distillation (holds TEACHER_FILE)."""
+    return os.path.isfile(os.path.join(directory, TEACHER_FILE))
 
 
 def record_files(directory_or_glob: str) -> list[str]:

@@ -27,6 +27,7 @@ import shutil
 import sys
 import tempfile
 import time
+from typing import Callable, Iterator
 
 from tetra_tf import extras
 
@@ -68,6 +69,7 @@ class TrainingConfig:
     dropout_rate: float = 0.1
     mixed_layers: int = 1
     ema_decay: float = 0.0
+    distillation_weight: float = 0.0
     keep: str = "best"
     max_stack_depth: int = 8
     checkpoint_every_steps: int = 200
@@ -305,7 +307,7 @@ class Trainer:
         variables = self.trained_variables
         with tf.GradientTape() as tape:
             outputs = self.model(inputs, training=True)
-            terms = tagging_loss_terms(outputs, batch)
+            terms = tagging_loss_terms(outputs, batch, self.config.distillation_weight)
             # Normalize by token counts over the whole global batch, so that the summed
             # replica gradients equal the single-device gradient of the same batch.
             counts = context.all_reduce("sum", tf.stack([count for _, count in terms.values()]))
@@ -384,12 +386,22 @@ def predict_trees(predict_fn, batches, vocabs: TagVocabularies,
 
 def load_training_data(data_dir: str | list[str], vocabs: TagVocabularies,
                        tokenizer: SubwordTokenizer, config: input_pipeline.InputConfig,
-                       what: str):
+                       what: str, teacher_log_probs: bool = False):
     """Reads, tokenizes and checks one data directory (or several, as one data set);
-    returns (cached dataset, summary)."""
+    returns (cached dataset, summary). With `teacher_log_probs`, the examples also hold
+    their teacher's log-probabilities (records written by tetra_tf.distillation)."""
+    teacher_sizes = None
+    if teacher_log_probs:
+        teacher_sizes = {records.LEAF_TAG_IDS: len(vocabs.leaf),
+                         records.INTERNAL_TAG_IDS: len(vocabs.internal),
+                         records.POS_TAG_IDS: len(vocabs.pos)}
+        for directory in split_data_dirs(data_dir):
+            if not records.has_teacher_log_probs(directory):
+                raise UsageError(f"{what}: {directory} holds no teacher log-probabilities "
+                                 "(write them with python -m tetra_tf.distillation)")
     try:
         tokenized = input_pipeline.tokenize_examples(
-            input_pipeline.read_examples(data_dir), tokenizer).cache()
+            input_pipeline.read_examples(data_dir, teacher_sizes), tokenizer).cache()
         summary = input_pipeline.summarize(tokenized, config)
     except FileNotFoundError as e:
         raise UsageError(f"{what}: {e}") from None
@@ -520,6 +532,9 @@ def train(train_data: str | list[str], dev_data: str | None, model_dir: str,
         raise UsageError(f"--keep={config.keep}: use one of {', '.join(KEEP_CHOICES)}")
     if not 0.0 <= config.ema_decay < 1.0:
         raise UsageError(f"--ema_decay={config.ema_decay}: must be in [0, 1) (0: no average)")
+    if not 0.0 <= config.distillation_weight <= 1.0:
+        raise UsageError(f"--distillation_weight={config.distillation_weight}: must be in "
+                         "[0, 1] (0: gold tags alone)")
     if config.mixed_layers < 1:
         raise UsageError(f"--mixed_layers={config.mixed_layers}: must be >= 1 (1: the last "
                          "layer alone)")
@@ -571,7 +586,8 @@ def _prepare_run(train_dirs, dev_data, model_dir, config, strategy, encoder_path
                      else model_dir_lib.encoder_vocab_path(model_dir))
     tokenizer = SubwordTokenizer(encoder_vocab, lower_case=spec.encoder.do_lower_case)
     train_set, train_summary = load_training_data(
-        train_dirs, vocabs, tokenizer, input_config, "--train_data")
+        train_dirs, vocabs, tokenizer, input_config, "--train_data",
+        teacher_log_probs=config.distillation_weight > 0)
     if train_summary.too_long:
         logging.warning("%d training sentences exceed %d subwords and are left out",
                         train_summary.too_long, max(input_config.bucket_lengths) - 2)
@@ -711,32 +727,56 @@ def _train(run: _Run, config: TrainingConfig, strategy: tf.distribute.Strategy,
             "seconds": time.time() - started, "best": best, "history": history}
 
 
-def parse_data(model_dir: str, data_dir: str, checkpoint: str | None = None,
-               batch_size: int = 32) -> tuple[list[str], list[nltk.Tree]]:
-    """Parses a converted data set with a trained model, as training parses the dev set.
+@dataclasses.dataclass
+class ModelOnData:
+    """A trained model ready to score a converted data set, as training scores dev."""
+
+    predict: Callable[[dict], dict]  # model inputs → the heads' logits (tf.function)
+    batches: Iterator[dict]  # the data's evaluation batches (numpy), bucket order
+    vocabs: TagVocabularies
+    spec: TaggerSpec
+    num_sentences: int
+
+
+def load_model_on_data(model_dir: str, data_dir: str, checkpoint: str | None = None,
+                       batch_size: int = 32, what: str = "--evaluate") -> ModelOnData:
+    """Loads a trained model and reads a data set of its tag vocabulary for it.
 
     Args:
-      model_dir: a training model directory.
+      model_dir: a training model directory (or a checkpoint prefix in one, when
+        `checkpoint` is None).
       data_dir: a convert_ptb output directory with the model's tag vocabulary.
       checkpoint: a checkpoint prefix; default the best weights (else the latest).
       batch_size: sentences per batch.
-
-    Returns:
-      (gold trees, one line each; predicted trees), sentences in bucket order.
+      what: the flag that named the data, for error messages.
     """
     if checkpoint is None:
         model_dir, checkpoint = model_dir_lib.resolve_checkpoint(model_dir)
     vocabs = TagVocabularies.load(model_dir_lib.vocab_dir(model_dir))
-    check_same_vocabulary(data_dir, vocabs, "--evaluate")
+    check_same_vocabulary(data_dir, vocabs, what)
     model, spec = model_dir_lib.load_tagger(model_dir, checkpoint)
     tokenizer = SubwordTokenizer(model_dir_lib.encoder_vocab_path(model_dir),
                                  lower_case=spec.encoder.do_lower_case)
     input_config = input_pipeline.InputConfig(batch_size=batch_size)
-    data, summary = load_training_data(data_dir, vocabs, tokenizer, input_config, "--evaluate")
+    data, summary = load_training_data(data_dir, vocabs, tokenizer, input_config, what)
     predict = tf.function(lambda x: model(x, training=False), reduce_retracing=True)
-    return predict_trees(
+    return ModelOnData(
         predict, input_pipeline.evaluation_batches(data, tokenizer, input_config, summary),
-        vocabs, spec.max_stack_depth)
+        vocabs, spec, summary.num_examples)
+
+
+def parse_data(model_dir: str, data_dir: str, checkpoint: str | None = None,
+               batch_size: int = 32) -> tuple[list[str], list[nltk.Tree]]:
+    """Parses a converted data set with a trained model, as training parses the dev set.
+
+    Args: as `load_model_on_data`'s.
+
+    Returns:
+      (gold trees, one line each; predicted trees), sentences in bucket order.
+    """
+    loaded = load_model_on_data(model_dir, data_dir, checkpoint, batch_size)
+    return predict_trees(loaded.predict, loaded.batches, loaded.vocabs,
+                         loaded.spec.max_stack_depth)
 
 
 def evaluate_model(model_dir: str, data_dir: str, checkpoint: str | None = None,
@@ -772,6 +812,10 @@ _CONFIG_HELP = {
                     "(1: the last layer alone).",
     "ema_decay": "Evaluate, keep and export an exponential moving average of the weights "
                  "with this decay (e.g. 0.999; 0: the trained weights themselves).",
+    "distillation_weight": "Weight w of the teacher's tag distribution in the loss, (1 − w) "
+                           "· CE(gold) + w · CE(teacher), per token; --train_data must then "
+                           "hold teacher log-probabilities (python -m tetra_tf.distillation). "
+                           "0: the gold tags alone.",
     "keep": "Which epoch's weights best/ keeps: 'best' dev F1, or the 'last' epoch (dev is "
             "then only reported). Without --dev_data, the last.",
     "max_stack_depth": "Depth cap d of the decoder, recorded with the model.",

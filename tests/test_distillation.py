@@ -1,0 +1,152 @@
+"""Tests for tetra_tf.distillation: folds, teacher log-probabilities, a student trained on them."""
+
+import os
+
+import numpy as np
+import pytest
+
+import tetra_tf  # noqa: F401
+import tensorflow as tf
+
+from conftest import convert, run_module
+from tetra_tf import distillation, input_pipeline, records, train
+from tetra_tf.tags import TagVocabularies
+
+
+def _serialized(directory):
+    files = records.record_files(directory)
+    return [bytes(r) for r in tf.data.TFRecordDataset(files).as_numpy_iterator()]
+
+
+def _lines(path):
+    with open(path, encoding="utf-8") as f:
+        return f.read().splitlines()
+
+
+def _teacher_examples(directory):
+    vocabs = TagVocabularies.load(directory)
+    sizes = {records.LEAF_TAG_IDS: len(vocabs.leaf),
+             records.INTERNAL_TAG_IDS: len(vocabs.internal), records.POS_TAG_IDS: len(vocabs.pos)}
+    return list(input_pipeline.read_examples(directory, sizes).as_numpy_iterator())
+
+
+def test_folds_partition_the_sentences_in_order(small_data_dirs, tmp_path):
+    source = small_data_dirs["train"]
+    fold_dirs = distillation.split_folds(source, 3, str(tmp_path / "folds"))
+    assert fold_dirs == [str(tmp_path / "folds" / f"fold{k}") for k in range(3)]
+    sizes = [len(_serialized(d)) for d in fold_dirs]
+    assert max(sizes) - min(sizes) <= 1
+    assert sum((_serialized(d) for d in fold_dirs), []) == _serialized(source)
+    assert (sum((_lines(os.path.join(d, "trees.txt")) for d in fold_dirs), [])
+            == _lines(os.path.join(source, "trees.txt")))
+    for directory in fold_dirs:
+        assert TagVocabularies.load(directory) == TagVocabularies.load(source)
+        assert not records.has_teacher_log_probs(directory)
+
+
+@pytest.fixture(scope="module")
+def taught_dev(trained_run, small_data_dirs, tmp_path_factory):
+    """The dev records labelled by the trained run's kept weights."""
+    output = str(tmp_path_factory.mktemp("taught") / "dev")
+    count = distillation.write_teacher_data(small_data_dirs["dev"], [trained_run["model_dir"]],
+                                            output, progress=False)
+    return {"dir": output, "count": count}
+
+
+def test_teacher_records_keep_the_sentences_and_add_distributions(taught_dev, small_data_dirs):
+    source = small_data_dirs["dev"]
+    assert taught_dev["count"] == len(_serialized(source))
+    assert records.has_teacher_log_probs(taught_dev["dir"])
+    assert _lines(os.path.join(taught_dev["dir"], "trees.txt")) == _lines(
+        os.path.join(source, "trees.txt"))
+    plain = list(input_pipeline.read_examples(source).as_numpy_iterator())
+    taught = _teacher_examples(taught_dev["dir"])
+    assert len(taught) == len(plain)
+    vocabs = TagVocabularies.load(source)
+    sizes = {records.LEAF_TAG_IDS: len(vocabs.leaf),
+             records.INTERNAL_TAG_IDS: len(vocabs.internal), records.POS_TAG_IDS: len(vocabs.pos)}
+    for before, after in zip(plain, taught):
+        for key in (records.WORDS, records.TREE) + records.TAG_ID_FEATURES:
+            np.testing.assert_array_equal(before[key], after[key])
+        for key, name in records.TEACHER_LOG_PROBS.items():
+            log_probs = after[name]
+            assert log_probs.shape == (len(before[key]), sizes[key])
+            np.testing.assert_allclose(np.exp(log_probs).sum(-1), 1.0, rtol=1e-4)
+
+
+def test_teacher_pos_distribution_gives_the_teachers_own_pos_tags(taught_dev, trained_run,
+                                                                    small_data_dirs):
+    """The stored distributions are the teacher's: their argmax is what it parses with."""
+    vocabs = TagVocabularies.load(small_data_dirs["dev"])
+    _, parsed = train.parse_data(trained_run["model_dir"], small_data_dirs["dev"])
+    parsed_pos = {tuple(w for w, _ in tree.pos()): [t for _, t in tree.pos()] for tree in parsed}
+    for example in _teacher_examples(taught_dev["dir"]):
+        words = tuple(w.decode("utf-8") for w in example[records.WORDS])
+        argmax = example[records.TEACHER_LOG_PROBS[records.POS_TAG_IDS]].argmax(-1)
+        assert [vocabs.pos.tag(i) for i in argmax] == parsed_pos[words]
+
+
+def test_several_teachers_average_their_log_probabilities(trained_run, small_data_dirs):
+    """Two teachers (the kept weights and an earlier checkpoint): the renormalized mean."""
+    model_dir = trained_run["model_dir"]
+    earlier = sorted(tf.train.get_checkpoint_state(
+        os.path.join(model_dir, "ckpt")).all_model_checkpoint_paths)[0]
+    data = small_data_dirs["dev"]
+    first = distillation.teacher_log_probs([model_dir], data, progress=False)
+    second = distillation.teacher_log_probs([earlier], data, progress=False)
+    both = distillation.teacher_log_probs([model_dir, earlier], data, progress=False)
+    assert both.keys() == first.keys() == second.keys()
+    differs = False
+    for words, per_key in both.items():
+        for key, log_probs in per_key.items():
+            mean = (first[words][key] + second[words][key]) / 2
+            expected = mean - np.log(np.exp(mean).sum(-1, keepdims=True))
+            np.testing.assert_allclose(log_probs, expected, atol=1e-5)
+            differs |= not np.allclose(first[words][key], second[words][key], atol=1e-3)
+    assert differs, "the two checkpoints scored alike: the test would not see an average"
+
+
+def test_student_trains_on_taught_records(taught_dev, tiny_encoder_dir, small_data_dirs,
+                                          tmp_path):
+    config = train.TrainingConfig(batch_size=8, distillation_weight=0.5)
+    summary = train.train(taught_dev["dir"], small_data_dirs["dev"], str(tmp_path / "student"),
+                          config, tf.distribute.get_strategy(), encoder_path=tiny_encoder_dir,
+                          max_steps=2, progress=False)
+    assert summary["steps"] == 2
+
+
+class TestCommandLine:
+    def test_splits_and_labels(self, trained_run, small_data_dirs, tmp_path):
+        result = run_module("tetra_tf.distillation", f"--data={small_data_dirs['dev']}",
+                            "--folds=2", f"--output_dir={tmp_path / 'folds'}")
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert "wrote 2 folds" in result.stdout
+        fold0 = tmp_path / "folds" / "fold0"
+        result = run_module("tetra_tf.distillation", f"--data={fold0}",
+                            f"--teachers={trained_run['model_dir']}",
+                            f"--output_dir={tmp_path / 'taught'}", "--noprogress")
+        assert result.returncode == 0, result.stderr[-2000:]
+        count = len(_serialized(str(fold0)))
+        assert f"wrote {count} sentences" in result.stdout
+        assert len(_teacher_examples(str(tmp_path / "taught"))) == count
+
+    @pytest.mark.parametrize("flags, message", [
+        (["--folds=2", "--teachers=somewhere"], "exactly one of --folds and --teachers"),
+        (["--folds=1"], "--folds=1: at least 2"),
+        (["--teachers=/nowhere"], "no such model directory"),
+    ])
+    def test_mistakes_get_one_line(self, small_data_dirs, tmp_path, flags, message):
+        result = run_module("tetra_tf.distillation", f"--data={small_data_dirs['dev']}",
+                            f"--output_dir={tmp_path / 'out'}", *flags)
+        assert result.returncode == 2
+        assert result.stderr.strip().splitlines() == [result.stderr.strip()]
+        assert message in result.stderr
+
+    def test_teacher_of_another_vocabulary(self, trained_run, small_data_dirs, tmp_path):
+        other = tmp_path / "own_vocab"
+        convert(os.path.join(small_data_dirs["dev"], "trees.txt"), other)
+        result = run_module("tetra_tf.distillation", f"--data={other}",
+                            f"--teachers={trained_run['model_dir']}",
+                            f"--output_dir={tmp_path / 'out'}")
+        assert result.returncode == 2
+        assert "another tag vocabulary" in result.stderr

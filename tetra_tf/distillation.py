@@ -1,0 +1,238 @@
+r"""k-fold distillation data: training folds, and each fold labelled by teachers that never saw it.
+
+A student learns from its teachers' tag distributions as well as from the gold tags
+(`python -m tetra_tf.train --distillation_weight=W`). A teacher is confident and right on
+the sentences it trained on, so its distribution there teaches little: each fold is
+labelled by teachers trained on the other folds only.
+
+  python -m tetra_tf.distillation --data=data/ptb_sample/train --folds=2 --output_dir=D
+      # D/fold0, D/fold1: the training records in 2 contiguous folds
+  python -m tetra_tf.train --train_data=D/fold1 --model_dir=T0 ...   # teacher of fold 0
+  python -m tetra_tf.distillation --data=D/fold0 --teachers=T0 --output_dir=D/fold0_taught
+  ... (and so for fold 1)
+  python -m tetra_tf.train --train_data=D/fold0_taught,D/fold1_taught \
+      --distillation_weight=0.5 --model_dir=STUDENT ...
+
+With several --teachers (e.g. seeds), their log-probabilities are averaged and
+renormalized, as an ensemble export averages them. Output directories hold the records
+(records.TEACHER_LOG_PROBS added to each sentence, same order and shards), the tag
+vocabularies, trees.txt, and records.TEACHER_FILE naming the teachers.
+
+Exit codes: 0 done; 2 bad flags or input (one line on stderr); 1 any other failure.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import sys
+
+from tetra_tf import extras
+
+extras.require("train", "python -m tetra_tf.distillation" if __name__ == "__main__" else None)
+
+from absl import flags  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+from tqdm import tqdm  # noqa: E402
+
+from tetra_tf import cli, records  # noqa: E402
+from tetra_tf import model_dir as model_dir_lib  # noqa: E402
+from tetra_tf.convert import TREES_FILE  # noqa: E402
+from tetra_tf.model import LOGIT_KEYS  # noqa: E402
+from tetra_tf.tags import TagVocabularies  # noqa: E402
+from tetra_tf.train import (UsageError, load_model_on_data, log_softmax,  # noqa: E402
+                            model_inputs)
+
+Words = tuple[bytes, ...]
+
+
+def _read_serialized(data_dir: str) -> list[bytes]:
+    files = records.record_files(data_dir)
+    return [bytes(r) for r in tf.data.TFRecordDataset(files).as_numpy_iterator()]
+
+
+def _read_trees(data_dir: str) -> list[str] | None:
+    path = os.path.join(data_dir, TREES_FILE)
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return f.read().splitlines()
+
+
+def _write_companions(data_dir: str, output_dir: str, trees: list[str] | None) -> None:
+    """The vocabularies, and trees.txt when the input has one."""
+    TagVocabularies.load(data_dir).save(output_dir)
+    if trees is not None:
+        with open(os.path.join(output_dir, TREES_FILE), "w", encoding="utf-8") as f:
+            f.writelines(tree + "\n" for tree in trees)
+
+
+def _remove_record_files(directory: str) -> None:
+    """Old shards would be read with the new ones."""
+    for old in glob.glob(os.path.join(directory, records.RECORD_FILE_PATTERN)):
+        os.remove(old)
+
+
+def _check_output_dir(output_dir: str, inputs: list[str]) -> None:
+    if any(os.path.abspath(output_dir) == os.path.abspath(d) for d in inputs):
+        raise UsageError(f"--output_dir={output_dir} is an input directory: write elsewhere")
+
+
+def split_folds(data_dir: str, num_folds: int, output_dir: str) -> list[str]:
+    """Splits a records directory into contiguous folds (documents stay together).
+
+    Args:
+      data_dir: a convert_ptb output directory.
+      num_folds: how many folds (at least 2).
+      output_dir: gets fold0, fold1, …: each a records directory with the same vocabularies.
+
+    Returns:
+      The fold directories, in order; reading them one after the other gives the
+      sentences of `data_dir` in its order.
+    """
+    if num_folds < 2:
+        raise UsageError(f"--folds={num_folds}: at least 2")
+    serialized = _read_serialized(data_dir)
+    if len(serialized) < num_folds:
+        raise UsageError(f"--data: {data_dir} has {len(serialized)} sentences, fewer than "
+                         f"{num_folds} folds")
+    trees = _read_trees(data_dir)
+    if trees is not None and len(trees) != len(serialized):
+        trees = None  # Not the records' trees.txt: do not split a mismatch.
+    fold_dirs = []
+    for fold in range(num_folds):
+        begin = fold * len(serialized) // num_folds
+        end = (fold + 1) * len(serialized) // num_folds
+        fold_dir = os.path.join(output_dir, f"fold{fold}")
+        _check_output_dir(fold_dir, [data_dir])
+        os.makedirs(fold_dir, exist_ok=True)
+        _remove_record_files(fold_dir)
+        path = os.path.join(fold_dir, records.record_file_name(0, 1))
+        with tf.io.TFRecordWriter(path) as writer:
+            for one in serialized[begin:end]:
+                writer.write(one)
+        _write_companions(data_dir, fold_dir, None if trees is None else trees[begin:end])
+        fold_dirs.append(fold_dir)
+    return fold_dirs
+
+
+def teacher_log_probs(teacher_dirs: list[str], data_dir: str, batch_size: int = 32,
+                      progress: bool = True) -> dict[Words, dict[str, np.ndarray]]:
+    """Scores every sentence of a records directory with each teacher.
+
+    Args:
+      teacher_dirs: training model directories (their kept weights) of the data's vocabulary.
+      data_dir: the records to label.
+      batch_size: sentences per batch.
+      progress: show a progress bar per teacher.
+
+    Returns:
+      Per sentence (its words), per tag id feature, the teachers' mean log-probabilities,
+      renormalized: float32 [rows, tags] (n rows; n − 1 for internal tags). A sentence that
+      occurs twice is scored the same both times, so its words identify it.
+    """
+    sums: dict[Words, dict[str, np.ndarray]] = {}
+    for teacher in teacher_dirs:
+        loaded = load_model_on_data(teacher, data_dir, batch_size=batch_size, what="--data")
+        bar = tqdm(total=loaded.num_sentences, desc=f"teacher {teacher}", unit="sentence",
+                   disable=not progress, file=sys.stderr)
+        scored: dict[Words, dict[str, np.ndarray]] = {}
+        for batch in loaded.batches:
+            outputs = {k: v.numpy() for k, v in loaded.predict(model_inputs(batch)).items()}
+            for row, n in enumerate(batch["num_words"]):
+                if n == 0:
+                    continue
+                rows = {key: n - 1 if key == records.INTERNAL_TAG_IDS else n
+                        for key in records.TAG_ID_FEATURES}
+                scored[tuple(batch[records.WORDS][row, :n])] = {
+                    key: log_softmax(outputs[LOGIT_KEYS[key]][row, :rows[key]])
+                    for key in records.TAG_ID_FEATURES}
+            bar.update(int(np.sum(batch["num_words"] > 0)))
+        bar.close()
+        for words, scores in scored.items():
+            previous = sums.get(words)
+            sums[words] = (scores if previous is None
+                           else {key: previous[key] + scores[key] for key in scores})
+    return {words: {key: log_softmax(total / len(teacher_dirs)).astype(np.float32)
+                    for key, total in per_key.items()}
+            for words, per_key in sums.items()}
+
+
+def write_teacher_data(data_dir: str, teacher_dirs: list[str], output_dir: str,
+                       batch_size: int = 32, progress: bool = True) -> int:
+    """Writes a records directory's sentences with their teachers' log-probabilities.
+
+    Args:
+      data_dir: the records to label (a fold none of the teachers trained on).
+      teacher_dirs: the teachers' training model directories.
+      output_dir: gets the records (same order and number of shards), the vocabularies,
+        trees.txt and records.TEACHER_FILE.
+      batch_size: sentences per batch.
+      progress: show progress bars.
+
+    Returns:
+      The number of sentences written.
+    """
+    if not teacher_dirs:
+        raise UsageError("--teachers is empty")
+    _check_output_dir(output_dir, [data_dir] + list(teacher_dirs))
+    log_probs = teacher_log_probs(teacher_dirs, data_dir, batch_size, progress)
+    num_shards = len(records.record_files(data_dir))
+    examples = []
+    for serialized in _read_serialized(data_dir):
+        example = tf.train.Example.FromString(serialized)
+        words = tuple(example.features.feature[records.WORDS].bytes_list.value)
+        if words not in log_probs:  # Every sentence is scored: a bug if not.
+            raise RuntimeError(f"no teacher scores for {b' '.join(words)[:80]!r}")
+        examples.append(records.add_teacher_log_probs(example, log_probs[words]))
+    os.makedirs(output_dir, exist_ok=True)
+    _remove_record_files(output_dir)
+    records.write_records(examples, output_dir, num_shards)
+    _write_companions(data_dir, output_dir, _read_trees(data_dir))
+    model_dir_lib.write_json(os.path.join(output_dir, records.TEACHER_FILE), {
+        "data": os.path.abspath(data_dir),
+        "teachers": [os.path.abspath(t) for t in teacher_dirs],
+        "sentences": len(examples)})
+    return len(examples)
+
+
+FLAGS = flags.FLAGS
+
+
+def define_flags() -> None:
+    """Defines the program's flags."""
+    flags.DEFINE_string("data", None, "A records directory (tools/convert_ptb.py output, or a "
+                        "fold of one).")
+    flags.DEFINE_string("output_dir", None, "With --folds: where fold0, fold1, ... go. With "
+                        "--teachers: the labelled records' directory.")
+    flags.DEFINE_integer("folds", None, "Split --data into this many contiguous folds. "
+                         "Exclusive with --teachers.")
+    flags.DEFINE_list("teachers", None, "Training model directories that never saw --data: "
+                      "write --data's sentences with their averaged tag log-probabilities. "
+                      "Exclusive with --folds.")
+    flags.DEFINE_integer("batch_size", 32, "Sentences per batch when the teachers score.")
+    flags.DEFINE_bool("progress", True, "Show progress bars.")
+
+
+def main(argv) -> int:
+    del argv
+    cli.require("data", "output_dir")
+    if (FLAGS.folds is None) == (not FLAGS.teachers):
+        raise UsageError("give exactly one of --folds and --teachers (see --help)")
+    if not os.path.isdir(FLAGS.data):
+        raise UsageError(f"--data: {FLAGS.data} is not a directory")
+    if FLAGS.folds is not None:
+        fold_dirs = split_folds(FLAGS.data, FLAGS.folds, FLAGS.output_dir)
+        print(f"wrote {len(fold_dirs)} folds: {', '.join(fold_dirs)}")
+        return 0
+    count = write_teacher_data(FLAGS.data, FLAGS.teachers, FLAGS.output_dir,
+                               FLAGS.batch_size, FLAGS.progress)
+    print(f"wrote {count} sentences with the log-probabilities of {len(FLAGS.teachers)} "
+          f"teacher(s) to {FLAGS.output_dir}")
+    return 0
+
+
+if __name__ == "__main__":
+    define_flags()
+    cli.run(main)
