@@ -33,6 +33,13 @@ members.
 With --final_fit the recipe trains on train + dev without selection (its last weights are
 kept) and only the test split is scored.
 
+With --distill_folds=K each seed is a k-fold distillation (tetra_tf.distillation): the train
+split goes into K folds (once per recipe, <runs_dir>/<name>/folds); per fold a teacher
+(`--teacher_flags`, the seed's own seed) trains on the other folds into
+<seed dir>/teacher<k> and labels its fold; the seed's model, the student, trains on the
+labelled folds with --train_flags (which give --distillation_weight). Its training time is
+the teachers', the labelling's and the student's together.
+
 Exit codes: 0 done; 2 bad flags (one line on stderr); 1 a training run failed.
 """
 
@@ -41,9 +48,11 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import dataclasses
 import statistics
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
@@ -64,27 +73,45 @@ flags.DEFINE_string("data_dir", "data/ptb_sample", "`make data`'s output: train/
 flags.DEFINE_string("runs_dir", "runs/seeds", "Where every recipe's runs go.")
 flags.DEFINE_bool("ensemble", False, "Also score the ensemble of the recipe's finished seeds "
                   "(tag log-probabilities averaged before decoding).")
+flags.DEFINE_integer("distill_folds", 0, "Train each seed as a k-fold distillation with "
+                     "this many folds (0: no distillation).")
+flags.DEFINE_string("teacher_flags", "--keep=last", "With --distill_folds: flags for "
+                    "`python -m tetra_tf.train` that make the teachers' recipe.")
 flags.DEFINE_bool("report", False, "Only print the table of the runs in --runs_dir.")
 flags.DEFINE_string("report_file", None, "Also write the table (Markdown) here.")
 
 RESULTS_FILE = "results.json"
 LAST_WEIGHTS = "last_raw_weights"  # results.json key: the figures of the final rolling checkpoint
 ENSEMBLE_FILE = "ensemble.json"  # per recipe name: the ensemble of its seeds' kept weights
-RECIPE_FILE = "recipe.json"  # per recipe name: its flags, so that a name means one recipe
+RECIPE_FILE = "recipe.json"
+LABELLING_FILE = "labelling.json"  # in a teacher's directory: how long labelling its fold took  # per recipe name: its flags, so that a name means one recipe
 SPLITS = ("dev", "test", "pooled")
 # Flags the script sets itself; in --train_flags they would silently override its own.
 RESERVED_FLAGS = ("--seed", "--model_dir", "--train_data", "--dev_data")
 
 
+@dataclasses.dataclass(frozen=True)
+class Distillation:
+    """A k-fold distillation recipe: how many folds, and the teachers' train flags."""
+
+    folds: int
+    teacher_flags: list[str]
+
+
 def check_recipe(runs_dir: str, name: str, train_flags: list[str], final_fit: bool,
-                 data_dir: str) -> None:
+                 data_dir: str, distillation: Distillation | None = None) -> None:
     """Records a recipe name's flags on first use; refuses other flags under that name."""
-    for flag in train_flags:
-        if flag.split("=", 1)[0] in RESERVED_FLAGS:
-            raise cli.UsageError(f"--train_flags: {flag.split('=', 1)[0]} is set by "
-                                 "bench/seeds.py itself")
+    for what, recipe_flags in (("--train_flags", train_flags),
+                               ("--teacher_flags", distillation.teacher_flags
+                                if distillation else [])):
+        for flag in recipe_flags:
+            if flag.split("=", 1)[0] in RESERVED_FLAGS:
+                raise cli.UsageError(f"{what}: {flag.split('=', 1)[0]} is set by "
+                                     "bench/seeds.py itself")
     recipe = {"train_flags": train_flags, "final_fit": final_fit,
               "data_dir": os.path.abspath(data_dir)}
+    if distillation:
+        recipe["distillation"] = dataclasses.asdict(distillation)
     path = os.path.join(runs_dir, name, RECIPE_FILE)
     if os.path.isfile(path):
         with open(path) as f:
@@ -98,8 +125,63 @@ def check_recipe(runs_dir: str, name: str, train_flags: list[str], final_fit: bo
         json.dump(recipe, f, indent=2)
 
 
+def run_training(what: str, data_flags: list[str], model_dir: str, seed: int,
+                 train_flags: list[str]) -> float:
+    """Runs (or resumes) one `python -m tetra_tf.train`; returns its epochs' seconds."""
+    command = ([sys.executable, "-m", "tetra_tf.train", *data_flags, f"--model_dir={model_dir}",
+                f"--seed={seed}", "--noprogress"] + train_flags)
+    print(f"{what}: {shlex.join(command[1:])}", file=sys.stderr, flush=True)
+    os.makedirs(model_dir, exist_ok=True)
+    code = subprocess.call(command)
+    if code:
+        raise RuntimeError(f"{what}: training exited with {code}")
+    with open(os.path.join(model_dir, "history.json")) as f:
+        return sum(epoch["epoch_seconds"] for epoch in json.load(f))
+
+
+def teach_folds(name: str, seed: int, distillation: Distillation, data_dir: str,
+                runs_dir: str) -> tuple[list[str], float]:
+    """Trains each fold's teacher and labels the fold with it.
+
+    Returns:
+      (the labelled folds' directories, the seconds spent: teachers' epochs and labelling).
+    """
+    folds_dir = os.path.join(runs_dir, name, "folds")
+    fold_dirs = [os.path.join(folds_dir, f"fold{k}") for k in range(distillation.folds)]
+    if not all(os.path.isdir(d) for d in fold_dirs):
+        run_program("tetra_tf.distillation", f"--data={os.path.join(data_dir, 'train')}",
+                    f"--folds={distillation.folds}", f"--output_dir={folds_dir}")
+    seed_dir = os.path.join(runs_dir, name, f"seed{seed}")
+    seconds, taught_dirs = 0.0, []
+    for k, fold_dir in enumerate(fold_dirs):
+        teacher_dir = os.path.join(seed_dir, f"teacher{k}")
+        others = ",".join(d for d in fold_dirs if d != fold_dir)
+        seconds += run_training(
+            f"{name} seed {seed} teacher {k}",
+            [f"--train_data={others}", f"--dev_data={os.path.join(data_dir, 'dev')}"],
+            teacher_dir, seed, distillation.teacher_flags)
+        taught_dir = os.path.join(seed_dir, "taught", f"fold{k}")
+        if not os.path.isfile(os.path.join(taught_dir, "teacher.json")):
+            started = time.time()
+            run_program("tetra_tf.distillation", f"--data={fold_dir}",
+                        f"--teachers={teacher_dir}", f"--output_dir={taught_dir}",
+                        "--noprogress")
+            with open(os.path.join(teacher_dir, LABELLING_FILE), "w") as f:
+                json.dump({"seconds": round(time.time() - started, 1)}, f)
+        with open(os.path.join(teacher_dir, LABELLING_FILE)) as f:
+            seconds += json.load(f)["seconds"]
+        taught_dirs.append(taught_dir)
+    return taught_dirs, seconds
+
+
+def run_program(module: str, *args: str) -> None:
+    code = subprocess.call([sys.executable, "-m", module, *args])
+    if code:
+        raise RuntimeError(f"python -m {module} {shlex.join(args)} exited with {code}")
+
+
 def run_seed(name: str, seed: int, train_flags: list[str], final_fit: bool, data_dir: str,
-             runs_dir: str) -> dict:
+             runs_dir: str, distillation: Distillation | None = None) -> dict:
     """Trains one seed (or resumes it), scores it, and writes its results.json."""
     model_dir = os.path.join(runs_dir, name, f"seed{seed}")
     results_path = os.path.join(model_dir, RESULTS_FILE)
@@ -112,19 +194,19 @@ def run_seed(name: str, seed: int, train_flags: list[str], final_fit: bool, data
         return results
     train_data = os.path.join(data_dir, "train")
     dev_data = os.path.join(data_dir, "dev")
+    teaching_seconds = 0.0
+    if distillation:
+        taught_dirs, teaching_seconds = teach_folds(name, seed, distillation, data_dir,
+                                                    runs_dir)
+        train_data = ",".join(taught_dirs)
     data_flags = ([f"--train_data={train_data},{dev_data}"] if final_fit
                   else [f"--train_data={train_data}", f"--dev_data={dev_data}"])
-    command = ([sys.executable, "-m", "tetra_tf.train", *data_flags, f"--model_dir={model_dir}",
-                f"--seed={seed}", "--noprogress"] + train_flags)
-    print(f"{name} seed {seed}: {shlex.join(command[1:])}", file=sys.stderr, flush=True)
-    os.makedirs(model_dir, exist_ok=True)
-    code = subprocess.call(command)
-    if code:
-        raise RuntimeError(f"{name} seed {seed}: training exited with {code}")
-    with open(os.path.join(model_dir, "history.json")) as f:
-        seconds = sum(epoch["epoch_seconds"] for epoch in json.load(f))
+    seconds = run_training(f"{name} seed {seed}", data_flags, model_dir, seed, train_flags)
     results = {"name": name, "seed": seed, "train_flags": train_flags, "final_fit": final_fit,
-               "train_seconds": round(seconds, 1), **score(model_dir, data_dir, final_fit),
+               "train_seconds": round(seconds + teaching_seconds, 1),
+               **({"teaching_seconds": round(teaching_seconds, 1),
+                   "distillation": dataclasses.asdict(distillation)} if distillation else {}),
+               **score(model_dir, data_dir, final_fit),
                LAST_WEIGHTS: score(model_dir, data_dir, final_fit, last_weights=True)}
     write_results(results_path, results)
     return results
@@ -266,8 +348,7 @@ def report(runs_dir: str) -> str:
         flags = results[0]["train_flags"]
         cells.append("last" if results[0].get("final_fit") or "--keep=last" in flags
                      else "best dev*")
-        cells.append(" ".join(results[0]["train_flags"]) + (" (train+dev)" if results[0]
-                                                            .get("final_fit") else ""))
+        cells.append(recipe_flags(results[0]))
         rows.append(cells)
         paired = paired_row(name, results)
         if paired:
@@ -293,6 +374,18 @@ def report(runs_dir: str) -> str:
         lines += markdown_table(["recipe", "seeds", "dev F1", "test F1", "pooled F1",
                                  "gain: test F1", "gain: pooled F1"], ensemble_rows)
     return "\n".join(lines)
+
+
+def recipe_flags(results: dict) -> str:
+    """The report's description of a run's recipe: its train flags, and how it was trained."""
+    text = " ".join(results["train_flags"])
+    if results.get("final_fit"):
+        text += " (train+dev)"
+    distillation = results.get("distillation")
+    if distillation:
+        text += (f" (student of {distillation['folds']}-fold teachers: "
+                 f"{' '.join(distillation['teacher_flags'])})")
+    return text
 
 
 def ensemble_row(name: str, ensemble: dict, results: list[dict]) -> list[str]:
@@ -343,11 +436,20 @@ def main(argv) -> int:
                 raise cli.UsageError(
                     f"--data_dir={FLAGS.data_dir} has no {split}/: run `make data`")
         train_flags = shlex.split(FLAGS.train_flags)
-        check_recipe(FLAGS.runs_dir, FLAGS.name, train_flags, FLAGS.final_fit, FLAGS.data_dir)
+        distillation = None
+        if FLAGS.distill_folds:
+            if FLAGS.distill_folds < 2:
+                raise cli.UsageError(f"--distill_folds={FLAGS.distill_folds}: at least 2 "
+                                     "(0: no distillation)")
+            if FLAGS.final_fit:
+                raise cli.UsageError("--distill_folds and --final_fit: one or the other")
+            distillation = Distillation(FLAGS.distill_folds, shlex.split(FLAGS.teacher_flags))
+        check_recipe(FLAGS.runs_dir, FLAGS.name, train_flags, FLAGS.final_fit, FLAGS.data_dir,
+                     distillation)
         finished = []
         for seed in seeds:
             results = run_seed(FLAGS.name, seed, train_flags, FLAGS.final_fit, FLAGS.data_dir,
-                               FLAGS.runs_dir)
+                               FLAGS.runs_dir, distillation)
             finished.append(results)
             print(f"{FLAGS.name} seed {seed}: F1 {figures_line(results)}; "
                   f"{results['train_seconds'] / 60:.1f} min", flush=True)

@@ -145,3 +145,68 @@ def test_bad_flags_are_one_line(tmp_path):
                                 cwd=tmp_path, timeout=120, check=False)  # no data/ here, as in CI
         assert result.returncode == 2, result.stderr
         assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_bad_distillation_flags_are_one_line(tmp_path):
+    for split in ("train", "dev", "test"):
+        (tmp_path / "data" / split).mkdir(parents=True)
+    for flags, message in ((["--distill_folds=1"], "at least 2"),
+                           (["--distill_folds=2", "--final_fit"], "one or the other"),
+                           (["--distill_folds=2", "--teacher_flags=--seed=3"],
+                            "--teacher_flags: --seed is set by bench/seeds.py")):
+        result = subprocess.run([sys.executable, os.path.join(REPO_ROOT, "bench", "seeds.py"),
+                                 f"--runs_dir={tmp_path / 'runs'}", "--name=d", "--seeds=1",
+                                 f"--data_dir={tmp_path / 'data'}", *flags],
+                                capture_output=True, text=True, env=subprocess_env(),
+                                timeout=120, check=False)
+        assert result.returncode == 2, result.stderr
+        assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_each_fold_is_labelled_by_the_teacher_that_did_not_train_on_it(tmp_path, monkeypatch):
+    """The k-fold order of work: split once, then per fold train its teacher on the other
+    folds and label the fold with it; the student trains on the labelled folds."""
+    calls = []
+
+    def run_program(module, *args):
+        calls.append(("program", module) + args)
+        flags = dict(arg[2:].split("=", 1) for arg in args if "=" in arg)
+        if "folds" in flags:
+            for k in range(int(flags["folds"])):
+                os.makedirs(os.path.join(flags["output_dir"], f"fold{k}"))
+        else:
+            os.makedirs(flags["output_dir"])
+            open(os.path.join(flags["output_dir"], "teacher.json"), "w").close()
+
+    def run_training(what, data_flags, model_dir, seed, train_flags):
+        calls.append(("train", os.path.relpath(model_dir, tmp_path), seed, *data_flags,
+                      *train_flags))
+        os.makedirs(model_dir, exist_ok=True)
+        return 60.0
+
+    monkeypatch.setattr(seeds, "run_program", run_program)
+    monkeypatch.setattr(seeds, "run_training", run_training)
+    monkeypatch.setattr(seeds, "score", lambda *args, **kwargs: figures(88.0, 86.0, 87.0))
+    runs, data = str(tmp_path / "runs"), str(tmp_path / "data")
+    distillation = seeds.Distillation(3, ["--keep=last"])
+    results = seeds.run_seed("kd", 7, ["--distillation_weight=0.5"], False, data, runs,
+                             distillation)
+    folds = [os.path.join(runs, "kd", "folds", f"fold{k}") for k in range(3)]
+    seed_dir = os.path.join(runs, "kd", "seed7")
+    taught = [os.path.join(seed_dir, "taught", f"fold{k}") for k in range(3)]
+    assert calls[0] == ("program", "tetra_tf.distillation", f"--data={data}/train",
+                        "--folds=3", f"--output_dir={runs}/kd/folds")
+    for k in range(3):
+        teacher, labelling = calls[1 + 2 * k], calls[2 + 2 * k]
+        others = ",".join(folds[j] for j in range(3) if j != k)
+        assert teacher == ("train", f"runs/kd/seed7/teacher{k}", 7, f"--train_data={others}",
+                           f"--dev_data={data}/dev", "--keep=last")
+        assert labelling[:4] == ("program", "tetra_tf.distillation", f"--data={folds[k]}",
+                                 f"--teachers={seed_dir}/teacher{k}")
+        assert f"--output_dir={taught[k]}" in labelling
+    assert calls[7] == ("train", "runs/kd/seed7", 7, f"--train_data={','.join(taught)}",
+                        f"--dev_data={data}/dev", "--distillation_weight=0.5")
+    assert len(calls) == 8
+    assert results["teaching_seconds"] >= 180.0  # three teachers' 60 s, and the labelling
+    assert results["train_seconds"] == results["teaching_seconds"] + 60.0
+    assert "student of 3-fold teachers: --keep=last" in seeds.recipe_flags(results)
