@@ -40,7 +40,7 @@ TAG_ID_FEATURES = (POS_TAG_IDS, LEAF_TAG_IDS, INTERNAL_TAG_IDS)
 TEACHER_LOG_PROBS = {LEAF_TAG_IDS: "teacher_leaf_log_probs",
                      INTERNAL_TAG_IDS: "teacher_internal_log_probs",
                      POS_TAG_IDS: "teacher_pos_log_probs"}
-# In a directory of records with teacher targets: which teachers, and the vocabulary sizes.
+# In a directory of records with teacher log-probabilities: which data, which teachers.
 TEACHER_FILE = "teacher.json"
 
 UNKNOWN_TAG_ID = -1
