@@ -83,8 +83,8 @@ flags.DEFINE_string("report_file", None, "Also write the table (Markdown) here."
 RESULTS_FILE = "results.json"
 LAST_WEIGHTS = "last_raw_weights"  # results.json key: the figures of the final rolling checkpoint
 ENSEMBLE_FILE = "ensemble.json"  # per recipe name: the ensemble of its seeds' kept weights
-RECIPE_FILE = "recipe.json"
-LABELLING_FILE = "labelling.json"  # in a teacher's directory: how long labelling its fold took  # per recipe name: its flags, so that a name means one recipe
+RECIPE_FILE = "recipe.json"  # per recipe name: its flags, so that a name means one recipe
+LABELLING_FILE = "labelling.json"  # in a teacher's directory: how long labelling its fold took
 SPLITS = ("dev", "test", "pooled")
 # Flags the script sets itself; in --train_flags they would silently override its own.
 RESERVED_FLAGS = ("--seed", "--model_dir", "--train_data", "--dev_data")
