@@ -139,15 +139,17 @@ def teacher_log_probs(teacher_dirs: list[str], data_dir: str, batch_size: int = 
                    disable=not progress, file=sys.stderr)
         scored: dict[Words, dict[str, np.ndarray]] = {}
         for batch in loaded.batches:
-            outputs = {k: v.numpy() for k, v in loaded.predict(model_inputs(batch)).items()}
+            logits = loaded.predict(model_inputs(batch))
+            batch_log_probs = {key: log_softmax(logits[LOGIT_KEYS[key]].numpy())
+                               for key in records.TAG_ID_FEATURES}
             for row, n in enumerate(batch["num_words"]):
                 if n == 0:
                     continue
                 rows = {key: n - 1 if key == records.INTERNAL_TAG_IDS else n
                         for key in records.TAG_ID_FEATURES}
                 scored[tuple(batch[records.WORDS][row, :n])] = {
-                    key: log_softmax(outputs[LOGIT_KEYS[key]][row, :rows[key]])
-                    for key in records.TAG_ID_FEATURES}
+                    key: log_probs[row, :rows[key]]
+                    for key, log_probs in batch_log_probs.items()}
             bar.update(int(np.sum(batch["num_words"] > 0)))
         bar.close()
         for words, scores in scored.items():

@@ -27,7 +27,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import tensorflow as tf
 
-from tetra_tf.tags import TetraTags
+from tetra_tf.tags import TagVocabularies, TetraTags
 
 WORDS = "words"
 POS_TAG_IDS = "pos_tag_ids"
@@ -100,6 +100,12 @@ def make_example(tags: TetraTags, tag_ids: Mapping[str, Sequence[int]],
         TREE: _bytes_feature([tree_line.encode("utf-8")]),
     }
     return tf.train.Example(features=tf.train.Features(feature=features))
+
+
+def tag_vocabulary_sizes(vocabs: TagVocabularies) -> dict[str, int]:
+    """The size of each tag id feature's vocabulary, keyed like TAG_ID_FEATURES."""
+    return {LEAF_TAG_IDS: len(vocabs.leaf), INTERNAL_TAG_IDS: len(vocabs.internal),
+            POS_TAG_IDS: len(vocabs.pos)}
 
 
 def add_teacher_log_probs(example: tf.train.Example,

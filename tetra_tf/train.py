@@ -390,18 +390,16 @@ def load_training_data(data_dir: str | list[str], vocabs: TagVocabularies,
     """Reads, tokenizes and checks one data directory (or several, as one data set);
     returns (cached dataset, summary). With `teacher_log_probs`, the examples also hold
     their teacher's log-probabilities (records written by tetra_tf.distillation)."""
-    teacher_sizes = None
+    sizes = records.tag_vocabulary_sizes(vocabs)
     if teacher_log_probs:
-        teacher_sizes = {records.LEAF_TAG_IDS: len(vocabs.leaf),
-                         records.INTERNAL_TAG_IDS: len(vocabs.internal),
-                         records.POS_TAG_IDS: len(vocabs.pos)}
         for directory in split_data_dirs(data_dir):
             if not records.has_teacher_log_probs(directory):
                 raise UsageError(f"{what}: {directory} holds no teacher log-probabilities "
                                  "(write them with python -m tetra_tf.distillation)")
     try:
         tokenized = input_pipeline.tokenize_examples(
-            input_pipeline.read_examples(data_dir, teacher_sizes), tokenizer).cache()
+            input_pipeline.read_examples(data_dir, sizes if teacher_log_probs else None),
+            tokenizer).cache()
         summary = input_pipeline.summarize(tokenized, config)
     except FileNotFoundError as e:
         raise UsageError(f"{what}: {e}") from None
@@ -410,8 +408,6 @@ def load_training_data(data_dir: str | list[str], vocabs: TagVocabularies,
                          f"({e.message})") from None
     if summary.num_examples == 0:
         raise UsageError(f"{what}: {_names(data_dir)} holds no examples")
-    sizes = {records.LEAF_TAG_IDS: len(vocabs.leaf),
-             records.INTERNAL_TAG_IDS: len(vocabs.internal), records.POS_TAG_IDS: len(vocabs.pos)}
     for key, size in sizes.items():
         if summary.max_tag_ids[key] >= size:
             raise UsageError(
