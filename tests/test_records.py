@@ -113,8 +113,7 @@ def test_teacher_log_probabilities_round_trip_and_are_checked():
     t = taggings[0]
     example = records.make_example(t, vocabs.encode(t), treebank.tree_to_line(trees[0]))
     n = len(t.words)
-    sizes = {records.LEAF_TAG_IDS: len(vocabs.leaf),
-             records.INTERNAL_TAG_IDS: len(vocabs.internal), records.POS_TAG_IDS: len(vocabs.pos)}
+    sizes = records.tag_vocabulary_sizes(vocabs)
     rng = np.random.default_rng(0)
     log_probs = {key: rng.normal(size=(n - 1 if key == records.INTERNAL_TAG_IDS else n, size))
                  for key, size in sizes.items()}
