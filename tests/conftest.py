@@ -11,7 +11,9 @@ if "NLTK_DATA" not in os.environ and os.path.isdir(_SHARED_NLTK_DATA):
     os.environ["NLTK_DATA"] = _SHARED_NLTK_DATA
 
 import contextlib
+import itertools
 import json
+import socket
 import subprocess
 import sys
 import time
@@ -20,6 +22,30 @@ import urllib.request
 import pytest
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+# Test servers listen on ports below the kernel's ephemeral range (32768 and up on Linux),
+# which bind(port 0) and outgoing connections draw from: a port found free there can be taken
+# by another worker's client before the server binds it. Each xdist worker has its own block.
+_FIRST_TEST_PORT = 20000
+_PORTS_PER_WORKER = 1000
+_port_offsets = itertools.count()
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on and no earlier call returned."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    block = int(worker[2:]) if worker[2:].isdigit() else 0
+    for _ in range(_PORTS_PER_WORKER):
+        port = (_FIRST_TEST_PORT + block * _PORTS_PER_WORKER
+                + next(_port_offsets) % _PORTS_PER_WORKER)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port in worker {worker}'s block")
 
 
 def nltk_sample_available() -> bool:

@@ -21,13 +21,12 @@ import importlib.util
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 
 import pytest
 
-from conftest import REPO_ROOT, served_until_done, subprocess_env
+from conftest import REPO_ROOT, free_port, served_until_done, subprocess_env
 
 README = os.path.join(REPO_ROOT, "README.md")
 DOCS_DIR = os.path.join(REPO_ROOT, "docs")
@@ -216,12 +215,6 @@ def test_readme_shows_the_promised_format(name):
     CHECKS[name](block.shown.strip().splitlines())
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @dataclasses.dataclass
 class Place:
     directory: str
@@ -264,7 +257,7 @@ def _run(place: Place, block: Block, timeout: float = 600) -> list[str]:
 def place(trained_run, tmp_path_factory) -> Place:
     """A working directory with the input block run in it, the trained model, free ports."""
     directory = str(tmp_path_factory.mktemp("quickstart"))
-    here = Place(directory, trained_run["export_dir"], str(_free_port()), str(_free_port()))
+    here = Place(directory, trained_run["export_dir"], str(free_port()), str(free_port()))
     _run(here, readme_blocks()["input"])
     return here
 

@@ -36,6 +36,7 @@ for _module in ("waitress", "grpc", "tensorflow_serving", "prometheus_client"):
     pytest.importorskip(_module, reason="needs the 'serving' extra: pip install -e "
                         '".[serving]"')
 
+from conftest import free_port  # noqa: E402
 from tetra_tf.serving import codecs, metrics  # noqa: E402
 from tetra_tf.serving import client as serving_client  # noqa: E402
 
@@ -104,12 +105,6 @@ def _expected(sentence):
             "score": 0.5 * len(words)}
 
 
-def _free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _http(port, method, path, body=None, headers=None):
     """Returns (status, decoded JSON body) for one request to the local server."""
     if isinstance(body, (dict, list)):
@@ -162,13 +157,13 @@ def _running_server(base_path, model_name, log_path, *flags, while_starting=None
     with its startup). On exit, checks that SIGTERM shuts the server down cleanly; with
     in_flight_at_shutdown(port), a request that is in its model call at the SIGTERM.
     """
-    port = _free_port()
+    port = free_port()
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
             [sys.executable, SERVER_SCRIPT, *([f"--model_base_path={base_path}",
                                                f"--model_name={model_name}"]
                                               if base_path is not None else []),
-             f"--rest_api_port={port}", f"--port={grpc_port or _free_port()}", *flags],
+             f"--rest_api_port={port}", f"--port={grpc_port or free_port()}", *flags],
             stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT)
     try:
         if while_starting is not None:
@@ -574,7 +569,7 @@ def test_client_command_line(server):
     assert (result.returncode, result.stdout) == (0, "(S one)\n(S two words)\n")
     result = _run_client_cli(address, "--model_name=nope", "a")
     assert result.returncode == 2 and "error" in result.stderr and not result.stdout
-    result = _run_client_cli(f"--server=http://127.0.0.1:{_free_port()}", "a")
+    result = _run_client_cli(f"--server=http://127.0.0.1:{free_port()}", "a")
     assert result.returncode == 1 and "cannot reach" in result.stderr
 
 
@@ -583,7 +578,7 @@ def test_server_usage_errors(tmp_path, base_path):
     (tmp_path / "empty").mkdir()
     result = subprocess.run(
         [sys.executable, SERVER_SCRIPT, f"--model_base_path={tmp_path / base_path}",
-         f"--rest_api_port={_free_port()}"],
+         f"--rest_api_port={free_port()}"],
         capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
     assert result.returncode == 2
     assert "error" in result.stderr and len(result.stderr.strip().splitlines()) == 1
@@ -598,7 +593,7 @@ def test_batching_parameters_file_not_utf8_is_one_line_usage_error(tmp_path, mod
     parameters.write_bytes(b"max_batch_size { value: 8 } # caf\xe9\n")
     result = subprocess.run(
         [sys.executable, SERVER_SCRIPT, f"--model_base_path={model_base_path}",
-         f"--rest_api_port={_free_port()}", f"--port={_free_port()}", "--enable_batching",
+         f"--rest_api_port={free_port()}", f"--port={free_port()}", "--enable_batching",
          f"--batching_parameters_file={parameters}"],
         capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
     assert result.returncode == 2, result.stderr
@@ -618,7 +613,7 @@ def batching_server(model_base_path, tmp_path_factory):
     """The toy model's server with --enable_batching: yields (port, log path, gRPC port)."""
     root = tmp_path_factory.mktemp("batching_server")
     (root / "batching.txt").write_text(BATCHING_PARAMETERS)
-    grpc_port = _free_port()
+    grpc_port = free_port()
     with _running_server(model_base_path, MODEL_NAME, root / "server.log",
                          "--enable_batching",
                          f"--batching_parameters_file={root / 'batching.txt'}",
@@ -1087,7 +1082,7 @@ def test_real_export_over_rest_matches_parser(tetra_export, tmp_path):
         expected["strings"] = [result.bracketed for result in parser.parse_each(word_lists, 64)]
         expected["trees"] = parser.parse_sents(word_lists)
 
-    grpc_port = _free_port()
+    grpc_port = free_port()
     with _running_server(tetra_export, "tetra", tmp_path / "server.log",
                          f"--max_pieces_per_request={MAX_PIECES}",
                          while_starting=parse_in_process, grpc_port=grpc_port) as port:

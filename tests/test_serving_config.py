@@ -26,8 +26,9 @@ from tensorflow_serving.apis import (get_model_status_pb2, model_management_pb2,
                                      model_service_pb2_grpc, predict_pb2,
                                      prediction_service_pb2_grpc)
 
-from test_serving import (HTTP_TIMEOUT_S, REPO_ROOT, SERVER_SCRIPT, _free_port,  # noqa: E402
-                          _http, _running_server)
+from conftest import free_port  # noqa: E402
+from test_serving import (HTTP_TIMEOUT_S, REPO_ROOT, SERVER_SCRIPT, _http,  # noqa: E402
+                          _running_server)
 from tetra_tf.serving.model_config import (check_model_server_config,  # noqa: E402
                                            read_model_server_config)
 
@@ -101,7 +102,7 @@ def test_serving_models_config_is_a_valid_model_server_config():
 def test_two_models_and_labelled_versions_over_rest_and_grpc(model_root, tmp_path):
     config_path = tmp_path / "models.config"
     _write(config_path, _repo_config(model_root, with_other=True, labels=True))
-    grpc_port = _free_port()
+    grpc_port = free_port()
     with _running_server(None, "tetra", tmp_path / "server.log",
                          f"--model_config_file={config_path}",
                          "--allow_version_labels_for_unavailable_models",
@@ -209,7 +210,7 @@ class _Clients:
 def test_reload_adds_a_model_while_every_request_is_answered(model_root, tmp_path, how):
     config_path = tmp_path / "models.config"
     _write(config_path, _repo_config(model_root))
-    grpc_port = _free_port()
+    grpc_port = free_port()
     poll = ["--model_config_file_poll_wait_seconds=0.2"] if how == "file poll" else []
     with _running_server(None, "tetra", tmp_path / "server.log",
                          f"--model_config_file={config_path}", *poll,
@@ -268,6 +269,6 @@ def test_config_flag_errors_are_one_line_and_exit_2(model_root, tmp_path, flags,
         flags = [flag.replace(name, path) for flag in flags]
         message = message.replace(name, path)
     result = subprocess.run([sys.executable, SERVER_SCRIPT, *flags,
-                             f"--rest_api_port={_free_port()}", f"--port={_free_port()}"],
+                             f"--rest_api_port={free_port()}", f"--port={free_port()}"],
                             capture_output=True, text=True, timeout=120, cwd=REPO_ROOT)
     assert (result.returncode, result.stderr.strip().splitlines()) == (2, [message])

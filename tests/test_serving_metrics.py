@@ -18,8 +18,9 @@ for _module in ("waitress", "grpc", "tensorflow_serving", "prometheus_client"):
 import tensorflow as tf  # noqa: E402
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
+from conftest import free_port  # noqa: E402
 from test_serving import (MODEL_NAME, REPO_ROOT, SERVER_SCRIPT, HTTP_TIMEOUT_S,  # noqa: E402
-                          ToyParser, _free_port, _grpc_code, _http, _running_server)
+                          ToyParser, _grpc_code, _http, _running_server)
 from tetra_tf.errors import InputError  # noqa: E402
 from tetra_tf.serving import metrics  # noqa: E402
 
@@ -58,7 +59,7 @@ def monitored_server(tmp_path_factory):
                         signatures={"serving_default": module.parse, "label": module.label})
     config = root / "monitoring.config"
     config.write_text(f'prometheus_config {{\n  enable: true\n  path: "{METRICS_PATH}"\n}}\n')
-    grpc_port = _free_port()
+    grpc_port = free_port()
     with _running_server(root / MODEL_NAME, MODEL_NAME, root / "server.log",
                          f"--monitoring_config_file={config}",
                          "--file_system_poll_wait_seconds=0", grpc_port=grpc_port) as port:
@@ -223,7 +224,7 @@ def test_bad_monitoring_config_is_one_line_usage_error(tmp_path):
     (tmp_path / "base" / "1" / "saved_model.pb").write_bytes(b"")  # Never loaded.
     result = subprocess.run(
         [sys.executable, SERVER_SCRIPT, f"--model_base_path={tmp_path / 'base'}",
-         f"--rest_api_port={_free_port()}", f"--port={_free_port()}",
+         f"--rest_api_port={free_port()}", f"--port={free_port()}",
          f"--monitoring_config_file={config}"],
         capture_output=True, text=True, timeout=120, cwd=REPO_ROOT)
     assert result.returncode == 2, result.stderr

@@ -7,7 +7,6 @@ import glob
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,7 +18,7 @@ import tetra_tf  # noqa: F401
 import tensorflow as tf
 import tf_keras
 
-from conftest import REPO_ROOT, TRAINED_RUN_EPOCHS, convert, subprocess_env
+from conftest import REPO_ROOT, TRAINED_RUN_EPOCHS, convert, free_port, subprocess_env
 from tetra_tf import encoders, input_pipeline, train
 from tetra_tf.model import HeadsConfig
 from tetra_tf.tags import TagVocabularies
@@ -320,12 +319,6 @@ def test_killed_run_resumes_with_step_and_optimizer_state(tiny_encoder_dir, smal
                   if k.startswith("encoder_optimizer/") and "iteration" in k]
     assert iterations, "optimizer state is not in the checkpoint"
     assert resumed.get_tensor(iterations[0]) == step + 2  # Adam's own counter carried on.
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_two_multi_worker_processes_train_together(tiny_encoder_dir, small_data_dirs,

@@ -6,7 +6,6 @@ the seventh way in, gets the same lines on its cluster in test_spark.py.)"""
 import contextlib
 import json
 import os
-import socket
 import subprocess
 import sys
 import urllib.error
@@ -14,7 +13,7 @@ import urllib.request
 
 import pytest
 
-from conftest import REPO_ROOT, served_until_done, subprocess_env
+from conftest import REPO_ROOT, free_port, served_until_done, subprocess_env
 from tetra_tf import sentences
 
 SERVER_SCRIPT = os.path.join(REPO_ROOT, "serving", "server.py")
@@ -46,16 +45,10 @@ def _without_top(tree: str) -> str:
     return treebank.tree_to_line(parsed)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @contextlib.contextmanager
 def _server(export_dir: str, log_path: str):
     """serving/server.py on the export (REST and gRPC), until the block ends."""
-    rest_port, grpc_port = _free_port(), _free_port()
+    rest_port, grpc_port = free_port(), free_port()
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
             [sys.executable, SERVER_SCRIPT, f"--model_base_path={os.path.dirname(export_dir)}",
