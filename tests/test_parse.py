@@ -357,7 +357,7 @@ def test_truncated_compressed_input_is_one_damaged_line(parser, tmp_path, suffix
 def test_cli_reads_a_truncated_gz(export_dir, parser, tmp_path):
     """The CLI on a cut-short .gz: --on_error=skip finishes with the readable lines and one
     damaged line; 'fail' exits 2 naming that line, and writes no output file."""
-    lines = _compressed_lines(3000)
+    lines = _compressed_lines(600)
     input_path = _truncated_file(tmp_path, ".gz", lines)
     expected, _, _ = _parse_file(parser, input_path, on_error="skip")
     readable = len(expected) - 1
