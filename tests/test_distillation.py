@@ -88,18 +88,24 @@ def test_several_teachers_average_their_log_probabilities(trained_run, small_dat
     earlier = sorted(tf.train.get_checkpoint_state(
         os.path.join(model_dir, "ckpt")).all_model_checkpoint_paths)[0]
     data = small_data_dirs["dev"]
-    first = distillation.teacher_log_probs([model_dir], data, progress=False)
-    second = distillation.teacher_log_probs([earlier], data, progress=False)
-    both = distillation.teacher_log_probs([model_dir, earlier], data, progress=False)
+    first = distillation.teacher_scores(model_dir, data, progress=False)
+    second = distillation.teacher_scores(earlier, data, progress=False)
+    both = distillation.mean_log_probs(iter([first, second]))
     assert both.keys() == first.keys() == second.keys()
     differs = False
     for words, per_key in both.items():
         for key, log_probs in per_key.items():
+            assert log_probs.dtype == np.float32
             mean = (first[words][key] + second[words][key]) / 2
             expected = mean - np.log(np.exp(mean).sum(-1, keepdims=True))
             np.testing.assert_allclose(log_probs, expected, atol=1e-5)
             differs |= not np.allclose(first[words][key], second[words][key], atol=1e-3)
     assert differs, "the two checkpoints scored alike: the test would not see an average"
+    # One teacher's mean is its own log-probabilities, as write_teacher_data stores them.
+    alone = distillation.mean_log_probs([first])
+    for words, per_key in alone.items():
+        for key, log_probs in per_key.items():
+            np.testing.assert_allclose(log_probs, first[words][key], atol=1e-5)
 
 
 def test_student_learns_its_teachers_distributions(taught_dev, tiny_encoder_dir,

@@ -26,6 +26,7 @@ from __future__ import annotations
 import glob
 import os
 import sys
+from typing import Iterable
 
 from tetra_tf import extras
 
@@ -117,48 +118,64 @@ def split_folds(data_dir: str, num_folds: int, output_dir: str) -> list[str]:
     return fold_dirs
 
 
-def teacher_log_probs(teacher_dirs: list[str], data_dir: str, batch_size: int = 32,
-                      progress: bool = True) -> dict[Words, dict[str, np.ndarray]]:
-    """Scores every sentence of a records directory with each teacher.
+def teacher_scores(teacher_dir: str, data_dir: str, batch_size: int = 32,
+                   progress: bool = True) -> dict[Words, dict[str, np.ndarray]]:
+    """Scores every sentence of a records directory with one teacher.
 
     Args:
-      teacher_dirs: training model directories (their kept weights) of the data's vocabulary.
+      teacher_dir: a training model directory (its kept weights) of the data's vocabulary.
       data_dir: the records to label.
       batch_size: sentences per batch.
-      progress: show a progress bar per teacher.
+      progress: show a progress bar.
 
     Returns:
-      Per sentence (its words), per tag id feature, the teachers' mean log-probabilities,
-      renormalized: float32 [rows, tags] (n rows; n − 1 for internal tags). A sentence that
-      occurs twice is scored the same both times, so its words identify it.
+      Per sentence (its words), per tag id feature, the teacher's log-probabilities:
+      float [rows, tags] (n rows; n − 1 for internal tags). A sentence that occurs twice is
+      scored the same both times, so its words identify it.
     """
+    loaded = load_model_on_data(teacher_dir, data_dir, batch_size=batch_size, what="--data")
+    bar = tqdm(total=loaded.num_sentences, desc=f"teacher {teacher_dir}", unit="sentence",
+               disable=not progress, file=sys.stderr)
+    scored: dict[Words, dict[str, np.ndarray]] = {}
+    for batch in loaded.batches:
+        logits = loaded.predict(model_inputs(batch))
+        batch_log_probs = {key: log_softmax(logits[LOGIT_KEYS[key]].numpy())
+                           for key in records.TAG_ID_FEATURES}
+        for row, n in enumerate(batch["num_words"]):
+            if n == 0:
+                continue
+            rows = {key: n - 1 if key == records.INTERNAL_TAG_IDS else n
+                    for key in records.TAG_ID_FEATURES}
+            scored[tuple(batch[records.WORDS][row, :n])] = {
+                key: log_probs[row, :rows[key]] for key, log_probs in batch_log_probs.items()}
+        bar.update(int(np.sum(batch["num_words"] > 0)))
+    bar.close()
+    return scored
+
+
+def mean_log_probs(per_teacher: Iterable[dict[Words, dict[str, np.ndarray]]]
+                   ) -> dict[Words, dict[str, np.ndarray]]:
+    """The teachers' mean log-probabilities per sentence, renormalized (an ensemble
+    export's average); teachers are summed one at a time, so only one is held whole."""
     sums: dict[Words, dict[str, np.ndarray]] = {}
-    for teacher in teacher_dirs:
-        loaded = load_model_on_data(teacher, data_dir, batch_size=batch_size, what="--data")
-        bar = tqdm(total=loaded.num_sentences, desc=f"teacher {teacher}", unit="sentence",
-                   disable=not progress, file=sys.stderr)
-        scored: dict[Words, dict[str, np.ndarray]] = {}
-        for batch in loaded.batches:
-            logits = loaded.predict(model_inputs(batch))
-            batch_log_probs = {key: log_softmax(logits[LOGIT_KEYS[key]].numpy())
-                               for key in records.TAG_ID_FEATURES}
-            for row, n in enumerate(batch["num_words"]):
-                if n == 0:
-                    continue
-                rows = {key: n - 1 if key == records.INTERNAL_TAG_IDS else n
-                        for key in records.TAG_ID_FEATURES}
-                scored[tuple(batch[records.WORDS][row, :n])] = {
-                    key: log_probs[row, :rows[key]]
-                    for key, log_probs in batch_log_probs.items()}
-            bar.update(int(np.sum(batch["num_words"] > 0)))
-        bar.close()
+    count = 0
+    for scored in per_teacher:
+        count += 1
         for words, scores in scored.items():
             previous = sums.get(words)
             sums[words] = (scores if previous is None
                            else {key: previous[key] + scores[key] for key in scores})
-    return {words: {key: log_softmax(total / len(teacher_dirs)).astype(np.float32)
+    return {words: {key: log_softmax(total / count).astype(np.float32)
                     for key, total in per_key.items()}
             for words, per_key in sums.items()}
+
+
+def teacher_log_probs(teacher_dirs: list[str], data_dir: str, batch_size: int = 32,
+                      progress: bool = True) -> dict[Words, dict[str, np.ndarray]]:
+    """Scores every sentence of a records directory with each teacher (`teacher_scores`)
+    and returns their renormalized mean (`mean_log_probs`), float32."""
+    return mean_log_probs(teacher_scores(teacher, data_dir, batch_size, progress)
+                          for teacher in teacher_dirs)
 
 
 def write_teacher_data(data_dir: str, teacher_dirs: list[str], output_dir: str,
