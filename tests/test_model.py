@@ -110,6 +110,25 @@ def test_distillation_loss_mixes_gold_and_teacher_cross_entropies(batch):
         np.testing.assert_allclose(mixed[key][0], 0.75 * gold[key][0] + 0.25 * soft, rtol=1e-5)
 
 
+def test_label_smoothing_mixes_gold_and_uniform_cross_entropies(batch):
+    """(1 − ε) · CE(gold) + ε · CE(uniform), over the gold loss's tokens, per head."""
+    labels = {k: tf.minimum(batch[k], 6) for k in records.TAG_ID_FEATURES}
+    rng = np.random.default_rng(2)
+    shape = labels[records.LEAF_TAG_IDS].shape + (7,)
+    outputs = {key: tf.constant(rng.normal(size=shape), tf.float32)
+               for key in ("leaf_logits", "internal_logits", "pos_logits")}
+    gold = tagging_loss_terms(outputs, labels)
+    smoothed = tagging_loss_terms(outputs, labels, label_smoothing=0.1)
+    for key in records.TAG_ID_FEATURES:
+        mask = labels[key].numpy() >= 0
+        log_probs = tf.nn.log_softmax(outputs[model_lib.LOGIT_KEYS[key]]).numpy()
+        uniform = (-log_probs.mean(-1) * mask).sum()
+        assert smoothed[key][1] == gold[key][1]
+        np.testing.assert_allclose(smoothed[key][0], 0.9 * gold[key][0] + 0.1 * uniform,
+                                   rtol=1e-5)
+        assert abs(float(smoothed[key][0]) - float(gold[key][0])) > 1e-3
+
+
 def test_every_encoder_variable_trains(batch, tiny_encoder_dir, small_data_dirs):
     """A tf_keras encoder inside a Keras 3 model would train only 2 of its variables."""
     model, _ = make_model(tiny_encoder_dir, small_data_dirs["train"])

@@ -550,6 +550,8 @@ class TestBadInput:
         ("mixed_layers", 3, "the encoder has only 2 layers"),
         ("distillation_weight", 1.5, "must be in \\[0, 1\\]"),
         ("distillation_weight", 0.5, "holds no teacher log-probabilities"),
+        ("label_smoothing", 1.0, "must be in \\[0, 1\\)"),
+        ("label_smoothing", -0.1, "must be in \\[0, 1\\)"),
     ])
     def test_recipe_out_of_range(self, tiny_encoder_dir, small_data_dirs, tmp_path, field,
                                  value, message):

@@ -159,8 +159,8 @@ def mean_log_probabilities(outputs: list[dict]) -> dict:
             for key in outputs[0]}
 
 
-def tagging_loss_terms(outputs: dict, labels: dict, distillation_weight: float = 0.0
-                       ) -> dict[str, tuple[tf.Tensor, tf.Tensor]]:
+def tagging_loss_terms(outputs: dict, labels: dict, distillation_weight: float = 0.0,
+                       label_smoothing: float = 0.0) -> dict[str, tuple[tf.Tensor, tf.Tensor]]:
     """Returns per head (sum of token cross-entropies, number of tokens).
 
     Labels of −1 (padding, the fencepost after the last word, tags unseen in training)
@@ -173,6 +173,8 @@ def tagging_loss_terms(outputs: dict, labels: dict, distillation_weight: float =
         log-probabilities (records.TEACHER_LOG_PROBS).
       distillation_weight: w in (1 − w) · CE(gold) + w · CE(teacher's distribution) per
         token (0: the gold tags alone).
+      label_smoothing: ε: the gold term's target is (1 − ε) · one-hot + ε · uniform over
+        the head's tags (0: the one-hot alone).
     """
     terms = {}
     for label_key in records.TAG_ID_FEATURES:
@@ -181,6 +183,9 @@ def tagging_loss_terms(outputs: dict, labels: dict, distillation_weight: float =
         logits = outputs[LOGIT_KEYS[label_key]]
         losses = tf.nn.sparse_softmax_cross_entropy_with_logits(
             labels=tf.maximum(ids, 0), logits=logits)
+        if label_smoothing:
+            uniform = -tf.reduce_mean(tf.nn.log_softmax(logits), axis=-1)
+            losses = (1.0 - label_smoothing) * losses + label_smoothing * uniform
         if distillation_weight:
             teacher = tf.exp(labels[records.TEACHER_LOG_PROBS[label_key]])
             soft = tf.nn.softmax_cross_entropy_with_logits(labels=teacher, logits=logits)

@@ -70,6 +70,7 @@ class TrainingConfig:
     mixed_layers: int = 1
     ema_decay: float = 0.0
     distillation_weight: float = 0.0
+    label_smoothing: float = 0.0
     keep: str = "best"
     max_stack_depth: int = 8
     checkpoint_every_steps: int = 200
@@ -307,7 +308,8 @@ class Trainer:
         variables = self.trained_variables
         with tf.GradientTape() as tape:
             outputs = self.model(inputs, training=True)
-            terms = tagging_loss_terms(outputs, batch, self.config.distillation_weight)
+            terms = tagging_loss_terms(outputs, batch, self.config.distillation_weight,
+                                       self.config.label_smoothing)
             # Normalize by token counts over the whole global batch, so that the summed
             # replica gradients equal the single-device gradient of the same batch.
             counts = context.all_reduce("sum", tf.stack([count for _, count in terms.values()]))
@@ -531,6 +533,9 @@ def train(train_data: str | list[str], dev_data: str | None, model_dir: str,
     if not 0.0 <= config.distillation_weight <= 1.0:
         raise UsageError(f"--distillation_weight={config.distillation_weight}: must be in "
                          "[0, 1] (0: gold tags alone)")
+    if not 0.0 <= config.label_smoothing < 1.0:
+        raise UsageError(f"--label_smoothing={config.label_smoothing}: must be in [0, 1) "
+                         "(0: one-hot gold tags)")
     if config.mixed_layers < 1:
         raise UsageError(f"--mixed_layers={config.mixed_layers}: must be >= 1 (1: the last "
                          "layer alone)")
@@ -812,6 +817,8 @@ _CONFIG_HELP = {
                            "· CE(gold) + w · CE(teacher), per token; --train_data must then "
                            "hold teacher log-probabilities (python -m tetra_tf.distillation). "
                            "0: the gold tags alone.",
+    "label_smoothing": "Label smoothing ε of the gold tags: their target is (1 − ε) · one-hot "
+                       "+ ε · uniform over the head's tags (0: one-hot).",
     "keep": "Which epoch's weights best/ keeps: 'best' dev F1, or the 'last' epoch (dev is "
             "then only reported). Without --dev_data, the last.",
     "max_stack_depth": "Depth cap d of the decoder, recorded with the model.",
