@@ -83,13 +83,20 @@ def test_loss_ignores_padding_and_the_last_fencepost(batch):
     assert terms["internal_tag_ids"][1] == (n - 1).sum()
 
 
-def test_distillation_loss_mixes_gold_and_teacher_cross_entropies(batch):
-    """(1 − w) · CE(gold) + w · CE(teacher), over the same tokens as the gold loss."""
-    labels = {k: tf.minimum(batch[k], 6) for k in records.TAG_ID_FEATURES}
-    rng = np.random.default_rng(1)
-    shape = labels[records.LEAF_TAG_IDS].shape + (7,)
+def labels_and_random_logits(batch, seed: int, num_tags: int = 7):
+    """The batch's gold tag ids capped below num_tags, and random logits over num_tags."""
+    labels = {k: tf.minimum(batch[k], num_tags - 1) for k in records.TAG_ID_FEATURES}
+    rng = np.random.default_rng(seed)
+    shape = labels[records.LEAF_TAG_IDS].shape + (num_tags,)
     outputs = {key: tf.constant(rng.normal(size=shape), tf.float32)
                for key in ("leaf_logits", "internal_logits", "pos_logits")}
+    return labels, outputs
+
+
+def test_distillation_loss_mixes_gold_and_teacher_cross_entropies(batch):
+    """(1 − w) · CE(gold) + w · CE(teacher), over the same tokens as the gold loss."""
+    labels, outputs = labels_and_random_logits(batch, seed=1)
+    shape = outputs["leaf_logits"].shape
     gold = tagging_loss_terms(outputs, labels)
     # A teacher sure of the gold tags teaches the gold loss itself.
     sure = dict(labels)
@@ -112,11 +119,7 @@ def test_distillation_loss_mixes_gold_and_teacher_cross_entropies(batch):
 
 def test_label_smoothing_mixes_gold_and_uniform_cross_entropies(batch):
     """(1 − ε) · CE(gold) + ε · CE(uniform), over the gold loss's tokens, per head."""
-    labels = {k: tf.minimum(batch[k], 6) for k in records.TAG_ID_FEATURES}
-    rng = np.random.default_rng(2)
-    shape = labels[records.LEAF_TAG_IDS].shape + (7,)
-    outputs = {key: tf.constant(rng.normal(size=shape), tf.float32)
-               for key in ("leaf_logits", "internal_logits", "pos_logits")}
+    labels, outputs = labels_and_random_logits(batch, seed=2)
     gold = tagging_loss_terms(outputs, labels)
     smoothed = tagging_loss_terms(outputs, labels, label_smoothing=0.1)
     for key in records.TAG_ID_FEATURES:
