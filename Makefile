@@ -43,7 +43,7 @@ $(DATA_DIR)/train/trees.txt:
 $(DATA_DIR)/%/trees.txt: $(DATA_DIR)/train/trees.txt
 	$(PYTHON) tools/convert_ptb.py --nltk_sample=$* --output_dir=$(DATA_DIR)/$* --vocab_from=$(DATA_DIR)/train --stats=$(DATA_DIR)/$*/stats.json
 
-# The default recipe: MiniLM on the sample's train split, best dev F1 kept (resumes if killed).
+# The default recipe: MiniLM on the sample's train split, last epoch kept (resumes if killed).
 train: data
 	$(PYTHON) -m tetra_tf.train --train_data=$(DATA_DIR)/train --dev_data=$(DATA_DIR)/dev --model_dir=$(RUN_DIR) --epochs=$(EPOCHS)
 
