@@ -8,8 +8,8 @@ alone gives, so every recipe comparison of the project goes through this script:
   python bench/seeds.py --report          # the table of every recipe run so far
 
 For each seed it trains `python -m tetra_tf.train --seed=S <--train_flags>` on the NLTK
-sample's train split into <runs_dir>/<name>/seed<S> (training picks its best epoch on dev,
-and resumes where a killed run stopped), then parses the dev and test splits with the
+sample's train split into <runs_dir>/<name>/seed<S> (dev F1 scored after every epoch; a
+killed run resumes where it stopped), then parses the dev and test splits with the
 kept weights and scores them with EVALB (COLLINS.prm): F1 with gold POS on the leaves
 (the standard) and with the parser's own POS, per split and on dev + test pooled (518
 sentences, a steadier figure than either). Each seed's figures go to its results.json;
@@ -203,6 +203,7 @@ def run_seed(name: str, seed: int, train_flags: list[str], final_fit: bool, data
                   else [f"--train_data={train_data}", f"--dev_data={dev_data}"])
     seconds = run_training(f"{name} seed {seed}", data_flags, model_dir, seed, train_flags)
     results = {"name": name, "seed": seed, "train_flags": train_flags, "final_fit": final_fit,
+               "keep": kept_epoch(model_dir),
                "train_seconds": round(seconds + teaching_seconds, 1),
                **({"teaching_seconds": round(teaching_seconds, 1),
                    "distillation": dataclasses.asdict(distillation)} if distillation else {}),
@@ -210,6 +211,14 @@ def run_seed(name: str, seed: int, train_flags: list[str], final_fit: bool, data
                LAST_WEIGHTS: score(model_dir, data_dir, final_fit, last_weights=True)}
     write_results(results_path, results)
     return results
+
+
+def kept_epoch(model_dir: str) -> str:
+    """Which epoch a finished run kept, 'best' (dev F1) or 'last', from its training.json."""
+    from tetra_tf import model_dir as model_dir_lib  # noqa: PLC0415
+
+    with open(os.path.join(model_dir, model_dir_lib.TRAINING_FILE)) as f:
+        return json.load(f)["runs"][-1]["recipe"]["keep"]
 
 
 def write_results(path: str, results: dict) -> None:
@@ -345,9 +354,10 @@ def report(runs_dir: str) -> str:
         cells.append(mean_std([r["pooled"]["f1_predicted_pos"] for r in results
                                if "pooled" in r]))
         cells.append(f"{statistics.mean(r['train_seconds'] for r in results) / 60:.1f}")
-        flags = results[0]["train_flags"]
-        cells.append("last" if results[0].get("final_fit") or "--keep=last" in flags
-                     else "best dev*")
+        # Results written before "keep" was recorded come from runs whose default was best.
+        keep = results[0].get("keep") or (
+            "last" if "--keep=last" in results[0]["train_flags"] else "best")
+        cells.append("last" if results[0].get("final_fit") or keep == "last" else "best dev*")
         cells.append(recipe_flags(results[0]))
         rows.append(cells)
         paired = paired_row(name, results)

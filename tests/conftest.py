@@ -283,7 +283,7 @@ def trained_run(tiny_encoder_dir, small_data_dirs, tmp_path_factory) -> dict:
             f"--dev_data={small_data_dirs['dev']}", f"--model_dir={model_dir}",
             f"--encoder={tiny_encoder_dir}", "--batch_size=8",
             f"--epochs={TRAINED_RUN_EPOCHS}", "--warmup_steps=2", "--learning_rate=1e-3",
-            "--progress=false")
+            "--keep=best", "--progress=false")  # --keep=best: its tests check the selection
         assert result.returncode == 0, result.stderr[-3000:]
         test_dir = os.path.join(root, "test")
         shutil.copytree(small_data_dirs["dev"], test_dir)

@@ -24,7 +24,7 @@ def figures(dev, test, pooled, final_fit=False):
 
 
 def write_results(runs_dir, name, seed, dev, test, pooled, minutes, final_fit=False,
-                  last=None):
+                  last=None, keep=None):
     directory = runs_dir / name / f"seed{seed}"
     directory.mkdir(parents=True)
     results = {"name": name, "seed": seed,
@@ -33,6 +33,8 @@ def write_results(runs_dir, name, seed, dev, test, pooled, minutes, final_fit=Fa
                **figures(dev, test, pooled, final_fit)}
     if last:
         results[seeds.LAST_WEIGHTS] = figures(*last)
+    if keep:
+        results["keep"] = keep
     (directory / seeds.RESULTS_FILE).write_text(json.dumps(results))
 
 
@@ -53,6 +55,18 @@ def test_report_gives_mean_and_sample_std_per_recipe(tmp_path):
     assert final[2:5] == ["–", "87.50", "–"]
     assert today[7] == "best dev*" and final[7] == "last"
     assert final[8].strip(" |") == "--ema_decay=0.999 (train+dev)"
+
+
+def test_report_says_which_epoch_each_recipe_kept(tmp_path):
+    """From the runs' recorded choice; results that predate it kept the best dev epoch
+    unless their flags said --keep=last."""
+    write_results(tmp_path, "recorded_last", 1, 88.0, 86.0, 87.0, 30, keep="last")
+    write_results(tmp_path, "recorded_best", 1, 88.0, 86.0, 87.0, 30, keep="best")
+    write_results(tmp_path, "older", 1, 88.0, 86.0, 87.0, 30)
+    rows = {line.split(" | ")[0].strip("| "): line.split(" | ")
+            for line in seeds.report(str(tmp_path)).splitlines()[2:5]}
+    assert rows["recorded_last"][7] == "last"
+    assert rows["recorded_best"][7] == "best dev*" and rows["older"][7] == "best dev*"
 
 
 def test_report_pairs_kept_weights_with_the_same_runs_last_weights(tmp_path):
@@ -182,6 +196,8 @@ def test_each_fold_is_labelled_by_the_teacher_that_did_not_train_on_it(tmp_path,
         calls.append(("train", os.path.relpath(model_dir, tmp_path), seed, *data_flags,
                       *train_flags))
         os.makedirs(model_dir, exist_ok=True)
+        with open(os.path.join(model_dir, "training.json"), "w") as f:
+            json.dump({"runs": [{"recipe": {"keep": "last"}}]}, f)
         return 60.0
 
     monkeypatch.setattr(seeds, "run_program", run_program)
@@ -210,3 +226,4 @@ def test_each_fold_is_labelled_by_the_teacher_that_did_not_train_on_it(tmp_path,
     assert results["teaching_seconds"] >= 180.0  # three teachers' 60 s, and the labelling
     assert results["train_seconds"] == results["teaching_seconds"] + 60.0
     assert "student of 3-fold teachers: --keep=last" in seeds.recipe_flags(results)
+    assert results["keep"] == "last"
