@@ -8,7 +8,7 @@ The model directory holds everything needed to resume and to export:
   tagger_config.json   encoder and heads configuration, max_stack_depth
   vocab/               tag vocabularies and the encoder's wordpiece vocabulary
   ckpt/                rolling checkpoints (model, optimizers, step) for automatic resume
-  best/                the kept weights (best dev F1, or the last epoch: --keep), best.json
+  best/                the kept weights (the last epoch, or the best dev F1: --keep), best.json
   logs/                TensorBoard summaries
   training.json        each run's command, date, data and recipe (for the export's model card)
   evaluations.json     --evaluate results per data directory (for the model card)
