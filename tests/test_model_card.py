@@ -60,6 +60,11 @@ def test_describe_prints_the_card(trained_run):
     assert f"test F1 {trained_run['evaluation']['f1']:.2f}" in result.stdout
     assert tetra_tf.__version__ in result.stdout and "hidden 32" in result.stdout
     assert "- kept weights: the epoch with the best dev F1\n" in result.stdout
+    # The fixture's own learning rate, and the defaults it did not set.
+    recipe_line = next(line for line in result.stdout.splitlines()
+                       if line.startswith("- recipe: "))
+    assert "learning_rate 0.001," in recipe_line and "label_smoothing 0.1," in recipe_line
+    assert "epochs " in recipe_line and "seed 1," in recipe_line
 
 
 def test_export_without_a_card_still_loads_and_says_so(tiny_export_dir, tmp_path):

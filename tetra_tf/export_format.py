@@ -185,6 +185,13 @@ def describe(export_dir: str) -> str:
     return render_card(card)
 
 
+# The training recipe's values a card shows (the rest are bookkeeping, or shown elsewhere).
+RECIPE_CARD_FIELDS = ("epochs", "batch_size", "learning_rate", "head_learning_rate",
+                      "warmup_steps", "weight_decay", "dropout_rate", "label_smoothing",
+                      "distillation_weight", "ema_decay", "mixed_layers", "seed",
+                      "mixed_precision")
+
+
 def _number(value, digits: int = 2) -> str:
     return "n/a" if value is None else f"{value:.{digits}f}"
 
@@ -202,6 +209,10 @@ def _model_lines(card: dict[str, Any]) -> list[str]:
                              + (f" ({extra})" if extra else ""))
         if training.get("kept_weights"):
             lines.append(f"- kept weights: {training['kept_weights']}")
+        recipe = training.get("recipe") or {}
+        if recipe:
+            lines.append("- recipe: " + ", ".join(
+                f"{name} {recipe[name]}" for name in RECIPE_CARD_FIELDS if name in recipe))
         lines.append(f"- training command: {training.get('command') or 'unknown'}")
         lines.append(f"- trained: {training.get('date')} ({training.get('runs')} run(s))")
     else:
