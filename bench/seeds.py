@@ -217,8 +217,8 @@ def kept_epoch(model_dir: str) -> str:
     """Which epoch a finished run kept, 'best' (dev F1) or 'last', from its training.json."""
     from tetra_tf import model_dir as model_dir_lib  # noqa: PLC0415
 
-    with open(os.path.join(model_dir, model_dir_lib.TRAINING_FILE)) as f:
-        return json.load(f)["runs"][-1]["recipe"]["keep"]
+    training = model_dir_lib.read_json(os.path.join(model_dir, model_dir_lib.TRAINING_FILE))
+    return training["runs"][-1]["recipe"]["keep"]
 
 
 def write_results(path: str, results: dict) -> None:

@@ -63,7 +63,7 @@ def test_describe_prints_the_card(trained_run):
     # The fixture's own learning rate, and the defaults it did not set.
     recipe_line = next(line for line in result.stdout.splitlines()
                        if line.startswith("- recipe: "))
-    assert "learning_rate 0.001," in recipe_line and "label_smoothing 0.1," in recipe_line
+    assert ", learning_rate 0.001," in recipe_line and "label_smoothing 0.1," in recipe_line
     assert "epochs " in recipe_line and "seed 1," in recipe_line
 
 

@@ -185,11 +185,9 @@ def describe(export_dir: str) -> str:
     return render_card(card)
 
 
-# The training recipe's values a card shows (the rest are bookkeeping, or shown elsewhere).
-RECIPE_CARD_FIELDS = ("epochs", "batch_size", "learning_rate", "head_learning_rate",
-                      "warmup_steps", "weight_decay", "dropout_rate", "label_smoothing",
-                      "distillation_weight", "ema_decay", "mixed_layers", "seed",
-                      "mixed_precision")
+# The training recipe's values a card leaves off its recipe line: shown in lines of their
+# own (keep, max_stack_depth), or how the run executed rather than what it trained.
+RECIPE_NOT_ON_CARD = ("keep", "max_stack_depth", "checkpoint_every_steps", "jit_compile")
 
 
 def _number(value, digits: int = 2) -> str:
@@ -212,7 +210,8 @@ def _model_lines(card: dict[str, Any]) -> list[str]:
         recipe = training.get("recipe") or {}
         if recipe:
             lines.append("- recipe: " + ", ".join(
-                f"{name} {recipe[name]}" for name in RECIPE_CARD_FIELDS if name in recipe))
+                f"{name} {value}" for name, value in recipe.items()
+                if name not in RECIPE_NOT_ON_CARD))
         lines.append(f"- training command: {training.get('command') or 'unknown'}")
         lines.append(f"- trained: {training.get('date')} ({training.get('runs')} run(s))")
     else:
