@@ -3,6 +3,7 @@ distribution strategies agree, a killed run resumes, weight averaging, the layer
 final fit on several data directories, bad input."""
 
 import collections
+import dataclasses
 import glob
 import json
 import os
@@ -475,20 +476,29 @@ def test_a_run_killed_before_its_first_checkpoint_starts_afresh(tiny_encoder_dir
     assert pretrained is not None
 
 
-def test_resume_refuses_another_layer_mix_or_weight_average(tiny_encoder_dir, small_data_dirs,
-                                                            tmp_path):
+def test_resume_refuses_another_recipe_but_may_run_longer(tiny_encoder_dir, small_data_dirs,
+                                                         tmp_path):
     model_dir = str(tmp_path / "m")
-    train.train(small_data_dirs["train"], None, model_dir,
-                train.TrainingConfig(batch_size=8, checkpoint_every_steps=1),
-                tf.distribute.get_strategy(), encoder_path=tiny_encoder_dir, max_steps=1,
-                progress=False)
-    for field, value, message in (("ema_decay", 0.9, "--ema_decay=0.0"),
-                                  ("mixed_layers", 2, "--mixed_layers=1")):
-        config = train.TrainingConfig(batch_size=8, **{field: value})
+    began = train.TrainingConfig(batch_size=8, checkpoint_every_steps=1)
+    train.train(small_data_dirs["train"], None, model_dir, began, tf.distribute.get_strategy(),
+                encoder_path=tiny_encoder_dir, max_steps=1, progress=False)
+    for changes, message in (({"ema_decay": 0.9}, "--ema_decay=0.0 .this run: --ema_decay=0.9"),
+                             ({"mixed_layers": 2}, "--mixed_layers=1"),
+                             ({"learning_rate": 1e-4, "label_smoothing": 0.0},
+                              "--learning_rate=0.0002 --label_smoothing=0.1 "
+                              ".this run: --learning_rate=0.0001 --label_smoothing=0.0"),
+                             ({"seed": 2}, "--seed=1 .this run: --seed=2")):
+        config = dataclasses.replace(began, **changes)
         with pytest.raises(train.UsageError, match=f"was trained with {message}"):
             train.train(small_data_dirs["train"], None, model_dir, config,
                         tf.distribute.get_strategy(), encoder_path=tiny_encoder_dir,
                         max_steps=2, progress=False)
+    longer = dataclasses.replace(began, epochs=began.epochs + 5, keep="best",
+                                 checkpoint_every_steps=5)
+    summary = train.train(small_data_dirs["train"], None, model_dir, longer,
+                          tf.distribute.get_strategy(), encoder_path=tiny_encoder_dir,
+                          max_steps=2, progress=False)
+    assert summary["resumed_from_step"] == 1 and summary["steps"] == 2
 
 
 class TestBadInput:

@@ -442,9 +442,19 @@ def check_same_vocabulary(data_dir: str, vocabs: TagVocabularies, what: str) -> 
             "convert it again with tools/convert_ptb.py --vocab_from=<training data dir>")
 
 
+# What a resumed run may change: how long it runs, what it keeps and how it computes, not
+# what it optimizes.
+RESUMABLE_CHANGES = ("epochs", "keep", "checkpoint_every_steps", "max_stack_depth",
+                     "jit_compile", "mixed_precision")
+# The value meaning "off" of options younger than some model directories' records.
+_UNRECORDED_MEANS = {"mixed_layers": 1, "ema_decay": 0.0, "distillation_weight": 0.0,
+                     "label_smoothing": 0.0}
+
+
 def check_resumed_recipe(model_dir: str, spec: TaggerSpec, config: TrainingConfig) -> None:
-    """Refuses to resume a run with another layer mix or weight averaging than it began
-    with: both change what the checkpoints hold."""
+    """Refuses to resume a run with another recipe than it began with (but for
+    RESUMABLE_CHANGES): the result would belong to neither recipe, yet its card would name
+    one."""
     if spec.heads.mixed_layers != config.mixed_layers:
         raise UsageError(f"{model_dir} was trained with --mixed_layers="
                          f"{spec.heads.mixed_layers}: resume with the same, or use a new "
@@ -452,10 +462,18 @@ def check_resumed_recipe(model_dir: str, spec: TaggerSpec, config: TrainingConfi
     runs = (model_dir_lib.read_json(os.path.join(model_dir, model_dir_lib.TRAINING_FILE))
             or {}).get("runs", [])
     fresh = [run for run in runs if not run.get("resumed_from_step")]  # began at step 0
-    began = (fresh[-1].get("recipe") or {}).get("ema_decay", 0.0) if fresh else 0.0
-    if began != config.ema_decay:
-        raise UsageError(f"{model_dir} was trained with --ema_decay={began}: resume with the "
-                         "same, or use a new --model_dir")
+    if not fresh:
+        return
+    began = fresh[-1].get("recipe") or {}
+    changed = [name for name, value in dataclasses.asdict(config).items()
+               if name not in RESUMABLE_CHANGES
+               and began.get(name, _UNRECORDED_MEANS.get(name, value)) != value]
+    if changed:
+        then = " ".join(f"--{name}={began.get(name, _UNRECORDED_MEANS.get(name))}"
+                        for name in changed)
+        now = " ".join(f"--{name}={getattr(config, name)}" for name in changed)
+        raise UsageError(f"{model_dir} was trained with {then} (this run: {now}): resume "
+                         "with the same, or use a new --model_dir")
 
 
 def prepare_model_dir(model_dir: str, train_data: str, encoder_path: str | None,
