@@ -856,7 +856,8 @@ def define_flags() -> None:
                         "train,dev for a final fit.")
     flags.DEFINE_string("dev_data", None, "Dev data (same vocabulary), scored after every epoch.")
     flags.DEFINE_string("model_dir", None, "Where checkpoints, the best model and logs are written. "
-                        "Rerunning with the same directory resumes training.")
+                        "Rerunning with the same directory resumes training, with the "
+                        "recipe it began with (--epochs and --keep may change).")
     flags.DEFINE_string("encoder", None, "Pretrained BERT: a HuggingFace directory (config.json, "
                         "model.safetensors, vocab.txt) or a tf-models checkpoint directory. "
                         "Default: all-MiniLM-L6-v2 (`python -m tetra_tf.default_encoder` fetches it).")
