@@ -464,13 +464,11 @@ def check_resumed_recipe(model_dir: str, spec: TaggerSpec, config: TrainingConfi
     fresh = [run for run in runs if not run.get("resumed_from_step")]  # began at step 0
     if not fresh:
         return
-    began = fresh[-1].get("recipe") or {}
+    began = {**_UNRECORDED_MEANS, **(fresh[-1].get("recipe") or {})}
     changed = [name for name, value in dataclasses.asdict(config).items()
-               if name not in RESUMABLE_CHANGES
-               and began.get(name, _UNRECORDED_MEANS.get(name, value)) != value]
+               if name not in RESUMABLE_CHANGES and began.get(name, value) != value]
     if changed:
-        then = " ".join(f"--{name}={began.get(name, _UNRECORDED_MEANS.get(name))}"
-                        for name in changed)
+        then = " ".join(f"--{name}={began[name]}" for name in changed)
         now = " ".join(f"--{name}={getattr(config, name)}" for name in changed)
         raise UsageError(f"{model_dir} was trained with {then} (this run: {now}): resume "
                          "with the same, or use a new --model_dir")
