@@ -253,6 +253,27 @@ def test_xla_steps_match_the_default_path(tiny_encoder_dir, small_data_dirs, fix
         np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)
 
 
+def test_pos_loss_weight_scales_the_pos_heads_share_of_the_loss(
+        tiny_encoder_dir, small_data_dirs, fixed_batches, default_run):
+    """The loss is linear in the weight, and at 0 the POS head gets no gradient."""
+    runs = {weight: run_steps(tiny_encoder_dir, small_data_dirs["train"], fixed_batches, 2,
+                              initial_weights=default_run["start"], weight_decay=0.0,
+                              pos_loss_weight=weight)
+            for weight in (0.0, 2.0)}
+    default_loss = default_run["losses"][0]  # weight 1, from the same weights and batch
+    pos_share = default_loss - runs[0.0]["losses"][0]
+    assert pos_share > 0.1
+    np.testing.assert_allclose(runs[2.0]["losses"][0], default_loss + pos_share, rtol=1e-5)
+    model = runs[0.0]["model"]
+    pos_head = {id(v) for v in model.pos_head.trainable_variables}
+    start = dict(zip([id(v) for v in model.weights], runs[0.0]["start"]))
+    for variable in model.weights:
+        if id(variable) in pos_head:
+            np.testing.assert_array_equal(variable.numpy(), start[id(variable)])
+    others = [v for v in model.trainable_variables if id(v) not in pos_head]
+    assert any(np.any(v.numpy() != start[id(v)]) for v in others)
+
+
 def test_bfloat16_keeps_float32_variables_and_trains_like_float32(
         tiny_encoder_dir, small_data_dirs, fixed_batches, default_run):
     bf16 = run_steps(tiny_encoder_dir, small_data_dirs["train"], fixed_batches, BF16_STEPS,
@@ -562,6 +583,7 @@ class TestBadInput:
         ("distillation_weight", 0.5, "holds no teacher log-probabilities"),
         ("label_smoothing", 1.0, "must be in \\[0, 1\\)"),
         ("label_smoothing", -0.1, "must be in \\[0, 1\\)"),
+        ("pos_loss_weight", -0.5, "must be >= 0"),
     ])
     def test_recipe_out_of_range(self, tiny_encoder_dir, small_data_dirs, tmp_path, field,
                                  value, message):

@@ -72,6 +72,7 @@ class TrainingConfig:
     ema_decay: float = 0.0
     distillation_weight: float = 0.0
     label_smoothing: float = 0.1
+    pos_loss_weight: float = 1.0
     keep: str = "last"
     max_stack_depth: int = 8
     checkpoint_every_steps: int = 200
@@ -315,7 +316,9 @@ class Trainer:
             # replica gradients equal the single-device gradient of the same batch.
             counts = context.all_reduce("sum", tf.stack([count for _, count in terms.values()]))
             sums = tf.stack([loss_sum for loss_sum, _ in terms.values()])
-            loss = tf.reduce_sum(sums / tf.maximum(counts, 1.0))
+            weights = tf.constant([self.config.pos_loss_weight if key == records.POS_TAG_IDS
+                                   else 1.0 for key in terms])
+            loss = tf.reduce_sum(weights * sums / tf.maximum(counts, 1.0))
         gradients = tape.gradient(loss, variables)
         if context.num_replicas_in_sync > 1:
             # Dense: all-reducing the embedding's IndexedSlices crashes on CPU collectives.
@@ -448,7 +451,7 @@ RESUMABLE_CHANGES = ("epochs", "keep", "checkpoint_every_steps", "max_stack_dept
                      "jit_compile", "mixed_precision")
 # The value meaning "off" of options younger than some model directories' records.
 _UNRECORDED_MEANS = {"mixed_layers": 1, "ema_decay": 0.0, "distillation_weight": 0.0,
-                     "label_smoothing": 0.0}
+                     "label_smoothing": 0.0, "pos_loss_weight": 1.0}
 
 
 def check_resumed_recipe(model_dir: str, spec: TaggerSpec, config: TrainingConfig) -> None:
@@ -553,6 +556,9 @@ def train(train_data: str | list[str], dev_data: str | None, model_dir: str,
     if not 0.0 <= config.label_smoothing < 1.0:
         raise UsageError(f"--label_smoothing={config.label_smoothing}: must be in [0, 1) "
                          "(0: one-hot gold tags)")
+    if config.pos_loss_weight < 0.0:
+        raise UsageError(f"--pos_loss_weight={config.pos_loss_weight}: must be >= 0 (0: no "
+                         "POS loss, 1: as much as each tag head's)")
     if config.mixed_layers < 1:
         raise UsageError(f"--mixed_layers={config.mixed_layers}: must be >= 1 (1: the last "
                          "layer alone)")
@@ -836,6 +842,9 @@ _CONFIG_HELP = {
                            "0: the gold tags alone.",
     "label_smoothing": "Label smoothing ε of the gold tags: their target is (1 − ε) · one-hot "
                        "+ ε · uniform over the head's tags (0: one-hot).",
+    "pos_loss_weight": "Weight of the POS head's mean loss beside the leaf and internal tag "
+                       "heads' (weight 1 each). 0 leaves the POS head untrained: the trees' "
+                       "predicted POS are then meaningless.",
     "keep": "Which epoch's weights best/ keeps: the 'last' epoch (dev F1 only reported, "
             "so unbiased), or the 'best' dev F1. Without --dev_data, the last.",
     "max_stack_depth": "Depth cap d of the decoder, recorded with the model.",
