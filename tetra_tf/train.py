@@ -72,7 +72,7 @@ class TrainingConfig:
     ema_decay: float = 0.0
     distillation_weight: float = 0.0
     label_smoothing: float = 0.1
-    pos_loss_weight: float = 0.5
+    pos_loss_weight: float = 1.0
     keep: str = "last"
     max_stack_depth: int = 8
     checkpoint_every_steps: int = 200
