@@ -121,6 +121,8 @@ class TestPlanWarmup:
         (dict(head_learning_rate=float("nan")), 100, "--head_learning_rate=nan"),
         (dict(learning_rate=0.0, head_learning_rate=0.0), 100, "both 0"),
         (dict(warmup_steps=-1), 100, "--warmup_steps=-1"),
+        (dict(layer_decay=0.0), 100, "--layer_decay=0.0"),
+        (dict(layer_decay=1.5), 100, "--layer_decay=1.5"),
     ])
     def test_refuses_runs_that_learn_nothing(self, changes, total, message):
         with pytest.raises(train.UsageError, match=message):
@@ -281,7 +283,7 @@ def test_bfloat16_keeps_float32_variables_and_trains_like_float32(
     model, trainer = bf16["model"], bf16["trainer"]
     assert model.encoder.compute_dtype == "bfloat16"  # Mixed precision is in effect...
     assert {v.dtype for v in model.variables} == {tf.float32}  # ...the weights stay float32,
-    for optimizer in (trainer.encoder_optimizer, trainer.head_optimizer):  # Adam's slots too.
+    for optimizer in trainer.encoder_optimizers + [trainer.head_optimizer]:  # Adam's slots too.
         assert {v.dtype for v in optimizer.variables() if v.dtype.is_floating} == {tf.float32}
     assert tf_keras.mixed_precision.global_policy().name == "float32"  # Policy restored.
     first = np.mean(default_run["losses"][:5])
@@ -290,6 +292,33 @@ def test_bfloat16_keeps_float32_variables_and_trains_like_float32(
     assert float32_drop > 1.0  # 50 steps do train (11.8 -> 9.8 with these batches)...
     # ...and bfloat16 lowers the loss as much, within 10% of float32's drop.
     assert abs(bf16_drop - float32_drop) < 0.1 * float32_drop, (bf16_drop, float32_drop)
+
+
+def test_layer_decay_trains_each_layer_at_a_fraction_of_the_one_above(
+        tiny_encoder_dir, small_data_dirs, fixed_batches, default_run):
+    decay = 0.25
+    decayed = run_steps(tiny_encoder_dir, small_data_dirs["train"], fixed_batches,
+                        COMPARED_STEPS, initial_weights=default_run["start"], layer_decay=decay)
+    model, trainer = decayed["model"], decayed["trainer"]
+    groups = trainer.encoder_variable_groups
+    assert len(groups) == 1 + len(model.encoder.transformer_layers)  # embeddings, layers
+    grouped = [id(v) for group in groups for v in group]
+    assert sorted(grouped) == sorted(id(v) for v in model.encoder.trainable_variables
+                                     if "pooler" not in v.name)  # each exactly once
+    rates = [float(tf.convert_to_tensor(o.learning_rate)) for o in trainer.encoder_optimizers]
+    np.testing.assert_allclose(rates[:-1], [decay * rate for rate in rates[1:]], rtol=1e-6)
+    assert rates[-1] == decayed["rates"][-1]["encoder"] > 0
+    # Against the same start and batches without the decay, the top layer moves about as
+    # far and the embeddings (decay² the rate, 1/16) far less.
+    index = {id(v): i for i, v in enumerate(model.weights)}
+
+    def moved(weights, group):
+        return sum(float(np.abs(weights[index[id(v)]] - default_run["start"][index[id(v)]]).sum())
+                   for v in group)
+    ratios = [moved(decayed["weights"][COMPARED_STEPS], group)
+              / moved(default_run["weights"][COMPARED_STEPS], group) for group in groups]
+    assert ratios[-1] > 0.5, ratios
+    assert ratios[0] < 0.25 * ratios[-1], ratios
 
 
 def test_training_scores_dev_and_keeps_the_best(trained_run, tiny_encoder_dir,

@@ -63,6 +63,7 @@ class TrainingConfig:
     epochs: int = 20
     batch_size: int = 16
     learning_rate: float = 2e-4
+    layer_decay: float = 1.0
     head_learning_rate: float = 1e-3
     warmup_steps: int = 200
     weight_decay: float = 0.01
@@ -135,6 +136,8 @@ def plan_warmup(config: TrainingConfig, total_steps: int) -> int:
                        ("--head_learning_rate", config.head_learning_rate)):
         if not peak >= 0.0:  # Also catches NaN.
             raise UsageError(f"{flag}={peak}: a peak learning rate must be >= 0")
+    if not 0.0 < config.layer_decay <= 1.0:
+        raise UsageError(f"--layer_decay={config.layer_decay}: must be in (0, 1]")
     if config.warmup_steps < 0:
         raise UsageError(f"--warmup_steps={config.warmup_steps}: must be >= 0")
     if config.learning_rate == 0.0 and config.head_learning_rate == 0.0:
@@ -256,22 +259,33 @@ class Trainer:
         self.config = config
         self.strategy = strategy
         warmup_steps = effective_warmup_steps(config.warmup_steps, total_steps)
-        self.encoder_optimizer = make_optimizer(
-            config.learning_rate, config.weight_decay, warmup_steps, total_steps,
-            "encoder_adamw")
+        if config.layer_decay == 1.0:
+            head_ids = {id(v) for v in model.head_variables}
+            # The pooler serves sentence classification; tagging never uses it.
+            self.encoder_variable_groups = [[v for v in model.trainable_variables
+                                             if id(v) not in head_ids
+                                             and "pooler" not in v.name]]
+        else:
+            self.encoder_variable_groups = model.encoder_variable_groups()
+        # One optimizer per group, the top layer's at the peak rate, each lower one at
+        # layer_decay times the rate of the one above it.
+        top = len(self.encoder_variable_groups) - 1
+        self.encoder_optimizers = [
+            make_optimizer(config.learning_rate * config.layer_decay ** (top - depth),
+                           config.weight_decay, warmup_steps, total_steps,
+                           "encoder_adamw" if top == 0 else f"encoder_adamw_{depth}")
+            for depth in range(top + 1)]
         self.head_optimizer = make_optimizer(
             config.head_learning_rate, config.weight_decay, warmup_steps, total_steps,
             "head_adamw")
         self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
-        head_ids = {id(v) for v in model.head_variables}
-        # The pooler serves sentence classification; tagging never uses it.
-        self.encoder_variables = [v for v in model.trainable_variables
-                                  if id(v) not in head_ids and "pooler" not in v.name]
+        self.encoder_variables = [v for group in self.encoder_variable_groups for v in group]
         self.head_variables = model.head_variables
-        # Both optimizers' variables, encoder's first (the gradients are split there).
+        # All optimizers' variables, encoder's first (the gradients are split there).
         self.trained_variables = self.encoder_variables + self.head_variables
         # Build optimizer slots now, in the strategy scope, so checkpoints restore into them.
-        self.encoder_optimizer.build(self.encoder_variables)
+        for optimizer, group in zip(self.encoder_optimizers, self.encoder_variable_groups):
+            optimizer.build(group)
         self.head_optimizer.build(self.head_variables)
         self.weight_average = (WeightAverage(self.trained_variables, config.ema_decay)
                                if config.ema_decay > 0 else None)
@@ -287,14 +301,17 @@ class Trainer:
     def learning_rates(self) -> dict[str, float]:
         """The rates the schedules gave the last update of each optimizer (the optimizers
         keep them; evaluating the schedules at `iterations` would give the next step's)."""
-        return {"encoder": float(tf.convert_to_tensor(self.encoder_optimizer.learning_rate)),
+        top_layer = self.encoder_optimizers[-1]
+        return {"encoder": float(tf.convert_to_tensor(top_layer.learning_rate)),
                 "heads": float(tf.convert_to_tensor(self.head_optimizer.learning_rate))}
 
     def checkpoint(self) -> tf.train.Checkpoint:
         parts = {}
         if self.weight_average is not None:
             parts["weight_average"] = self.weight_average
-        return tf.train.Checkpoint(model=self.model, encoder_optimizer=self.encoder_optimizer,
+        encoder_optimizer = (self.encoder_optimizers[0] if len(self.encoder_optimizers) == 1
+                             else self.encoder_optimizers)
+        return tf.train.Checkpoint(model=self.model, encoder_optimizer=encoder_optimizer,
                                    head_optimizer=self.head_optimizer, step=self.step, **parts)
 
     def evaluated_weights(self):
@@ -325,9 +342,13 @@ class Trainer:
             gradients = context.all_reduce(
                 "sum", [tf.convert_to_tensor(g) for g in gradients])
         gradients, _ = tf.clip_by_global_norm(gradients, self.config.clip_norm)
+        start = 0
+        for optimizer, group in zip(self.encoder_optimizers, self.encoder_variable_groups):
+            end = start + len(group)
+            optimizer.apply_gradients(zip(gradients[start:end], variables[start:end]),
+                                      skip_gradients_aggregation=True)
+            start = end
         split = len(self.encoder_variables)
-        self.encoder_optimizer.apply_gradients(
-            zip(gradients[:split], variables[:split]), skip_gradients_aggregation=True)
         self.head_optimizer.apply_gradients(
             zip(gradients[split:], variables[split:]), skip_gradients_aggregation=True)
         if self.weight_average is not None:
@@ -451,7 +472,7 @@ RESUMABLE_CHANGES = ("epochs", "keep", "checkpoint_every_steps", "max_stack_dept
                      "jit_compile", "mixed_precision")
 # The value meaning "off" of options younger than some model directories' records.
 _UNRECORDED_MEANS = {"mixed_layers": 1, "ema_decay": 0.0, "distillation_weight": 0.0,
-                     "label_smoothing": 0.0, "pos_loss_weight": 1.0}
+                     "label_smoothing": 0.0, "pos_loss_weight": 1.0, "layer_decay": 1.0}
 
 
 def check_resumed_recipe(model_dir: str, spec: TaggerSpec, config: TrainingConfig) -> None:
@@ -826,6 +847,9 @@ _CONFIG_HELP = {
     "epochs": "Training epochs.",
     "batch_size": "Global batch size, in sentences.",
     "learning_rate": "Peak learning rate of the encoder (0 keeps it frozen).",
+    "layer_decay": "Layer-wise decay of the encoder's learning rate: its top layer peaks at "
+                   "--learning_rate, each layer below at this times the one above, the "
+                   "embeddings last (1: one rate for the whole encoder).",
     "head_learning_rate": "Peak learning rate of the tag heads.",
     "warmup_steps": "Steps of linear warmup to the peak rates (at most a tenth of the run's "
                     "steps), then linear decay to 0 at the run's last step.",
