@@ -136,7 +136,7 @@ class TetraTagger(tf_keras.Model):
         """The encoder's trained variables by depth, bottom first: the embeddings, then
         each transformer layer. The pooler, which tagging never uses, is left out."""
         trained = [v for v in self.encoder.trainable_variables if "pooler" not in v.name]
-        layers = [[v for v in layer.trainable_variables]
+        layers = [list(layer.trainable_variables)
                   for layer in getattr(self.encoder, "transformer_layers", [])]
         in_layers = {id(v) for layer in layers for v in layer}
         return [[v for v in trained if id(v) not in in_layers]] + layers
