@@ -313,22 +313,34 @@ def test_packed_windows_give_the_keras_taggers_logits(loaded, model_dir):
                                  is_word)
 
 
-def test_layer_mix_is_exported_and_gives_the_keras_taggers_logits(tmp_path):
-    model_dir = str(tmp_path / "mixed")
-    # The last two of three layers: a mix of the first two would give other logits.
-    tiny_model.make_model_dir(model_dir, max_stack_depth=6, mixed_layers=2, num_layers=3)
+def _export_gives_the_keras_taggers_logits(tmp_path, **model_options):
+    """Exports a tiny model made with these options and checks that its logits are the
+    Keras tagger's, in one encoder call and in packed windows; returns the tagger and each
+    batch's (inputs, is_word, the tagger's logits)."""
+    model_dir = str(tmp_path / "model")
+    tiny_model.make_model_dir(model_dir, max_stack_depth=6, **model_options)
     export_path = str(tmp_path / "export")
     export.export(model_dir, export_path)
-    mixed = tf.saved_model.load(export_path)
+    exported = tf.saved_model.load(export_path)
     tagger, _ = export.load_tagger(model_dir, os.path.join(model_dir, "best", "model"))
-    np.testing.assert_allclose(tagger.layer_weights().sum(), 1.5, rtol=1e-6)
     rng = random.Random(3)
     long_sentence = [rng.choice(["cat", "Smith", "1\\/2", "quoted"]) for _ in range(300)]
+    batches = []
     for words in ([["The", "cat", "sat", "."]],  # one encoder call
                   [long_sentence, ["a"], [], ["Smith", "quoted"]]):  # packed windows
-        inputs, is_word = _encode_inputs(mixed, words)
+        inputs, is_word = _encode_inputs(exported, words)
         expected = tagger(dict(zip(_ENCODE_INPUTS, inputs)), training=False)
-        _assert_same_word_logits(mixed.encode(*inputs), expected, is_word)
+        _assert_same_word_logits(exported.encode(*inputs), expected, is_word)
+        batches.append((inputs, is_word, expected))
+    return tagger, batches
+
+
+def test_layer_mix_is_exported_and_gives_the_keras_taggers_logits(tmp_path):
+    # The last two of three layers: a mix of the first two would give other logits.
+    tagger, batches = _export_gives_the_keras_taggers_logits(tmp_path, mixed_layers=2,
+                                                             num_layers=3)
+    np.testing.assert_allclose(tagger.layer_weights().sum(), 1.5, rtol=1e-6)
+    for inputs, is_word, expected in batches:
         # The mix matters: the last layer alone gives other logits.
         last_only = tagger.head_logits(tf.gather(
             tf.reshape(tagger.encoder({k: tf.reshape(x, [-1, x.shape[-1]]) for k, x in
@@ -336,6 +348,11 @@ def test_layer_mix_is_exported_and_gives_the_keras_taggers_logits(tmp_path):
                        [inputs[0].shape[0], -1, 32]), inputs[3], batch_dims=1))
         assert not np.allclose(last_only["leaf_logits"].numpy()[is_word],
                                expected["leaf_logits"].numpy()[is_word], atol=1e-3)
+
+
+def test_internal_tags_from_word_pairs_are_exported_with_the_keras_taggers_logits(tmp_path):
+    tagger, _ = _export_gives_the_keras_taggers_logits(tmp_path, internal_uses_next_word=True)
+    assert tagger.internal_head.kernel.shape[0] == 2 * tagger.leaf_head.kernel.shape[0]
 
 
 def test_packed_and_unpacked_exports_give_the_same_trees_on_the_test_split(model_dir, loaded,

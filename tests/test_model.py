@@ -25,10 +25,11 @@ def batch(small_data_dirs, tiny_encoder_dir):
     return next(iter(dataset.map(train.model_inputs)))
 
 
-def make_model(encoder_dir, data_dir):
+def make_model(encoder_dir, data_dir, **heads_options):
     vocabs = TagVocabularies.load(data_dir)
     pretrained = encoders.load_pretrained_encoder(encoder_dir)
-    heads = HeadsConfig(len(vocabs.leaf), len(vocabs.internal), len(vocabs.pos), 0.0)
+    heads = HeadsConfig(len(vocabs.leaf), len(vocabs.internal), len(vocabs.pos), 0.0,
+                        **heads_options)
     spec = model_dir.TaggerSpec(pretrained.config, heads, 8)
     return model_dir.build_tagger(spec, pretrained.encoder), spec
 
@@ -55,6 +56,26 @@ def test_word_features_come_from_each_words_last_subword(batch, tiny_encoder_dir
         n = int(batch["num_words"][row])
         np.testing.assert_allclose(features[row, :n], sequence[row, positions[row, :n]],
                                    atol=1e-6)
+
+
+@pytest.mark.parametrize("uses_next_word", [False, True])
+def test_internal_tags_see_the_next_word_only_when_asked(tiny_encoder_dir, small_data_dirs,
+                                                         uses_next_word):
+    model, _ = make_model(tiny_encoder_dir, small_data_dirs["train"],
+                          internal_uses_next_word=uses_next_word)
+    features = np.random.default_rng(0).normal(size=(2, 4, 32)).astype(np.float32)
+    changed = features.copy()
+    changed[0, 2] += 1.0  # the third word of the first sentence
+    before, after = model.head_logits(features), model.head_logits(changed)
+
+    def differs(key):  # per (sentence, word)
+        return np.any(before[key].numpy() != after[key].numpy(), axis=-1)
+    expected = np.zeros((2, 4), bool)
+    expected[0, 2] = True
+    np.testing.assert_array_equal(differs("leaf_logits"), expected)
+    # The fencepost before that word (after word 2) sees it only with the option.
+    expected[0, 1] = uses_next_word
+    np.testing.assert_array_equal(differs("internal_logits"), expected)
 
 
 def test_loss_ignores_padding_and_the_last_fencepost(batch):

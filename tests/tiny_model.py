@@ -45,7 +45,7 @@ def encoder_vocab() -> list[str]:
 
 def make_model_dir(model_dir: str, max_stack_depth: int = 8, seed: int = 0,
                    max_sequence_length: int = 512, mixed_layers: int = 1,
-                   num_layers: int = 2) -> TaggerSpec:
+                   num_layers: int = 2, internal_uses_next_word: bool = False) -> TaggerSpec:
     """Writes a tiny random model directory; returns its spec (with mixed_layers 2: an
     uneven mix of the last two layers)."""
     taggings = [tags_lib.tree_to_tags(nltk.Tree.fromstring(t)) for t in TREES]
@@ -60,7 +60,7 @@ def make_model_dir(model_dir: str, max_stack_depth: int = 8, seed: int = 0,
                                num_attention_heads=2, intermediate_size=64,
                                max_sequence_length=max_sequence_length),
         HeadsConfig(len(vocabs.leaf), len(vocabs.internal), len(vocabs.pos),
-                    mixed_layers=mixed_layers),
+                    mixed_layers=mixed_layers, internal_uses_next_word=internal_uses_next_word),
         max_stack_depth)
     spec.save(model_dir)
     tf_keras.utils.set_random_seed(seed)

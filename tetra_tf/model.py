@@ -29,14 +29,17 @@ LOGIT_KEYS = {records.LEAF_TAG_IDS: "leaf_logits", records.INTERNAL_TAG_IDS: "in
 
 @dataclasses.dataclass
 class HeadsConfig:
-    """Sizes of the three output vocabularies, the dropout before the heads, and how many
-    of the encoder's last layers make the word features (1: the last layer alone)."""
+    """Sizes of the three output vocabularies, the dropout before the heads, how many
+    of the encoder's last layers make the word features (1: the last layer alone), and
+    whether a fencepost's internal tag also sees the word after it (False: the word before
+    alone, as in the paper)."""
 
     num_leaf_tags: int
     num_internal_tags: int
     num_pos_tags: int
     dropout_rate: float = 0.1
     mixed_layers: int = 1
+    internal_uses_next_word: bool = False
 
 
 class ScalarMix(tf_keras.layers.Layer):
@@ -122,9 +125,14 @@ class TetraTagger(tf_keras.Model):
         Training (through `call`) and the export (on features it computes its own way)
         both score words here.
         """
+        fencepost_features = features
+        if self.heads_config.internal_uses_next_word:
+            # [word i; word i + 1] for the fencepost after word i (zeros after the last).
+            next_words = tf.pad(features[:, 1:], [[0, 0], [0, 1], [0, 0]])
+            fencepost_features = tf.concat([features, next_words], axis=-1)
         return {
             "leaf_logits": tf.cast(self.leaf_head(features), tf.float32),
-            "internal_logits": tf.cast(self.internal_head(features), tf.float32),
+            "internal_logits": tf.cast(self.internal_head(fencepost_features), tf.float32),
             "pos_logits": tf.cast(self.pos_head(features), tf.float32),
         }
 

@@ -70,6 +70,7 @@ class TrainingConfig:
     clip_norm: float = 1.0
     dropout_rate: float = 0.1
     mixed_layers: int = 1
+    internal_uses_next_word: bool = False
     ema_decay: float = 0.0
     distillation_weight: float = 0.0
     label_smoothing: float = 0.1
@@ -472,7 +473,8 @@ RESUMABLE_CHANGES = ("epochs", "keep", "checkpoint_every_steps", "max_stack_dept
                      "jit_compile", "mixed_precision")
 # The value meaning "off" of options younger than some model directories' records.
 _UNRECORDED_MEANS = {"mixed_layers": 1, "ema_decay": 0.0, "distillation_weight": 0.0,
-                     "label_smoothing": 0.0, "pos_loss_weight": 1.0, "layer_decay": 1.0}
+                     "label_smoothing": 0.0, "pos_loss_weight": 1.0, "layer_decay": 1.0,
+                     "internal_uses_next_word": False}
 
 
 def check_resumed_recipe(model_dir: str, spec: TaggerSpec, config: TrainingConfig) -> None:
@@ -525,7 +527,8 @@ def prepare_model_dir(model_dir: str, train_data: str, encoder_path: str | None,
             return vocabs, spec, None
     pretrained = encoders.load_pretrained_encoder(encoder_path)
     heads = HeadsConfig(len(vocabs.leaf), len(vocabs.internal), len(vocabs.pos),
-                        config.dropout_rate, config.mixed_layers)
+                        config.dropout_rate, config.mixed_layers,
+                        config.internal_uses_next_word)
     if config.mixed_layers > pretrained.config.num_layers:
         raise UsageError(f"--mixed_layers={config.mixed_layers}: the encoder has only "
                          f"{pretrained.config.num_layers} layers")
@@ -858,6 +861,9 @@ _CONFIG_HELP = {
     "dropout_rate": "Dropout before the heads.",
     "mixed_layers": "Word features from a learned scalar mix of the encoder's last N layers "
                     "(1: the last layer alone).",
+    "internal_uses_next_word": "Score the internal tag of the fencepost after each word from "
+                               "that word's features and the next word's, side by side "
+                               "(off: the word before the fencepost alone, as in the paper).",
     "ema_decay": "Evaluate, keep and export an exponential moving average of the weights "
                  "with this decay (e.g. 0.999; 0: the trained weights themselves).",
     "distillation_weight": "Weight w of the teacher's tag distribution in the loss, (1 − w) "
