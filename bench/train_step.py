@@ -31,7 +31,6 @@ import tensorflow as tf  # noqa: E402
 import tf_keras  # noqa: E402
 
 from tetra_tf import cpu, encoders, input_pipeline, train  # noqa: E402
-from tetra_tf.model import HeadsConfig  # noqa: E402
 from tetra_tf.tags import TagVocabularies  # noqa: E402
 from tetra_tf.tokenization import SubwordTokenizer  # noqa: E402
 
@@ -50,8 +49,7 @@ PATHS = ("default", "xla")
 def make_trainer(pretrained, vocabs: TagVocabularies, config: train.TrainingConfig,
                  weights: list | None) -> train.Trainer:
     """A trainer of the recipe's model; `weights` (another trainer's initial ones) if given."""
-    heads = HeadsConfig(len(vocabs.leaf), len(vocabs.internal), len(vocabs.pos),
-                        config.dropout_rate, config.mixed_layers)
+    heads = train.heads_config(vocabs, config)
     model = train.build_tagger(train.TaggerSpec(pretrained.config, heads,
                                                 config.max_stack_depth), pretrained.encoder)
     if weights is not None:

@@ -256,8 +256,13 @@ def _encode_inputs(loaded, words):
 
 
 def _assert_same_word_logits(got, expected, is_word):
+    """The same logits for every word, and for every fencepost between two words (the one
+    after a sentence's last word is never scored)."""
+    is_fencepost = np.zeros_like(is_word)
+    is_fencepost[:, :-1] = is_word[:, 1:]
     for key in _LOGITS:
-        np.testing.assert_allclose(got[key].numpy()[is_word], expected[key].numpy()[is_word],
+        scored = is_fencepost if key == "internal_logits" else is_word
+        np.testing.assert_allclose(got[key].numpy()[scored], expected[key].numpy()[scored],
                                    rtol=1e-4, atol=1e-4)
 
 
@@ -315,8 +320,9 @@ def test_packed_windows_give_the_keras_taggers_logits(loaded, model_dir):
 
 def _export_gives_the_keras_taggers_logits(tmp_path, **model_options):
     """Exports a tiny model made with these options and checks that its logits are the
-    Keras tagger's, in one encoder call and in packed windows; returns the tagger and each
-    batch's (inputs, is_word, the tagger's logits)."""
+    Keras tagger's, in one encoder call and in packed windows, and that it parses batches
+    of no words; returns the tagger and each batch's (inputs, is_word, the tagger's
+    logits)."""
     model_dir = str(tmp_path / "model")
     tiny_model.make_model_dir(model_dir, max_stack_depth=6, **model_options)
     export_path = str(tmp_path / "export")
@@ -332,6 +338,10 @@ def _export_gives_the_keras_taggers_logits(tmp_path, **model_options):
         expected = tagger(dict(zip(_ENCODE_INPUTS, inputs)), training=False)
         _assert_same_word_logits(exported.encode(*inputs), expected, is_word)
         batches.append((inputs, is_word, expected))
+    out = exported.signatures["serving_default"](sentences=tf.constant([], tf.string))
+    assert out["tree"].shape == (0,)
+    out = exported.signatures["serving_default"](sentences=tf.constant(["", " "]))
+    assert _strings(out["tree"]) == ["", ""]  # a batch of no words
     return tagger, batches
 
 

@@ -121,8 +121,6 @@ class TestPlanWarmup:
         (dict(head_learning_rate=float("nan")), 100, "--head_learning_rate=nan"),
         (dict(learning_rate=0.0, head_learning_rate=0.0), 100, "both 0"),
         (dict(warmup_steps=-1), 100, "--warmup_steps=-1"),
-        (dict(layer_decay=0.0), 100, "--layer_decay=0.0"),
-        (dict(layer_decay=1.5), 100, "--layer_decay=1.5"),
     ])
     def test_refuses_runs_that_learn_nothing(self, changes, total, message):
         with pytest.raises(train.UsageError, match=message):
@@ -319,6 +317,24 @@ def test_layer_decay_trains_each_layer_at_a_fraction_of_the_one_above(
               / moved(default_run["weights"][COMPARED_STEPS], group) for group in groups]
     assert ratios[-1] > 0.5, ratios
     assert ratios[0] < 0.25 * ratios[-1], ratios
+
+
+def test_layer_decay_checkpoints_and_restores_every_layers_optimizer(
+        tiny_encoder_dir, small_data_dirs, fixed_batches, tmp_path):
+    trained = run_steps(tiny_encoder_dir, small_data_dirs["train"], fixed_batches, 2,
+                        layer_decay=0.5)
+    path = trained["trainer"].checkpoint().write(str(tmp_path / "ckpt"))
+    fresh = run_steps(tiny_encoder_dir, small_data_dirs["train"], fixed_batches, 0,
+                      layer_decay=0.5)
+    fresh["trainer"].checkpoint().read(path).assert_existing_objects_matched()
+    optimizers = [run["trainer"].encoder_optimizers for run in (trained, fresh)]
+    assert len(optimizers[1]) == 3  # embeddings and two layers
+    for saved, restored in zip(*optimizers):
+        assert int(restored.iterations) == 2
+        for a, b in zip(saved.variables(), restored.variables()):  # Adam's moments too
+            np.testing.assert_array_equal(a.numpy(), b.numpy())
+    for a, b in zip(trained["model"].weights, fresh["model"].weights):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
 
 
 def test_training_scores_dev_and_keeps_the_best(trained_run, tiny_encoder_dir,
@@ -613,6 +629,8 @@ class TestBadInput:
         ("label_smoothing", 1.0, "must be in \\[0, 1\\)"),
         ("label_smoothing", -0.1, "must be in \\[0, 1\\)"),
         ("pos_loss_weight", -0.5, "must be >= 0"),
+        ("layer_decay", 0.0, "must be in \\(0, 1\\]"),
+        ("layer_decay", 1.5, "must be in \\(0, 1\\]"),
     ])
     def test_recipe_out_of_range(self, tiny_encoder_dir, small_data_dirs, tmp_path, field,
                                  value, message):

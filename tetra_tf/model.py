@@ -4,7 +4,8 @@ Each word is represented by the encoder's output at its last subword: the last l
 learned mix of the last few layers (ELMo's scalar mix; `HeadsConfig.mixed_layers`). From
 that one vector three linear heads score the word's leaf tag, the internal tag of the
 fencepost after the word, and (beyond the paper) its part of speech, so raw words parse
-without a POS tagger.
+without a POS tagger. With `HeadsConfig.internal_uses_next_word` the internal tag's head
+reads the next word's vector too.
 """
 
 from __future__ import annotations
@@ -127,8 +128,10 @@ class TetraTagger(tf_keras.Model):
         """
         fencepost_features = features
         if self.heads_config.internal_uses_next_word:
-            # [word i; word i + 1] for the fencepost after word i (zeros after the last).
-            next_words = tf.pad(features[:, 1:], [[0, 0], [0, 1], [0, 0]])
+            # [word i; word i + 1] for the fencepost after word i. After a sentence's last
+            # word comes padding (or zeros): that fencepost is never scored. Padding first,
+            # then shifting, keeps a batch of no words [B, 0, H].
+            next_words = tf.pad(features, [[0, 0], [0, 1], [0, 0]])[:, 1:]
             fencepost_features = tf.concat([features, next_words], axis=-1)
         return {
             "leaf_logits": tf.cast(self.leaf_head(features), tf.float32),
@@ -144,8 +147,7 @@ class TetraTagger(tf_keras.Model):
         """The encoder's trained variables by depth, bottom first: the embeddings, then
         each transformer layer. The pooler, which tagging never uses, is left out."""
         trained = [v for v in self.encoder.trainable_variables if "pooler" not in v.name]
-        layers = [list(layer.trainable_variables)
-                  for layer in getattr(self.encoder, "transformer_layers", [])]
+        layers = [list(layer.trainable_variables) for layer in self.encoder.transformer_layers]
         in_layers = {id(v) for layer in layers for v in layer}
         return [[v for v in trained if id(v) not in in_layers]] + layers
 

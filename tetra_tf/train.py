@@ -137,8 +137,6 @@ def plan_warmup(config: TrainingConfig, total_steps: int) -> int:
                        ("--head_learning_rate", config.head_learning_rate)):
         if not peak >= 0.0:  # Also catches NaN.
             raise UsageError(f"{flag}={peak}: a peak learning rate must be >= 0")
-    if not 0.0 < config.layer_decay <= 1.0:
-        raise UsageError(f"--layer_decay={config.layer_decay}: must be in (0, 1]")
     if config.warmup_steps < 0:
         raise UsageError(f"--warmup_steps={config.warmup_steps}: must be >= 0")
     if config.learning_rate == 0.0 and config.head_learning_rate == 0.0:
@@ -300,8 +298,9 @@ class Trainer:
                                         reduce_retracing=not config.jit_compile)
 
     def learning_rates(self) -> dict[str, float]:
-        """The rates the schedules gave the last update of each optimizer (the optimizers
-        keep them; evaluating the schedules at `iterations` would give the next step's)."""
+        """The rates the schedules gave the last update of the encoder's top layer and of
+        the heads (the optimizers keep them; evaluating the schedules at `iterations` would
+        give the next step's)."""
         top_layer = self.encoder_optimizers[-1]
         return {"encoder": float(tf.convert_to_tensor(top_layer.learning_rate)),
                 "heads": float(tf.convert_to_tensor(self.head_optimizer.learning_rate))}
@@ -477,14 +476,21 @@ _UNRECORDED_MEANS = {"mixed_layers": 1, "ema_decay": 0.0, "distillation_weight":
                      "internal_uses_next_word": False}
 
 
+def heads_config(vocabs: TagVocabularies, config: TrainingConfig) -> HeadsConfig:
+    """The heads of the recipe's model, sized to the tag vocabularies."""
+    return HeadsConfig(len(vocabs.leaf), len(vocabs.internal), len(vocabs.pos),
+                       config.dropout_rate, config.mixed_layers, config.internal_uses_next_word)
+
+
 def check_resumed_recipe(model_dir: str, spec: TaggerSpec, config: TrainingConfig) -> None:
     """Refuses to resume a run with another recipe than it began with (but for
     RESUMABLE_CHANGES): the result would belong to neither recipe, yet its card would name
     one."""
-    if spec.heads.mixed_layers != config.mixed_layers:
-        raise UsageError(f"{model_dir} was trained with --mixed_layers="
-                         f"{spec.heads.mixed_layers}: resume with the same, or use a new "
-                         "--model_dir")
+    for name in ("mixed_layers", "internal_uses_next_word"):  # the model's shape
+        if getattr(spec.heads, name) != getattr(config, name):
+            raise UsageError(f"{model_dir} was trained with --{name}="
+                             f"{getattr(spec.heads, name)}: resume with the same, or use a "
+                             "new --model_dir")
     runs = (model_dir_lib.read_json(os.path.join(model_dir, model_dir_lib.TRAINING_FILE))
             or {}).get("runs", [])
     fresh = [run for run in runs if not run.get("resumed_from_step")]  # began at step 0
@@ -526,9 +532,7 @@ def prepare_model_dir(model_dir: str, train_data: str, encoder_path: str | None,
             check_resumed_recipe(model_dir, spec, config)
             return vocabs, spec, None
     pretrained = encoders.load_pretrained_encoder(encoder_path)
-    heads = HeadsConfig(len(vocabs.leaf), len(vocabs.internal), len(vocabs.pos),
-                        config.dropout_rate, config.mixed_layers,
-                        config.internal_uses_next_word)
+    heads = heads_config(vocabs, config)
     if config.mixed_layers > pretrained.config.num_layers:
         raise UsageError(f"--mixed_layers={config.mixed_layers}: the encoder has only "
                          f"{pretrained.config.num_layers} layers")
@@ -586,6 +590,9 @@ def train(train_data: str | list[str], dev_data: str | None, model_dir: str,
     if config.mixed_layers < 1:
         raise UsageError(f"--mixed_layers={config.mixed_layers}: must be >= 1 (1: the last "
                          "layer alone)")
+    if not 0.0 < config.layer_decay <= 1.0:
+        raise UsageError(f"--layer_decay={config.layer_decay}: must be in (0, 1] (1: one "
+                         "learning rate for the whole encoder)")
     # XLA compiles, and TPUs need, one program per shape: keep batch shapes static there.
     static_shapes = config.jit_compile or isinstance(strategy, tf.distribute.TPUStrategy)
     input_config = dataclasses.replace(input_config or input_pipeline.InputConfig(),
@@ -852,7 +859,7 @@ _CONFIG_HELP = {
     "learning_rate": "Peak learning rate of the encoder (0 keeps it frozen).",
     "layer_decay": "Layer-wise decay of the encoder's learning rate: its top layer peaks at "
                    "--learning_rate, each layer below at this times the one above, the "
-                   "embeddings last (1: one rate for the whole encoder).",
+                   "embeddings lowest (1: one rate for the whole encoder).",
     "head_learning_rate": "Peak learning rate of the tag heads.",
     "warmup_steps": "Steps of linear warmup to the peak rates (at most a tenth of the run's "
                     "steps), then linear decay to 0 at the run's last step.",
