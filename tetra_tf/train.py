@@ -70,7 +70,7 @@ class TrainingConfig:
     clip_norm: float = 1.0
     dropout_rate: float = 0.1
     mixed_layers: int = 1
-    internal_uses_next_word: bool = False
+    internal_uses_next_word: bool = True
     ema_decay: float = 0.0
     distillation_weight: float = 0.0
     label_smoothing: float = 0.1
