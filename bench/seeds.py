@@ -83,7 +83,7 @@ flags.DEFINE_string("report_file", None, "Also write the table (Markdown) here."
 RESULTS_FILE = "results.json"
 LAST_WEIGHTS = "last_raw_weights"  # results.json key: the figures of the final rolling checkpoint
 ENSEMBLE_FILE = "ensemble.json"  # per recipe name: the ensemble of its seeds' kept weights
-RECIPE_FILE = "recipe.json"  # per recipe name: its flags, so that a name means one recipe
+RECIPE_FILE = "recipe.json"  # per recipe name: its flags and what they resolve to (one recipe)
 LABELLING_FILE = "labelling.json"  # in a teacher's directory: how long labelling its fold took
 SPLITS = ("dev", "test", "pooled")
 # Flags the script sets itself; in --train_flags they would silently override its own.
@@ -100,7 +100,12 @@ class Distillation:
 
 def check_recipe(runs_dir: str, name: str, train_flags: list[str], final_fit: bool,
                  data_dir: str, distillation: Distillation | None = None) -> None:
-    """Records a recipe name's flags on first use; refuses other flags under that name."""
+    """Records what a recipe name trains on first use; refuses another recipe under that name.
+
+    A recipe is what its flags resolve to, every default spelled out: the same flags under
+    the same name are refused once a default they leave out has changed, and the flags that
+    restore the recorded recipe are taken.
+    """
     for what, recipe_flags in (("--train_flags", train_flags),
                                ("--teacher_flags", distillation.teacher_flags
                                 if distillation else [])):
@@ -108,21 +113,80 @@ def check_recipe(runs_dir: str, name: str, train_flags: list[str], final_fit: bo
             if flag.split("=", 1)[0] in RESERVED_FLAGS:
                 raise cli.UsageError(f"{what}: {flag.split('=', 1)[0]} is set by "
                                      "bench/seeds.py itself")
-    recipe = {"train_flags": train_flags, "final_fit": final_fit,
-              "data_dir": os.path.abspath(data_dir)}
+    recipe = {"train_flags": train_flags, "recipe": resolved_recipe(train_flags),
+              "final_fit": final_fit, "data_dir": os.path.abspath(data_dir)}
     if distillation:
-        recipe["distillation"] = dataclasses.asdict(distillation)
+        recipe["distillation"] = {**dataclasses.asdict(distillation),
+                                  "recipe": resolved_recipe(distillation.teacher_flags)}
     path = os.path.join(runs_dir, name, RECIPE_FILE)
-    if os.path.isfile(path):
-        with open(path) as f:
-            recorded = json.load(f)
-        if recorded != recipe:
-            raise cli.UsageError(
-                f"recipe {name!r} was run with {recorded}, not {recipe}: use another --name")
+    if not os.path.isfile(path):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            json.dump(recipe, f, indent=2)
         return
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w") as f:
-        json.dump(recipe, f, indent=2)
+    with open(path) as f:
+        recorded = json.load(f)
+    if "recipe" not in recorded:  # recorded before recipes were resolved: ask its runs
+        recorded = with_trained_recipes(recorded, os.path.join(runs_dir, name), recipe)
+        with open(path, "w") as f:
+            json.dump(recorded, f, indent=2)
+    for key in ("final_fit", "data_dir"):
+        if recorded[key] != recipe[key]:
+            raise cli.UsageError(f"recipe {name!r} was run with {key} {recorded[key]}, not "
+                                 f"{recipe[key]}: use another --name")
+    if bool(recorded.get("distillation")) != bool(distillation) or (
+            distillation and recorded["distillation"]["folds"] != distillation.folds):
+        raise cli.UsageError(f"recipe {name!r} was run with distillation "
+                             f"{recorded.get('distillation')}, not {recipe.get('distillation')}"
+                             ": use another --name")
+    changes = [(what, *change) for what, then, now in (
+        ("--train_flags", recorded["recipe"], recipe["recipe"]),
+        ("--teacher_flags", (recorded.get("distillation") or {}).get("recipe", {}),
+         (recipe.get("distillation") or {}).get("recipe", {})))
+        for change in recipe_changes(then, now)]
+    if changes:
+        said = "; ".join(f"{what} give --{field}={now} where its runs had {then}"
+                         for what, field, then, now in changes)
+        raise cli.UsageError(f"recipe {name!r}: {said} (a default changed, or other flags): "
+                             "add the flags that restore it, or use another --name")
+
+
+def resolved_recipe(train_flags: list[str]) -> dict:
+    """What `python -m tetra_tf.train <train_flags>` trains, every default spelled out (but
+    the seed, which bench/seeds.py sets per run)."""
+    from tetra_tf import train  # noqa: PLC0415  (TensorFlow and the trainer: only to train)
+
+    recipe = dataclasses.asdict(train.recipe_of_command_line(train_flags))
+    del recipe["seed"]
+    return recipe
+
+
+def with_trained_recipes(recorded: dict, recipe_dir: str, recipe: dict) -> dict:
+    """A recipe record of before resolution, completed by what its trained runs record
+    (the seeds', and the teachers' of a distillation); by this run's resolution if none
+    has trained yet."""
+    from tetra_tf import train  # noqa: PLC0415
+
+    def trained(subdir: str, fallback: dict) -> dict:
+        seed_dirs = sorted(d for d in os.listdir(recipe_dir) if d.startswith("seed"))
+        for seed_dir in seed_dirs:
+            began = train.recipe_began_with(os.path.join(recipe_dir, seed_dir, subdir))
+            if began:
+                return {key: value for key, value in began.items() if key != "seed"}
+        return fallback
+
+    completed = {**recorded, "recipe": trained("", recipe["recipe"])}
+    if recorded.get("distillation") and recipe.get("distillation"):
+        completed["distillation"] = {**recorded["distillation"], "recipe": trained(
+            "teacher0", recipe["distillation"]["recipe"])}
+    return completed
+
+
+def recipe_changes(then: dict, now: dict) -> list[tuple[str, object, object]]:
+    """(field, recorded value, new value) where two resolved recipes differ; a field one of
+    them lacks (an option younger than a record) is no change."""
+    return [(field, then[field], value) for field, value in now.items()
+            if field in then and then[field] != value]
 
 
 def run_training(what: str, data_flags: list[str], model_dir: str, seed: int,

@@ -1,5 +1,6 @@
 """bench/seeds.py's report: per recipe, mean ± standard deviation over the seeds run."""
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -146,6 +147,64 @@ def test_a_recipe_name_keeps_its_flags(tmp_path):
         seeds.check_recipe(str(tmp_path / "runs"), "ema", ["--ema_decay=0.99"], False, data_dir)
     with pytest.raises(cli.UsageError, match="--seed is set by bench/seeds.py"):
         seeds.check_recipe(str(tmp_path / "runs"), "other", ["--seed=4"], False, data_dir)
+
+
+def test_a_recipe_is_what_its_flags_resolve_to(tmp_path):
+    """A name records its flags' recipe with every default spelled out: once a default the
+    flags leave out changes, the same flags are refused, and the flags that give the
+    recorded recipe back are taken."""
+    runs, data_dir = str(tmp_path / "runs"), str(tmp_path)
+    seeds.check_recipe(runs, "plain", ["--label_smoothing=0.1"], False, data_dir)
+    with open(os.path.join(runs, "plain", seeds.RECIPE_FILE)) as f:
+        recorded = json.load(f)
+    assert recorded["recipe"]["label_smoothing"] == 0.1
+    assert recorded["recipe"]["internal_uses_next_word"] is True  # today's default
+    assert "seed" not in recorded["recipe"]
+    # As if the record were made when the default was the paper's head:
+    recorded["recipe"]["internal_uses_next_word"] = False
+    with open(os.path.join(runs, "plain", seeds.RECIPE_FILE), "w") as f:
+        json.dump(recorded, f)
+    with pytest.raises(cli.UsageError, match="--internal_uses_next_word=True where its runs "
+                                             "had False"):
+        seeds.check_recipe(runs, "plain", ["--label_smoothing=0.1"], False, data_dir)
+    seeds.check_recipe(runs, "plain", ["--label_smoothing=0.1", "--nointernal_uses_next_word"],
+                       False, data_dir)
+    with pytest.raises(cli.UsageError, match="use another --name"):
+        seeds.check_recipe(runs, "plain", ["--nointernal_uses_next_word"], True, data_dir)
+
+
+def test_a_recipe_recorded_before_resolution_is_what_its_runs_trained(tmp_path):
+    """A recipe.json of flags alone is completed from its seeds' training.json (an option
+    younger than that record at its "off" value), then checked like any other."""
+    recipe_dir = tmp_path / "runs" / "old"
+    (recipe_dir / "seed1").mkdir(parents=True)
+    (recipe_dir / seeds.RECIPE_FILE).write_text(json.dumps(
+        {"train_flags": ["--keep=last"], "final_fit": False, "data_dir": str(tmp_path)}))
+    from tetra_tf import train
+
+    began = dataclasses.asdict(train.TrainingConfig(seed=1))
+    del began["internal_uses_next_word"]  # the record of a run older than the option
+    (recipe_dir / "seed1" / "training.json").write_text(json.dumps({"runs": [
+        {"recipe": began}, {"resumed_from_step": 200, "recipe": {**began, "keep": "best"}}]}))
+    with pytest.raises(cli.UsageError, match="--internal_uses_next_word=True where its runs "
+                                             "had False"):
+        seeds.check_recipe(str(tmp_path / "runs"), "old", ["--keep=last"], False, str(tmp_path))
+    seeds.check_recipe(str(tmp_path / "runs"), "old",
+                       ["--keep=last", "--nointernal_uses_next_word"], False, str(tmp_path))
+    completed = json.loads((recipe_dir / seeds.RECIPE_FILE).read_text())
+    assert completed["train_flags"] == ["--keep=last"]
+    assert completed["recipe"]["keep"] == "last" and "seed" not in completed["recipe"]
+    assert completed["recipe"]["internal_uses_next_word"] is False
+
+
+def test_train_flags_that_training_would_refuse_are_refused_first(tmp_path):
+    for train_flags, message in ((["--no_such_flag"], "Unknown command line flag"),
+                                 (["--ema_decay=high"], "could not convert"),
+                                 (["stray"], "unexpected arguments stray")):
+        with pytest.raises(cli.UsageError, match=message):
+            seeds.check_recipe(str(tmp_path / "runs"), "bad", train_flags, False,
+                               str(tmp_path))
+    assert not os.path.exists(tmp_path / "runs" / "bad" / seeds.RECIPE_FILE)
 
 
 def test_bad_flags_are_one_line(tmp_path):

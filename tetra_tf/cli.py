@@ -117,7 +117,8 @@ class ArgumentParser(argparse.ArgumentParser):
 
 def define_dataclass_flags(config_class: type, helps: Mapping[str, str],
                            enums: Mapping[str, list[str]] | None = None,
-                           skip: tuple[str, ...] = ()) -> None:
+                           skip: tuple[str, ...] = (),
+                           flag_values: flags.FlagValues = flags.FLAGS) -> None:
     """One flag per field of a dataclass, named and typed as the field, its default as default.
 
     Args:
@@ -125,6 +126,8 @@ def define_dataclass_flags(config_class: type, helps: Mapping[str, str],
       helps: the help text of every field.
       enums: allowed values of str fields that take one of a few.
       skip: fields whose flags the caller defines itself.
+      flag_values: where to define them (another namespace than the program's own: to
+        read another program's command line).
     """
     defaults = config_class()
     definers = {"int": flags.DEFINE_integer, "float": flags.DEFINE_float,
@@ -134,14 +137,17 @@ def define_dataclass_flags(config_class: type, helps: Mapping[str, str],
             continue
         default = getattr(defaults, field.name)
         if enums and field.name in enums:
-            flags.DEFINE_enum(field.name, default, enums[field.name], helps[field.name])
+            flags.DEFINE_enum(field.name, default, enums[field.name], helps[field.name],
+                              flag_values=flag_values)
         else:
-            definers[field.type](field.name, default, helps[field.name])
+            definers[field.type](field.name, default, helps[field.name],
+                                 flag_values=flag_values)
 
 
-def dataclass_from_flags(config_class: type, **overrides):
+def dataclass_from_flags(config_class: type, flag_values: flags.FlagValues = flags.FLAGS,
+                         **overrides):
     """The dataclass with each field taken from the flag of its name (see above)."""
-    values = {field.name: getattr(flags.FLAGS, field.name)
+    values = {field.name: getattr(flag_values, field.name)
               for field in dataclasses.fields(config_class)}
     values.update(overrides)
     return config_class(**values)

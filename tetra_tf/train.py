@@ -482,6 +482,17 @@ def heads_config(vocabs: TagVocabularies, config: TrainingConfig) -> HeadsConfig
                        config.dropout_rate, config.mixed_layers, config.internal_uses_next_word)
 
 
+def recipe_began_with(model_dir: str) -> dict | None:
+    """The recipe of a model directory's last run from step 0, as TrainingConfig's fields
+    (those younger than the record at their "off" values); None before any run."""
+    runs = (model_dir_lib.read_json(os.path.join(model_dir, model_dir_lib.TRAINING_FILE))
+            or {}).get("runs", [])
+    fresh = [run for run in runs if not run.get("resumed_from_step")]
+    if not fresh:
+        return None
+    return {**_UNRECORDED_MEANS, **(fresh[-1].get("recipe") or {})}
+
+
 def check_resumed_recipe(model_dir: str, spec: TaggerSpec, config: TrainingConfig) -> None:
     """Refuses to resume a run with another recipe than it began with (but for
     RESUMABLE_CHANGES): the result would belong to neither recipe, yet its card would name
@@ -491,12 +502,9 @@ def check_resumed_recipe(model_dir: str, spec: TaggerSpec, config: TrainingConfi
             raise UsageError(f"{model_dir} was trained with --{name}="
                              f"{getattr(spec.heads, name)}: resume with the same, or use a "
                              "new --model_dir")
-    runs = (model_dir_lib.read_json(os.path.join(model_dir, model_dir_lib.TRAINING_FILE))
-            or {}).get("runs", [])
-    fresh = [run for run in runs if not run.get("resumed_from_step")]  # began at step 0
-    if not fresh:
+    began = recipe_began_with(model_dir)
+    if began is None:
         return
-    began = {**_UNRECORDED_MEANS, **(fresh[-1].get("recipe") or {})}
     changed = [name for name, value in dataclasses.asdict(config).items()
                if name not in RESUMABLE_CHANGES and began.get(name, value) != value]
     if changed:
@@ -892,32 +900,63 @@ _CONFIG_HELP = {
 }
 
 
-def define_flags() -> None:
+def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     """Defines the command line's flags; only when run as a program, so that importing
     this module (export, benchmarks) leaves the flag namespace free."""
+    into = {"flag_values": flag_values}
     flags.DEFINE_string("train_data", None, "Training data: a tools/convert_ptb.py output "
                         "directory, or several joined by commas (same tag vocabulary), e.g. "
-                        "train,dev for a final fit.")
-    flags.DEFINE_string("dev_data", None, "Dev data (same vocabulary), scored after every epoch.")
+                        "train,dev for a final fit.", **into)
+    flags.DEFINE_string("dev_data", None, "Dev data (same vocabulary), scored after every "
+                        "epoch.", **into)
     flags.DEFINE_string("model_dir", None, "Where checkpoints, the best model and logs are written. "
                         "Rerunning with the same directory resumes training, with the "
-                        "recipe it began with (--epochs and --keep may change).")
+                        "recipe it began with (--epochs and --keep may change).", **into)
     flags.DEFINE_string("encoder", None, "Pretrained BERT: a HuggingFace directory (config.json, "
                         "model.safetensors, vocab.txt) or a tf-models checkpoint directory. "
-                        "Default: all-MiniLM-L6-v2 (`python -m tetra_tf.default_encoder` fetches it).")
-    flags.DEFINE_string("tpu", None, "TPU name, or 'local': train with TPUStrategy.")
+                        "Default: all-MiniLM-L6-v2 (`python -m tetra_tf.default_encoder` "
+                        "fetches it).", **into)
+    flags.DEFINE_string("tpu", None, "TPU name, or 'local': train with TPUStrategy.", **into)
     flags.DEFINE_enum("strategy", "default", ["default", "mirrored", "multi_worker"],
-                      "Strategy when --tpu is not set (multi_worker reads TF_CONFIG).")
+                      "Strategy when --tpu is not set (multi_worker reads TF_CONFIG).", **into)
     cli.define_dataclass_flags(TrainingConfig, _CONFIG_HELP,
                                enums={"mixed_precision": ["none", "bfloat16"],
                                       "keep": list(KEEP_CHOICES)},
-                               skip=("jit_compile",))
-    flags.DEFINE_bool("jit_compile", None, _CONFIG_HELP["jit_compile"])
-    flags.DEFINE_integer("max_steps", None, "Stop at this global step (smoke runs).")
-    flags.DEFINE_bool("progress", True, "Show progress bars.")
+                               skip=("jit_compile",), **into)
+    flags.DEFINE_bool("jit_compile", None, _CONFIG_HELP["jit_compile"], **into)
+    flags.DEFINE_integer("max_steps", None, "Stop at this global step (smoke runs).", **into)
+    flags.DEFINE_bool("progress", True, "Show progress bars.", **into)
     flags.DEFINE_string("evaluate", None, "Instead of training, score --model_dir's best weights on "
                         "this converted data directory (EVALB, COLLINS.prm), print JSON and save "
-                        "it in evaluations.json there (the export's model card shows it).")
+                        "it in evaluations.json there (the export's model card shows it).",
+                        **into)
+
+
+def config_from_flags(flag_values: flags.FlagValues = flags.FLAGS) -> TrainingConfig:
+    """The recipe that parsed flags give (--jit_compile defaults to on with --tpu)."""
+    jit_compile = flag_values.jit_compile
+    return cli.dataclass_from_flags(
+        TrainingConfig, flag_values,
+        jit_compile=bool(flag_values.tpu) if jit_compile is None else jit_compile)
+
+
+def recipe_of_command_line(args: list[str]) -> TrainingConfig:
+    """The recipe that `python -m tetra_tf.train ARGS` would train, defaults resolved, without
+    training (so that a recipe's record survives a change of the defaults).
+
+    Raises:
+      UsageError: ARGS are not flags of this program.
+    """
+    flag_values = flags.FlagValues()
+    define_flags(flag_values)
+    try:
+        arguments = flag_values(["tetra_tf.train", *args])[1:]
+    except flags.Error as error:
+        raise UsageError(f"{error} (flags of python -m tetra_tf.train)") from None
+    if arguments:
+        raise UsageError(f"unexpected arguments {' '.join(arguments)} (python -m "
+                         "tetra_tf.train takes flags only)")
+    return config_from_flags(flag_values)
 
 
 def main(argv) -> int:
@@ -930,9 +969,7 @@ def main(argv) -> int:
         print(json.dumps(scores, indent=2))
         return 0
     cli.require("train_data", "model_dir")
-    config = cli.dataclass_from_flags(
-        TrainingConfig,
-        jit_compile=bool(FLAGS.tpu) if FLAGS.jit_compile is None else FLAGS.jit_compile)
+    config = config_from_flags()
     tf_keras.utils.set_random_seed(config.seed)
     strategy = get_strategy(FLAGS.tpu, FLAGS.strategy)
     summary = train(FLAGS.train_data, FLAGS.dev_data, FLAGS.model_dir, config, strategy,
