@@ -66,8 +66,8 @@ class ParseResult:
     Example:
         ```python
         result = parser.parse_each([["Hello", "!"]])[0]
-        result.bracketed   # '(TOP (S (RB Hello) (. !)))'
-        result.score       # -3.3382...
+        result.bracketed   # '(TOP (ADVP (INTJ (NN Hello)) (. !)))'
+        result.score       # -4.4551...
         result.pos_tags    # ['RB', '.']
         result.tree        # the same tree as an nltk.Tree
         ```

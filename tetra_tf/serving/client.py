@@ -194,7 +194,7 @@ def parse(sentences: list[str], server: str = DEFAULT_SERVER,
         ```python
         parse(["The cat sat on the mat .", "Hello !"])
         # ['(TOP (S (NP (DT The) (NNP cat)) (VP (VBD sat) (PP (IN on) (NP (DT the) (NN mat)))) (. .)))',
-        #  '(TOP (S (RB Hello) (. !)))']
+        #  '(TOP (ADVP (INTJ (NN Hello)) (. !)))']
         ```
     """
     if isinstance(sentences, str):
