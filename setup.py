@@ -34,7 +34,9 @@ setup(
         # the suite in parallel processes that share the tests' trained model (xdist 3.8
         # brought --no-loadscope-reorder, which keeps the slowest-first file order).
         "dev": ["pytest", "pytest-xdist>=3.8", "filelock", "hypothesis", "tokenizers", "safetensors"],
-        "bench": ["torch", "transformers"],  # the PyTorch reference pipeline and test oracle
+        # The PyTorch reference pipeline and test oracle. torch asks for setuptools>=77;
+        # setuptools 82 dropped pkg_resources, which tensorflow-hub (tf-models') imports.
+        "bench": ["torch", "transformers", "setuptools<82"],
         "spacy": ["spacy>=3.7,<4"],
         # tetra_tf.serving (serving/server.py): the REST app (plain WSGI) on a production
         # WSGI server (waitress), TF Serving's gRPC API, metrics.
