@@ -139,11 +139,12 @@ def check_recipe(runs_dir: str, name: str, train_flags: list[str], final_fit: bo
         raise cli.UsageError(f"recipe {name!r} was run with distillation "
                              f"{recorded.get('distillation')}, not {recipe.get('distillation')}"
                              ": use another --name")
-    changes = [(what, *change) for what, then, now in (
-        ("--train_flags", recorded["recipe"], recipe["recipe"]),
-        ("--teacher_flags", (recorded.get("distillation") or {}).get("recipe", {}),
-         (recipe.get("distillation") or {}).get("recipe", {})))
-        for change in recipe_changes(then, now)]
+    compared = [("--train_flags", recorded["recipe"], recipe["recipe"])]
+    if distillation:
+        compared.append(("--teacher_flags", recorded["distillation"]["recipe"],
+                         recipe["distillation"]["recipe"]))
+    changes = [(what, *change) for what, then, now in compared
+               for change in recipe_changes(then, now)]
     if changes:
         said = "; ".join(f"{what} give --{field}={now} where its runs had {then}"
                          for what, field, then, now in changes)
@@ -156,9 +157,12 @@ def resolved_recipe(train_flags: list[str]) -> dict:
     the seed, which bench/seeds.py sets per run)."""
     from tetra_tf import train  # noqa: PLC0415  (TensorFlow and the trainer: only to train)
 
-    recipe = dataclasses.asdict(train.recipe_of_command_line(train_flags))
-    del recipe["seed"]
-    return recipe
+    return without_seed(dataclasses.asdict(train.recipe_of_command_line(train_flags)))
+
+
+def without_seed(recipe: dict) -> dict:
+    """A resolved recipe as a recipe name means it: every run's seed is its own."""
+    return {field: value for field, value in recipe.items() if field != "seed"}
 
 
 def with_trained_recipes(recorded: dict, recipe_dir: str, recipe: dict) -> dict:
@@ -172,7 +176,7 @@ def with_trained_recipes(recorded: dict, recipe_dir: str, recipe: dict) -> dict:
         for seed_dir in seed_dirs:
             began = train.recipe_began_with(os.path.join(recipe_dir, seed_dir, subdir))
             if began:
-                return {key: value for key, value in began.items() if key != "seed"}
+                return without_seed(began)
         return fallback
 
     completed = {**recorded, "recipe": trained("", recipe["recipe"])}

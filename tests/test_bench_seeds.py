@@ -173,6 +173,20 @@ def test_a_recipe_is_what_its_flags_resolve_to(tmp_path):
         seeds.check_recipe(runs, "plain", ["--nointernal_uses_next_word"], True, data_dir)
 
 
+def test_a_distillation_recipe_keeps_its_teachers_recipe(tmp_path):
+    runs, data_dir = str(tmp_path / "runs"), str(tmp_path)
+    teachers = seeds.Distillation(2, ["--keep=last"])
+    seeds.check_recipe(runs, "kd", ["--distillation_weight=0.2"], False, data_dir, teachers)
+    seeds.check_recipe(runs, "kd", ["--distillation_weight=0.2"], False, data_dir, teachers)
+    with pytest.raises(cli.UsageError, match="--teacher_flags give --epochs=10 where its runs "
+                                             "had 20"):
+        seeds.check_recipe(runs, "kd", ["--distillation_weight=0.2"], False, data_dir,
+                           seeds.Distillation(2, ["--keep=last", "--epochs=10"]))
+    with pytest.raises(cli.UsageError, match="use another --name"):
+        seeds.check_recipe(runs, "kd", ["--distillation_weight=0.2"], False, data_dir,
+                           seeds.Distillation(3, ["--keep=last"]))
+
+
 def test_a_recipe_recorded_before_resolution_is_what_its_runs_trained(tmp_path):
     """A recipe.json of flags alone is completed from its seeds' training.json (an option
     younger than that record at its "off" value), then checked like any other."""
