@@ -349,7 +349,6 @@ def ensemble_parser(model_dirs: list[str]):
     from tetra_tf import input_pipeline, model_dir as model_dir_lib, train  # noqa: PLC0415
     from tetra_tf.model import mean_log_probabilities  # noqa: PLC0415
     from tetra_tf.tags import TagVocabularies  # noqa: PLC0415
-    from tetra_tf.tokenization import SubwordTokenizer  # noqa: PLC0415
 
     taggers = [model_dir_lib.load_tagger(*model_dir_lib.resolve_checkpoint(model_dir))
                for model_dir in model_dirs]
@@ -357,8 +356,7 @@ def ensemble_parser(model_dirs: list[str]):
     vocabs = TagVocabularies.load(model_dir_lib.vocab_dir(model_dirs[0]))
     for model_dir in model_dirs[1:]:
         train.check_same_vocabulary(model_dir_lib.vocab_dir(model_dir), vocabs, "--ensemble")
-    tokenizer = SubwordTokenizer(model_dir_lib.encoder_vocab_path(model_dirs[0]),
-                                 lower_case=spec.encoder.do_lower_case)
+    tokenizer = spec.encoder.tokenizer(model_dir_lib.encoder_vocab_path(model_dirs[0]))
     config = input_pipeline.InputConfig(batch_size=32)
 
     @tf.function(reduce_retracing=True)

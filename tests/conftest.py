@@ -118,6 +118,76 @@ def write_tiny_bert(directory: str, hidden: int = 32, layers: int = 2, heads: in
     return directory
 
 
+MPNET_SPECIAL_TOKENS = {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "[UNK]",
+                        "sep_token": "</s>", "pad_token": "<pad>", "cls_token": "<s>"}
+
+
+def write_tiny_mpnet(directory: str, hidden: int = 16, layers: int = 2, heads: int = 2,
+                     positions: int = 200, buckets: int = 32, seed: int = 0) -> str:
+    """Writes a random MPNet in HuggingFace's format (config.json, model.safetensors,
+    vocab.txt, special_tokens_map.json, tokenizer_config.json), with NumPy.
+
+    Its vocabulary is MiniLM's shifted by four (<s>, <pad>, </s>, <unk> first), as
+    all-mpnet-base-v2's is, with <mask> last; its position table has fairseq's two
+    leading rows (padding_idx 1). LayerNorm weights and biases are random too, so that a
+    misplaced one shows. No dropout.
+    """
+    import json
+
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    from tetra_tf import encoders
+
+    with open(os.path.join(encoders.default_encoder_dir(), "vocab.txt"), encoding="utf-8") as f:
+        vocab = ["<s>", "<pad>", "</s>", "<unk>"] + f.read().splitlines() + ["<mask>"]
+    with open(os.path.join(directory, "vocab.txt"), "w", encoding="utf-8") as f:
+        f.writelines(token + "\n" for token in vocab)
+    inner = 2 * hidden
+    rng = np.random.default_rng(seed)
+
+    def normal(*shape, scale=0.1):
+        return (rng.standard_normal(shape) * scale).astype(np.float32)
+
+    weights = {
+        "embeddings.word_embeddings.weight": normal(len(vocab), hidden),
+        "embeddings.position_embeddings.weight": normal(positions + 2, hidden),
+        "embeddings.position_ids": np.arange(positions + 2, dtype=np.int64)[None],
+        "embeddings.LayerNorm.weight": 1.0 + normal(hidden),
+        "embeddings.LayerNorm.bias": normal(hidden),
+        "encoder.relative_attention_bias.weight": normal(buckets, heads, scale=1.0),
+        "pooler.dense.weight": normal(hidden, hidden),
+        "pooler.dense.bias": normal(hidden),
+    }
+    for i in range(layers):
+        prefix = f"encoder.layer.{i}."
+        for name, (rows, cols) in {
+                "attention.attn.q": (hidden, hidden), "attention.attn.k": (hidden, hidden),
+                "attention.attn.v": (hidden, hidden), "attention.attn.o": (hidden, hidden),
+                "intermediate.dense": (inner, hidden), "output.dense": (hidden, inner)}.items():
+            weights[prefix + name + ".weight"] = normal(rows, cols, scale=0.3)
+            weights[prefix + name + ".bias"] = normal(rows)
+        for name in ("attention.LayerNorm", "output.LayerNorm"):
+            weights[prefix + name + ".weight"] = 1.0 + normal(hidden)
+            weights[prefix + name + ".bias"] = normal(hidden)
+    save_file(weights, os.path.join(directory, "model.safetensors"))
+    config = {"architectures": ["MPNetForMaskedLM"], "model_type": "mpnet",
+              "hidden_act": "gelu", "hidden_size": hidden, "num_hidden_layers": layers,
+              "num_attention_heads": heads, "intermediate_size": inner,
+              "max_position_embeddings": positions + 2, "vocab_size": len(vocab),
+              "layer_norm_eps": 1e-5, "hidden_dropout_prob": 0.0,
+              "attention_probs_dropout_prob": 0.0, "initializer_range": 0.02,
+              "relative_attention_num_buckets": buckets, "pad_token_id": 1,
+              "bos_token_id": 0, "eos_token_id": 2}
+    for name, value in (("config.json", config),
+                        ("special_tokens_map.json", MPNET_SPECIAL_TOKENS),
+                        ("tokenizer_config.json", {"do_lower_case": True,
+                                                   **MPNET_SPECIAL_TOKENS})):
+        with open(os.path.join(directory, name), "w", encoding="utf-8") as f:
+            json.dump(value, f)
+    return directory
+
+
 def built_once(tmp_path_factory, name: str, build) -> str:
     """The directory `name`, filled by build(path) once per test run.
 
@@ -147,6 +217,12 @@ def built_once(tmp_path_factory, name: str, build) -> str:
 def tiny_encoder_dir(tmp_path_factory) -> str:
     """A random 2-layer BERT (hidden 32, no dropout) in HuggingFace's format."""
     return built_once(tmp_path_factory, "tiny_encoder", write_tiny_bert)
+
+
+@pytest.fixture(scope="session")
+def tiny_mpnet_dir(tmp_path_factory) -> str:
+    """A random 2-layer MPNet (hidden 16, no dropout) in HuggingFace's format."""
+    return built_once(tmp_path_factory, "tiny_mpnet", write_tiny_mpnet)
 
 
 def convert(input_path: str, output_dir: str, vocab_from: str | None = None) -> None:

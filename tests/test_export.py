@@ -365,6 +365,22 @@ def test_internal_tags_from_word_pairs_are_exported_with_the_keras_taggers_logit
     assert tagger.internal_head.kernel.shape[0] == 2 * tagger.leaf_head.kernel.shape[0]
 
 
+def test_mpnet_export_gives_the_keras_taggers_logits(tmp_path):
+    # The relative position bias, no segment embeddings and MPNet's specials, in one
+    # encoder call and in packed windows (each window's bias from its own positions).
+    tagger, _ = _export_gives_the_keras_taggers_logits(tmp_path, model_type="mpnet")
+    exported = tf.saved_model.load(str(tmp_path / "export"))
+    vocab = open(str(tmp_path / "export" / "assets" / "encoder_vocab.txt")).read().split("\n")
+    ids = exported.tokenize(words=tf.constant([["The", "cat"]]),
+                            num_words=tf.constant([2]))["input_word_ids"].numpy()[0, 0]
+    assert [vocab[i] for i in ids[:5]] == ["<s>", "the", "cat", "</s>", "<pad>"]
+    card = json.load(open(os.path.join(str(tmp_path / "export"), "assets.extra",
+                                       "model_card.json")))
+    assert card["encoder"]["model_type"] == "mpnet"
+    assert card["encoder"]["special_tokens"] == {"cls": "<s>", "sep": "</s>", "pad": "<pad>",
+                                                 "unk": "[UNK]"}
+
+
 def test_packed_and_unpacked_exports_give_the_same_trees_on_the_test_split(model_dir, loaded,
                                                                           tmp_path):
     try:

@@ -292,6 +292,29 @@ def test_bfloat16_keeps_float32_variables_and_trains_like_float32(
     assert abs(bf16_drop - float32_drop) < 0.1 * float32_drop, (bf16_drop, float32_drop)
 
 
+def test_an_mpnet_encoder_trains_in_bfloat16_and_exports_on_the_same_path(
+        tiny_mpnet_dir, small_data_dirs, tmp_path):
+    from tetra_tf import export
+    from tetra_tf.model_dir import TaggerSpec
+    from tetra_tf.parser import Parser
+
+    model_dir = str(tmp_path / "run")
+    config = train.TrainingConfig(batch_size=8, epochs=2, learning_rate=1e-3, warmup_steps=2,
+                                  mixed_precision="bfloat16")
+    summary = train.train(small_data_dirs["train"], small_data_dirs["dev"], model_dir, config,
+                          tf.distribute.get_strategy(), encoder_path=tiny_mpnet_dir,
+                          progress=False)
+    losses = [entry["train_loss"] for entry in summary["history"]]
+    assert len(losses) == 2 and losses[1] < losses[0] - 0.5, losses
+    spec = TaggerSpec.load(model_dir)
+    assert (spec.encoder.model_type, spec.encoder.cls_token, spec.encoder.pad_token) == (
+        "mpnet", "<s>", "<pad>")
+    export_dir = str(tmp_path / "export" / "1")
+    export.export(model_dir, export_dir)
+    words = "The cat sat on the mat .".split()
+    assert Parser(export_dir).parse(words).leaves() == words
+
+
 def test_layer_decay_trains_each_layer_at_a_fraction_of_the_one_above(
         tiny_encoder_dir, small_data_dirs, fixed_batches, default_run):
     decay = 0.25

@@ -1,10 +1,13 @@
-"""BERT encoder: configuration, construction and pretrained weight import.
+"""Transformer encoders (BERT, MPNet): configuration, construction and pretrained weights.
 
-The encoder is tf-models' `BertEncoderV2` (a `tf_keras` layer). Weights can come from
+A BERT encoder is tf-models' `BertEncoderV2`, an MPNet encoder `mpnet_encoder.MPNetEncoder`
+(both `tf_keras` layers of the same interface). Weights can come from
 
-* a HuggingFace BERT directory: ``config.json`` + ``model.safetensors`` (or
-  ``pytorch_model.bin`` when torch is installed) + ``vocab.txt``; weight names with or without
-  the ``bert.`` prefix; pre-training heads are ignored;
+* a HuggingFace BERT or MPNet directory: ``config.json`` (its ``model_type`` says which) +
+  ``model.safetensors`` (or ``pytorch_model.bin`` when torch is installed) + ``vocab.txt``,
+  with the special tokens from ``special_tokens_map.json`` or ``tokenizer_config.json``;
+  weight names with or without the ``bert.``/``mpnet.`` prefix; pre-training heads are
+  ignored;
 * a tf-models / Google BERT TF2 directory: ``bert_config.json`` (or tf-models ``params.yaml``,
   or our ``encoder_config.json``) + an object-based checkpoint written with
   ``tf.train.Checkpoint(encoder=...)`` or ``(model=...)`` from `BertEncoder` (the functional
@@ -36,10 +39,13 @@ import tf_keras  # noqa: E402
 from official.modeling.activations import gelu as _approximate_gelu  # noqa: E402
 from official.nlp.modeling import networks  # noqa: E402
 
-from tetra_tf import default_encoder, export_format
+from tetra_tf import default_encoder, export_format  # noqa: E402
+from tetra_tf.mpnet_encoder import MPNetEncoder  # noqa: E402
+from tetra_tf.tokenization import SpecialTokens, SubwordTokenizer  # noqa: E402
 
 
 ACTIVATIONS = ("gelu", "gelu_approximate", "relu")
+MODEL_TYPES = ("bert", "mpnet")
 VOCAB_FILE = "vocab.txt"
 ENCODER_CONFIG_FILE = "encoder_config.json"
 HF_CONFIG_FILE = "config.json"
@@ -48,6 +54,7 @@ TF_MODELS_PARAMS_FILE = "params.yaml"
 SAFETENSORS_FILE = "model.safetensors"
 PYTORCH_FILE = "pytorch_model.bin"
 HF_TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
+HF_SPECIAL_TOKENS_FILE = "special_tokens_map.json"
 
 # tf-models' BertEncoderV2 hard-codes this epsilon for the embedding layer norm, and its
 # transformer blocks default to it.
@@ -67,7 +74,7 @@ _GOOGLE_ACTIVATIONS = {"gelu": "gelu_approximate", "relu": "relu"}
 
 @dataclasses.dataclass
 class EncoderConfig:
-    """Architecture of a BERT encoder, plus the casing of its vocabulary.
+    """Architecture of a BERT or MPNet encoder, plus its vocabulary's casing and specials.
 
     Attributes:
       vocab_size: rows of the word embedding table.
@@ -76,7 +83,7 @@ class EncoderConfig:
       num_attention_heads: attention heads per block (divides hidden_size).
       intermediate_size: width of the feed-forward inner layer.
       max_sequence_length: number of position embeddings (longest input in pieces).
-      type_vocab_size: number of segment (token type) embeddings.
+      type_vocab_size: number of segment (token type) embeddings (0: none, as in MPNet).
       hidden_dropout_rate: dropout after embeddings, attention output and feed-forward.
       attention_dropout_rate: dropout on attention probabilities.
       norm_epsilon: layer normalization epsilon.
@@ -84,6 +91,11 @@ class EncoderConfig:
       activation: "gelu" (exact erf GELU, HF BERT), "gelu_approximate" (tanh GELU, Google
         BERT and tf-models) or "relu".
       do_lower_case: whether the vocabulary is uncased (lowercase + strip accents).
+      model_type: "bert" or "mpnet" (relative position bias, no segments).
+      relative_attention_num_buckets: buckets of MPNet's relative position bias (0: none).
+      relative_attention_max_distance: distance from which relative positions share a
+        bucket.
+      cls_token, sep_token, pad_token, unk_token: the vocabulary's special tokens.
     """
 
     vocab_size: int
@@ -99,6 +111,13 @@ class EncoderConfig:
     initializer_range: float = 0.02
     activation: str = "gelu"
     do_lower_case: bool = True
+    model_type: str = "bert"
+    relative_attention_num_buckets: int = 0
+    relative_attention_max_distance: int = 128
+    cls_token: str = SpecialTokens.cls
+    sep_token: str = SpecialTokens.sep
+    pad_token: str = SpecialTokens.pad
+    unk_token: str = SpecialTokens.unk
 
     def __post_init__(self):
         if self.activation not in ACTIVATIONS:
@@ -109,10 +128,32 @@ class EncoderConfig:
             raise ValueError(
                 f"hidden_size {self.hidden_size} is not divisible by "
                 f"num_attention_heads {self.num_attention_heads}")
+        if self.model_type not in MODEL_TYPES:
+            raise ValueError(f"unsupported encoder model_type {self.model_type!r}; "
+                             f"expected one of {', '.join(MODEL_TYPES)}")
+        if self.model_type == "mpnet" and (self.type_vocab_size
+                                           or self.relative_attention_num_buckets < 2):
+            raise ValueError("an MPNet encoder has no segment embeddings (type_vocab_size 0) "
+                             "and a relative position bias (relative_attention_num_buckets "
+                             ">= 2)")
+        if self.model_type == "bert" and (self.type_vocab_size < 1
+                                          or self.relative_attention_num_buckets):
+            raise ValueError("a BERT encoder has segment embeddings (type_vocab_size >= 1) "
+                             "and no relative position bias")
 
     @property
     def head_size(self) -> int:
         return self.hidden_size // self.num_attention_heads
+
+    @property
+    def special_tokens(self) -> SpecialTokens:
+        return SpecialTokens(self.cls_token, self.sep_token, self.pad_token, self.unk_token)
+
+    def tokenizer(self, vocab_path: str) -> SubwordTokenizer:
+        """The in-graph tokenizer of this encoder's vocabulary file: its casing, its
+        special tokens."""
+        return SubwordTokenizer(vocab_path, lower_case=self.do_lower_case,
+                                special_tokens=self.special_tokens)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -143,24 +184,49 @@ class EncoderConfig:
             return cls.from_json(f.read())
 
     @classmethod
-    def from_hf_config(cls, config: Mapping[str, Any],
-                       do_lower_case: bool | None = None) -> "EncoderConfig":
-        """From a HuggingFace BERT ``config.json`` dict (casing comes from the tokenizer)."""
+    def from_hf_config(cls, config: Mapping[str, Any], do_lower_case: bool | None = None,
+                       special_tokens: SpecialTokens | None = None) -> "EncoderConfig":
+        """From a HuggingFace BERT or MPNet ``config.json`` dict.
+
+        Args:
+          config: the dict.
+          do_lower_case: the tokenizer's casing (None: uncased).
+          special_tokens: the tokenizer's specials; None: BERT's, which an MPNet config
+            refuses (its vocabulary holds BERT's too, but it never saw them as specials).
+        """
         model_type = config.get("model_type", "bert")
-        if model_type != "bert":
+        if model_type not in MODEL_TYPES:
             raise ValueError(f"unsupported HuggingFace model_type {model_type!r}; "
-                             "only BERT encoders are supported")
+                             f"supported: {', '.join(MODEL_TYPES)}")
         position_type = config.get("position_embedding_type", "absolute")
         if position_type != "absolute":
             raise ValueError(f"unsupported position_embedding_type {position_type!r}")
-        return cls._from_keys(config, _HF_KEYS, _HF_ACTIVATIONS, do_lower_case)
+        if model_type == "bert":
+            return cls._from_keys(config, _HF_KEYS, _HF_ACTIVATIONS, do_lower_case,
+                                  special_tokens or SpecialTokens())
+        if special_tokens is None:
+            raise ValueError(f"an MPNet encoder needs its special tokens from "
+                             f"{HF_SPECIAL_TOKENS_FILE} or {HF_TOKENIZER_CONFIG_FILE}")
+        # fairseq's positions: rows up to padding_idx serve padding; real pieces start after.
+        first_position = int(config.get("pad_token_id", 1)) + 1
+        positions = int(config.get("max_position_embeddings", 512)) - first_position
+        if positions < 4:
+            raise ValueError(f"max_position_embeddings {config.get('max_position_embeddings')}"
+                             f" leaves {positions} positions after padding_idx")
+        return dataclasses.replace(
+            cls._from_keys(config, _HF_MPNET_KEYS, _HF_ACTIVATIONS, do_lower_case,
+                           special_tokens, model_type="mpnet", type_vocab_size=0,
+                           # HF's MPNet fixes the distance; the buckets are configured.
+                           relative_attention_max_distance=128),
+            max_sequence_length=positions)
 
     @classmethod
     def from_bert_config(cls, config: Mapping[str, Any],
                          do_lower_case: bool | None = None) -> "EncoderConfig":
         """From a Google ``bert_config.json`` dict."""
         _check_unfactorized(config)
-        return cls._from_keys(config, _GOOGLE_KEYS, _GOOGLE_ACTIVATIONS, do_lower_case)
+        return cls._from_keys(config, _GOOGLE_KEYS, _GOOGLE_ACTIVATIONS, do_lower_case,
+                              SpecialTokens())
 
     @classmethod
     def from_tf_models_config(cls, config: Mapping[str, Any],
@@ -169,15 +235,18 @@ class EncoderConfig:
         _check_unfactorized(config)
         if config.get("norm_first"):
             raise ValueError("pre-norm (norm_first) BERT encoders are not supported")
-        return cls._from_keys(config, _TF_MODELS_KEYS, _GOOGLE_ACTIVATIONS, do_lower_case)
+        return cls._from_keys(config, _TF_MODELS_KEYS, _GOOGLE_ACTIVATIONS, do_lower_case,
+                              SpecialTokens())
 
     @classmethod
     def _from_keys(cls, config: Mapping[str, Any], keys: Mapping[str, tuple[str | None, Any]],
-                   activations: Mapping[str, str],
-                   do_lower_case: bool | None) -> "EncoderConfig":
-        """Reads each field from its key in `config` (`keys`: field → (key, default))."""
+                   activations: Mapping[str, str], do_lower_case: bool | None,
+                   special_tokens: SpecialTokens, **fixed: Any) -> "EncoderConfig":
+        """Reads each field from its key in `config` (`keys`: field → (key, default));
+        `fixed` gives fields the format does not configure."""
         types = {"int": int, "float": float, "str": str}
-        values = {}
+        values = dict(fixed, cls_token=special_tokens.cls, sep_token=special_tokens.sep,
+                      pad_token=special_tokens.pad, unk_token=special_tokens.unk)
         for field in dataclasses.fields(cls):
             if field.name not in keys:
                 continue
@@ -210,6 +279,12 @@ _HF_KEYS = {
     "activation": ("hidden_act", "gelu"),
 }
 _GOOGLE_KEYS = {**_HF_KEYS, "norm_epsilon": (None, 1e-12)}
+# HF's MPNetConfig defaults; max_position_embeddings is read apart (fairseq's offset).
+_HF_MPNET_KEYS = {
+    **{name: key for name, key in _HF_KEYS.items()
+       if name not in ("max_sequence_length", "type_vocab_size")},
+    "relative_attention_num_buckets": ("relative_attention_num_buckets", 32),
+}
 _TF_MODELS_KEYS = {
     "vocab_size": ("vocab_size", None),
     "hidden_size": ("hidden_size", 768),
@@ -249,12 +324,31 @@ def _keras_activation(name: str):
     return name
 
 
-def build_encoder(config: EncoderConfig) -> networks.BertEncoderV2:
-    """Returns a freshly initialized `BertEncoderV2` for `config`, with its variables built.
+def build_encoder(config: EncoderConfig) -> networks.BertEncoderV2 | MPNetEncoder:
+    """Returns a freshly initialized encoder for `config` (`BertEncoderV2` or
+    `MPNetEncoder`), with its variables built.
 
     The encoder takes ``dict(input_word_ids, input_mask, input_type_ids)`` int32 [batch, length]
     and returns a dict with ``sequence_output`` [batch, length, hidden_size].
     """
+    if config.model_type == "mpnet":
+        encoder = MPNetEncoder(
+            vocab_size=config.vocab_size,
+            hidden_size=config.hidden_size,
+            num_layers=config.num_layers,
+            num_attention_heads=config.num_attention_heads,
+            max_sequence_length=config.max_sequence_length,
+            inner_dim=config.intermediate_size,
+            inner_activation=_keras_activation(config.activation),
+            output_dropout=config.hidden_dropout_rate,
+            attention_dropout=config.attention_dropout_rate,
+            norm_epsilon=config.norm_epsilon,
+            relative_attention_num_buckets=config.relative_attention_num_buckets,
+            relative_attention_max_distance=config.relative_attention_max_distance,
+            initializer=tf_keras.initializers.TruncatedNormal(stddev=config.initializer_range),
+        )
+        _build(encoder)
+        return encoder
     encoder = networks.BertEncoderV2(
         vocab_size=config.vocab_size,
         hidden_size=config.hidden_size,
@@ -274,7 +368,7 @@ def build_encoder(config: EncoderConfig) -> networks.BertEncoderV2:
 
 
 def encoder_from_config(config: EncoderConfig | Mapping[str, Any] | str
-                        ) -> networks.BertEncoderV2:
+                        ) -> networks.BertEncoderV2 | MPNetEncoder:
     """Rebuilds the encoder architecture (weights then come from a checkpoint).
 
     Args:
@@ -342,9 +436,10 @@ def load_pretrained_encoder(path: str | None = None,
     """Builds a `BertEncoderV2` and loads pretrained weights into it.
 
     Args:
-      path: an encoder directory (HuggingFace BERT, tf-models/Google TF2 or TF1 checkpoint;
-        see the module docstring), or a TF checkpoint prefix inside such a directory.
-        None: the bundled all-MiniLM-L6-v2.
+      path: an encoder directory (HuggingFace BERT or MPNet, tf-models/Google TF2 or TF1
+        checkpoint; see the module docstring), a TF checkpoint prefix inside such a
+        directory, or the name of an encoder `tetra_tf.default_encoder` fetches (e.g.
+        all-mpnet-base-v2). None: the default all-MiniLM-L6-v2.
       encoder: an already built encoder to load into (e.g. one created inside a distribution
         strategy scope); its architecture must match the directory's config.
 
@@ -352,7 +447,7 @@ def load_pretrained_encoder(path: str | None = None,
       FileNotFoundError: a required file is missing (the message names it).
       ValueError: the config is unsupported, or a weight does not fit the config.
     """
-    path = default_encoder_dir() if path is None else os.fspath(path)
+    path = default_encoder_dir() if path is None else default_encoder.resolve(os.fspath(path))
     directory, checkpoint_prefix = _split_checkpoint_path(path)
     vocab_path = os.path.join(directory, VOCAB_FILE)
     config = _read_config(directory)
@@ -371,13 +466,18 @@ def load_pretrained_encoder(path: str | None = None,
     elif not encoder.built:
         _build(encoder)
 
-    if source == "hf-safetensors":
-        from safetensors.numpy import load_file  # pylint: disable=import-outside-toplevel
-        _assign_bert_weights(encoder, config, _strip_hf_names(load_file(weights_path)),
-                             weights_path)
-    elif source == "hf-pytorch":
-        _assign_bert_weights(encoder, config, _strip_hf_names(_load_torch(weights_path)),
-                             weights_path)
+    if source in ("hf-safetensors", "hf-pytorch"):
+        if source == "hf-safetensors":
+            from safetensors.numpy import load_file  # pylint: disable=import-outside-toplevel
+            weights = _strip_hf_names(load_file(weights_path))
+        else:
+            weights = _strip_hf_names(_load_torch(weights_path))
+        if config.model_type == "mpnet":
+            weights = _mpnet_to_bert_names(weights, config, weights_path)
+        _assign_bert_weights(encoder, config, weights, weights_path)
+    elif config.model_type != "bert":
+        raise ValueError(f"{weights_path}: {config.model_type} weights load from HuggingFace "
+                         f"files ({SAFETENSORS_FILE}) only")
     else:
         source = _restore_tf_checkpoint(encoder, config, weights_path)
     return PretrainedEncoder(encoder=encoder, config=config, vocab_path=vocab_path,
@@ -425,12 +525,15 @@ def _read_config(directory: str) -> EncoderConfig:
     if exists(ENCODER_CONFIG_FILE):
         return EncoderConfig.load(os.path.join(directory, ENCODER_CONFIG_FILE))
     if exists(HF_CONFIG_FILE):
-        tokenizer_lower = None
-        if exists(HF_TOKENIZER_CONFIG_FILE):
-            tokenizer_lower = _read_json(
-                os.path.join(directory, HF_TOKENIZER_CONFIG_FILE)).get("do_lower_case")
+        tokenizer_config = (_read_json(os.path.join(directory, HF_TOKENIZER_CONFIG_FILE))
+                            if exists(HF_TOKENIZER_CONFIG_FILE) else None)
+        special_tokens_map = (_read_json(os.path.join(directory, HF_SPECIAL_TOKENS_FILE))
+                              if exists(HF_SPECIAL_TOKENS_FILE) else None)
+        hf_config = _read_json(os.path.join(directory, HF_CONFIG_FILE))
         return EncoderConfig.from_hf_config(
-            _read_json(os.path.join(directory, HF_CONFIG_FILE)), casing(tokenizer_lower))
+            hf_config, casing((tokenizer_config or {}).get("do_lower_case")),
+            _hf_special_tokens(directory, special_tokens_map, tokenizer_config,
+                               every_one=hf_config.get("model_type", "bert") != "bert"))
     if exists(BERT_CONFIG_FILE):
         return EncoderConfig.from_bert_config(
             _read_json(os.path.join(directory, BERT_CONFIG_FILE)), casing())
@@ -446,6 +549,37 @@ def _read_config(directory: str) -> EncoderConfig:
     raise FileNotFoundError(
         f"{directory}: missing encoder config ({HF_CONFIG_FILE}, {BERT_CONFIG_FILE}, "
         f"{ENCODER_CONFIG_FILE} or {TF_MODELS_PARAMS_FILE})")
+
+
+_SPECIAL_TOKEN_KEYS = {"cls": "cls_token", "sep": "sep_token", "pad": "pad_token",
+                       "unk": "unk_token"}
+
+
+def _hf_special_tokens(directory: str, special_tokens_map: Mapping[str, Any] | None,
+                       tokenizer_config: Mapping[str, Any] | None,
+                       every_one: bool) -> SpecialTokens | None:
+    """The special tokens a HF tokenizer names (special_tokens_map.json, else
+    tokenizer_config.json); None when neither file names any. Each entry is a string or
+    an AddedToken dict ({"content": ...}); one named by neither file keeps BERT's, unless
+    `every_one` must be named (for a vocabulary that is not BERT's)."""
+    found = {}
+    for name, key in _SPECIAL_TOKEN_KEYS.items():
+        for source in (special_tokens_map, tokenizer_config):
+            value = (source or {}).get(key)
+            if isinstance(value, dict):
+                value = value.get("content")
+            if value is not None:
+                if not isinstance(value, str) or not value:
+                    raise ValueError(f"{directory}: {key} {value!r} is not a token")
+                found[name] = value
+                break
+    if not found:
+        return None
+    missing = [key for name, key in _SPECIAL_TOKEN_KEYS.items() if name not in found]
+    if every_one and missing:
+        raise ValueError(f"{directory}: neither {HF_SPECIAL_TOKENS_FILE} nor "
+                         f"{HF_TOKENIZER_CONFIG_FILE} names the {', '.join(missing)}")
+    return SpecialTokens(**found)
 
 
 def _find_weights(directory: str) -> tuple[str, str]:
@@ -483,15 +617,47 @@ def _load_torch(path: str) -> dict[str, np.ndarray]:
 
 
 def _strip_hf_names(weights: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """HF names without the model prefix (``bert.``) and with LayerNorm gamma/beta renamed."""
+    """HF names without the model prefix (``bert.``, ``mpnet.``) and with LayerNorm
+    gamma/beta renamed."""
     stripped = {}
     for name, value in weights.items():
-        if name.startswith("bert."):
-            name = name[len("bert."):]
+        for prefix in ("bert.", "mpnet."):
+            if name.startswith(prefix):
+                name = name[len(prefix):]
         name = name.replace("LayerNorm.gamma", "LayerNorm.weight")
         name = name.replace("LayerNorm.beta", "LayerNorm.bias")
         stripped[name] = value
     return stripped
+
+
+# HF MPNet's block weights under the names of HF BERT's, which `_assign_bert_weights` reads.
+_MPNET_TO_BERT_NAMES = (
+    (".attention.attn.q.", ".attention.self.query."),
+    (".attention.attn.k.", ".attention.self.key."),
+    (".attention.attn.v.", ".attention.self.value."),
+    (".attention.attn.o.", ".attention.output.dense."),
+    (".attention.LayerNorm.", ".attention.output.LayerNorm."),
+)
+_POSITION_TABLE = "embeddings.position_embeddings.weight"
+
+
+def _mpnet_to_bert_names(weights: Mapping[str, np.ndarray], config: EncoderConfig,
+                         source: str) -> dict[str, np.ndarray]:
+    """HF MPNet weights → HF BERT names, the position table without fairseq's leading
+    padding rows (so that its row 0 serves the first piece, as in BERT)."""
+    renamed = {}
+    for name, value in weights.items():
+        for old, new in _MPNET_TO_BERT_NAMES:
+            name = name.replace(old, new)
+        renamed[name] = value
+    table = renamed.get(_POSITION_TABLE)
+    if table is not None:
+        padding_rows = table.shape[0] - config.max_sequence_length
+        if padding_rows < 1:
+            raise ValueError(f"{source}: {_POSITION_TABLE} has {table.shape[0]} rows, too few "
+                             f"for {config.max_sequence_length} positions after padding_idx")
+        renamed[_POSITION_TABLE] = table[padding_rows:]
+    return renamed
 
 
 def _tf1_to_hf_names(reader) -> dict[str, np.ndarray]:
@@ -517,7 +683,8 @@ def _tf1_to_hf_names(reader) -> dict[str, np.ndarray]:
 
 def _assign_bert_weights(encoder, config: EncoderConfig, weights: Mapping[str, np.ndarray],
                          source: str) -> None:
-    """Copies HF-named, HF-layout BERT weights into a built BertEncoderV2."""
+    """Copies HF-named, HF-layout BERT weights into a built BertEncoderV2 (or MPNet's,
+    renamed by `_mpnet_to_bert_names`, into an MPNetEncoder)."""
     hidden, heads, head_size = config.hidden_size, config.num_attention_heads, config.head_size
     # pylint: disable=protected-access
     assignments: list[tuple[tf.Variable, str, Any]] = []
@@ -534,10 +701,13 @@ def _assign_bert_weights(encoder, config: EncoderConfig, weights: Mapping[str, n
         add(layer.bias, prefix + ".bias", lambda b: b.reshape(bias_shape))
 
     add(encoder._embedding_layer.embeddings, "embeddings.word_embeddings.weight")
-    add(encoder._position_embedding_layer._position_embeddings,
-        "embeddings.position_embeddings.weight")
-    add(encoder._type_embedding_layer.embeddings, "embeddings.token_type_embeddings.weight")
+    add(encoder._position_embedding_layer._position_embeddings, _POSITION_TABLE)
+    if encoder._type_embedding_layer is not None:
+        add(encoder._type_embedding_layer.embeddings, "embeddings.token_type_embeddings.weight")
     layer_norm(encoder._embedding_norm_layer, "embeddings.LayerNorm")
+    if config.relative_attention_num_buckets:
+        add(encoder._relative_position_bias._relative_attention_bias,
+            "encoder.relative_attention_bias.weight")
     for i, block in enumerate(encoder.transformer_layers):
         prefix = f"encoder.layer.{i}"
         attention = block._attention_layer
@@ -553,7 +723,7 @@ def _assign_bert_weights(encoder, config: EncoderConfig, weights: Mapping[str, n
         dense(block._output_dense, f"{prefix}.output.dense",
               (config.intermediate_size, hidden), (hidden,))
         layer_norm(block._output_layer_norm, f"{prefix}.output.LayerNorm")
-    if "pooler.dense.weight" in weights:
+    if "pooler.dense.weight" in weights and getattr(encoder, "_pooler_layer", None):
         dense(encoder._pooler_layer, "pooler.dense", (hidden, hidden), (hidden,))
     # pylint: enable=protected-access
 

@@ -559,8 +559,7 @@ def build_module(checkpoints: Sequence[tuple[str, str]],
                                     f"their {listed}{differences[-1]} differ")
         members.append((tagger, spec))
     spec = members[0][1]
-    tokenizer = SubwordTokenizer(model_dir_lib.encoder_vocab_path(first_dir),
-                                 lower_case=spec.encoder.do_lower_case)
+    tokenizer = spec.encoder.tokenizer(model_dir_lib.encoder_vocab_path(first_dir))
     return ParserModule([tagger for tagger, _ in members], spec.encoder, tokenizer,
                         vocabularies[0], spec.max_stack_depth, length_multiple, encoder_dtype,
                         pack_length)

@@ -171,6 +171,20 @@ def lower_case(export_dir: str) -> bool | None:
     return vocabulary_is_uncased(text.splitlines())
 
 
+def special_tokens(export_dir: str) -> dict[str, str]:
+    """The export's tokenizer's special tokens (cls, sep, pad, unk), as its model card
+    records them; BERT's for a card that predates them (every such export is a BERT's)."""
+    card = read_card(export_dir)
+    recorded = ((card or {}).get("encoder") or {}).get("special_tokens")
+    if isinstance(recorded, dict) and all(isinstance(recorded.get(key), str)
+                                          for key in _SPECIAL_TOKEN_KEYS):
+        return {key: recorded[key] for key in _SPECIAL_TOKEN_KEYS}
+    return dict(zip(_SPECIAL_TOKEN_KEYS, ("[CLS]", "[SEP]", "[PAD]", "[UNK]")))
+
+
+_SPECIAL_TOKEN_KEYS = ("cls", "sep", "pad", "unk")
+
+
 def describe(export_dir: str) -> str:
     """The export's model card as text (`render_card`), or a line saying it has none.
 

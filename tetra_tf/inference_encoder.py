@@ -1,16 +1,21 @@
-"""BERT's forward pass for inference only, in plain TF ops: what the SavedModel runs."""
+"""BERT's and MPNet's forward pass for inference only, in plain TF ops: what the SavedModel
+runs."""
 
 from __future__ import annotations
 
 
 import numpy as np
 import tensorflow as tf
+# The bucketing `MPNetEncoder`'s RelativePositionBias layer trains with.
+from official.nlp.modeling.layers.position_embedding import _relative_position_bucket
 
 from tetra_tf import encoders
+from tetra_tf.mpnet_encoder import MASKED_SCORE_BIAS
 
 
 class InferenceEncoder(tf.Module):
-    """A `BertEncoderV2`'s forward pass for inference, in plain TF ops on 2-D matmuls.
+    """A `BertEncoderV2`'s (or `MPNetEncoder`'s) forward pass for inference, in plain TF
+    ops on 2-D matmuls.
 
     tf-models' layers compute attention and dense layers with einsums over 3-D and 4-D
     tensors; on CPU, one fused query/key/value matmul and plain [tokens, hidden] matmuls
@@ -20,7 +25,9 @@ class InferenceEncoder(tf.Module):
     rounding (post-norm blocks, masked softmax, no dropout).
 
     The query kernel and bias are stored pre-scaled by 1/√head_size, so the attention
-    scores need no scaling pass over the [N, heads, L, L] tensor.
+    scores need no scaling pass over the [N, heads, L, L] tensor. MPNet's relative position
+    bias is added to the padding mask's once per call, so every layer adds one bias as
+    BERT's layers do.
 
     With ``compute_dtype=tf.bfloat16`` the dense layers' kernels are stored in bfloat16 and
     their matmuls run in bfloat16 (oneDNN's AVX-512 BF16 path on CPUs that have it). The
@@ -33,7 +40,7 @@ class InferenceEncoder(tf.Module):
     def __init__(self, encoder, config: encoders.EncoderConfig,
                  compute_dtype: tf.DType = tf.float32, layer_weights=None):
         """Args:
-          encoder: the trained `BertEncoderV2`.
+          encoder: the trained `BertEncoderV2` or `MPNetEncoder`.
           config: its configuration.
           compute_dtype: float32 or bfloat16, for the dense layers' matmuls.
           layer_weights: the tagger's layer mix (`TetraTagger.layer_weights`): the output is
@@ -49,6 +56,8 @@ class InferenceEncoder(tf.Module):
         self._head_size = config.head_size
         self._epsilon = config.norm_epsilon
         self._activation = config.activation
+        self._relative_buckets = config.relative_attention_num_buckets
+        self._relative_max_distance = config.relative_attention_max_distance
         # The mix is fixed once trained: Python floats, folded into the graph as constants.
         self._layer_weights = {}
         if layer_weights is not None:
@@ -68,7 +77,14 @@ class InferenceEncoder(tf.Module):
         self.word_embeddings = copy(encoder._embedding_layer.embeddings, "word_embeddings")
         self.position_embeddings = copy(
             encoder._position_embedding_layer._position_embeddings, "position_embeddings")
-        self.type_embeddings = copy(encoder._type_embedding_layer.embeddings, "type_embeddings")
+        # None for MPNet, which has neither segment embeddings nor a position bias in BERT.
+        self.type_embeddings = (
+            copy(encoder._type_embedding_layer.embeddings, "type_embeddings")
+            if encoder._type_embedding_layer is not None else None)
+        self.relative_attention_bias = (
+            copy(encoder._relative_position_bias._relative_attention_bias,
+                 "relative_attention_bias")  # [buckets, heads]
+            if self._relative_buckets else None)
         self.embedding_norm = [copy(encoder._embedding_norm_layer.gamma, "embedding_gamma"),
                                copy(encoder._embedding_norm_layer.beta, "embedding_beta")]
         self.blocks = []
@@ -120,6 +136,22 @@ class InferenceEncoder(tf.Module):
             return tf.nn.gelu(x, approximate=True)
         return tf.nn.relu(x)
 
+    def _position_bias(self, length: tf.Tensor, position_ids: tf.Tensor | None) -> tf.Tensor:
+        """MPNet's relative position bias: [1, heads, L, L] (positions 0 … L − 1), or
+        [N, heads, L, L] from each row's position ids (packed windows)."""
+        if position_ids is None:
+            positions = tf.range(length)
+            relative = positions[None, :] - positions[:, None]  # [L, L]: key − query
+        else:
+            relative = position_ids[:, None, :] - position_ids[:, :, None]  # [N, L, L]
+        buckets = _relative_position_bucket(
+            relative, bidirectional=True, num_buckets=self._relative_buckets,
+            max_distance=self._relative_max_distance)
+        bias = tf.gather(self.relative_attention_bias, buckets)  # [..., L, L, heads]
+        if position_ids is None:
+            return tf.transpose(bias, [2, 0, 1])[None]
+        return tf.transpose(bias, [0, 3, 1, 2])
+
     def __call__(self, input_word_ids: tf.Tensor, input_mask: tf.Tensor,
                  input_type_ids: tf.Tensor, position_ids: tf.Tensor | None = None,
                  segment_ids: tf.Tensor | None = None) -> tf.Tensor:
@@ -135,16 +167,21 @@ class InferenceEncoder(tf.Module):
         hidden = self.word_embeddings.shape[1]
         positions = (self.position_embeddings[:length][None] if position_ids is None
                      else tf.gather(self.position_embeddings, position_ids))
-        x = (tf.gather(self.word_embeddings, input_word_ids) + positions
-             + tf.gather(self.type_embeddings, input_type_ids))
+        x = tf.gather(self.word_embeddings, input_word_ids) + positions
+        if self.type_embeddings is not None:
+            x += tf.gather(self.type_embeddings, input_type_ids)
         x = tf.reshape(self._layer_norm(x, *self.embedding_norm), [-1, hidden])
         # Keys a query may not see get a large negative score: exp() of it is exactly 0.
         if segment_ids is None:
-            mask_bias = (1.0 - tf.cast(input_mask, tf.float32))[:, None, None, :] * -1e9
+            mask_bias = ((1.0 - tf.cast(input_mask, tf.float32))[:, None, None, :]
+                         * MASKED_SCORE_BIAS)
         else:
             same_window = (tf.equal(segment_ids[:, :, None], segment_ids[:, None, :])
                            & (segment_ids[:, None, :] > 0))
-            mask_bias = (1.0 - tf.cast(same_window, tf.float32))[:, None, :, :] * -1e9
+            mask_bias = ((1.0 - tf.cast(same_window, tf.float32))[:, None, :, :]
+                         * MASKED_SCORE_BIAS)
+        if self.relative_attention_bias is not None:
+            mask_bias += self._position_bias(length, position_ids)
         mixed = None
         for i, block in enumerate(self.blocks):
             qkv = self._dense(x, block["qkv_kernel"], block["qkv_bias"])

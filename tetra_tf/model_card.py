@@ -10,6 +10,7 @@ assets.extra) plus a short ``model_card.md`` rendering. Reading a card back (`Pa
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import os
 from typing import Any
@@ -191,6 +192,8 @@ def build(checkpoints: list[tuple[str, str]], module) -> dict[str, Any]:
             "max_sequence_length_subword_pieces": encoder.max_sequence_length,
             "wordpiece_vocabulary": encoder.vocab_size,
             "lower_case": encoder.do_lower_case,
+            "model_type": encoder.model_type,
+            "special_tokens": dataclasses.asdict(encoder.special_tokens),
         },
         "parameters": encoder_parameters + head_parameters,
         "tag_vocabularies": {

@@ -18,6 +18,7 @@ Rust's Unicode versions, and a word-final capital sigma (``Σ`` → ``ς`` here,
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import tensorflow as tf
@@ -29,6 +30,19 @@ CLS_TOKEN = "[CLS]"
 SEP_TOKEN = "[SEP]"
 PAD_TOKEN = "[PAD]"
 UNK_TOKEN = "[UNK]"
+
+
+@dataclasses.dataclass(frozen=True)
+class SpecialTokens:
+    """The vocabulary entries a window starts and ends with, pads with, and gives a word
+    WordPiece cannot spell. BERT's by default; MPNet's are ``<s>``, ``</s>``, ``<pad>`` and
+    ``[UNK]`` (its vocabulary also holds ``[CLS]``, ``[SEP]`` and ``[PAD]``, which it never
+    saw as specials), read from a checkpoint's tokenizer files."""
+
+    cls: str = CLS_TOKEN
+    sep: str = SEP_TOKEN
+    pad: str = PAD_TOKEN
+    unk: str = UNK_TOKEN
 
 # Work bounds, in subword pieces (what the encoder's cost grows with). A word's pieces past
 # the cap are dropped from its middle, keeping its last piece (whose position the heads read).
@@ -67,23 +81,25 @@ def read_vocab(vocab_path: str) -> list[str]:
 
 
 class SubwordTokenizer(tf.Module):
-    """Words → WordPiece ids over a BERT vocab.txt, as TF ops.
+    """Words → WordPiece ids over a BERT-style vocab.txt, as TF ops.
 
     The vocabulary file is a tracked asset: saving a tf.Module that holds this tokenizer
     with tf.saved_model.save copies it into the SavedModel.
 
     Attributes:
-      cls_id, sep_id, pad_id, unk_id: ids of [CLS], [SEP], [PAD], [UNK].
+      special_tokens: the `SpecialTokens` in use.
+      cls_id, sep_id, pad_id, unk_id: their ids.
       vocab_size: number of entries in vocab.txt.
       lower_case: whether text is lowercased and stripped of accents.
     """
 
     def __init__(self, vocab_path: str, lower_case: bool, unescape_ptb: bool = True,
                  max_pieces_per_word: int | None = MAX_PIECES_PER_WORD,
-                 name: str | None = None):
+                 name: str | None = None, special_tokens: SpecialTokens = SpecialTokens()):
         """Args:
           vocab_path: the encoder's vocab.txt.
           lower_case: True for uncased vocabularies.
+          special_tokens: the encoder's special tokens (default: BERT's).
           unescape_ptb: map PTB escapes (-LRB-, ``, \\/ ...) to text before tokenizing.
           max_pieces_per_word: a longer word keeps its first max_pieces_per_word − 1 pieces
             and its last one; words over 2 × WORD_EDGE_CHARS characters are tokenized from
@@ -97,20 +113,20 @@ class SubwordTokenizer(tf.Module):
         ids = {}
         for index, token in enumerate(vocab):
             ids.setdefault(token, index)
-        missing = [t for t in (CLS_TOKEN, SEP_TOKEN, PAD_TOKEN, UNK_TOKEN) if t not in ids]
+        tokens = dataclasses.astuple(special_tokens)
+        missing = [t for t in tokens if t not in ids]
         if missing:
             raise ValueError(f"{vocab_path}: vocabulary lacks {', '.join(missing)}")
-        self.cls_id = ids[CLS_TOKEN]
-        self.sep_id = ids[SEP_TOKEN]
-        self.pad_id = ids[PAD_TOKEN]
-        self.unk_id = ids[UNK_TOKEN]
+        self.special_tokens = special_tokens
+        self.cls_id, self.sep_id, self.pad_id, self.unk_id = (ids[t] for t in tokens)
         self.vocab_size = len(vocab)
         self.lower_case = bool(lower_case)
         self.unescape_ptb = bool(unescape_ptb)
         # Normalization is done by `_normalize` (HF-compatible), so the tokenizer itself only
         # splits on whitespace/punctuation/CJK and runs WordPiece.
         self._bert_tokenizer = tf_text.BertTokenizer(
-            vocab_path, token_out_type=tf.int32, unknown_token=UNK_TOKEN, lower_case=False)
+            vocab_path, token_out_type=tf.int32, unknown_token=special_tokens.unk,
+            lower_case=False)
 
     def _normalize(self, words: tf.Tensor) -> tf.Tensor:
         if self.unescape_ptb:

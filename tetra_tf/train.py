@@ -647,7 +647,7 @@ def _prepare_run(train_dirs, dev_data, model_dir, config, strategy, encoder_path
         check_same_vocabulary(directory, vocabs, "--train_data")
     encoder_vocab = (pretrained.vocab_path if pretrained
                      else model_dir_lib.encoder_vocab_path(model_dir))
-    tokenizer = SubwordTokenizer(encoder_vocab, lower_case=spec.encoder.do_lower_case)
+    tokenizer = spec.encoder.tokenizer(encoder_vocab)
     train_set, train_summary = load_training_data(
         train_dirs, vocabs, tokenizer, input_config, "--train_data",
         teacher_log_probs=config.distillation_weight > 0)
@@ -818,8 +818,7 @@ def load_model_on_data(model_dir: str, data_dir: str, checkpoint: str | None = N
     vocabs = TagVocabularies.load(model_dir_lib.vocab_dir(model_dir))
     check_same_vocabulary(data_dir, vocabs, what)
     model, spec = model_dir_lib.load_tagger(model_dir, checkpoint)
-    tokenizer = SubwordTokenizer(model_dir_lib.encoder_vocab_path(model_dir),
-                                 lower_case=spec.encoder.do_lower_case)
+    tokenizer = spec.encoder.tokenizer(model_dir_lib.encoder_vocab_path(model_dir))
     input_config = input_pipeline.InputConfig(batch_size=batch_size)
     data, summary = load_training_data(data_dir, vocabs, tokenizer, input_config, what)
     predict = tf.function(lambda x: model(x, training=False), reduce_retracing=True)
@@ -912,10 +911,11 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     flags.DEFINE_string("model_dir", None, "Where checkpoints, the best model and logs are written. "
                         "Rerunning with the same directory resumes training, with the "
                         "recipe it began with (--epochs and --keep may change).", **into)
-    flags.DEFINE_string("encoder", None, "Pretrained BERT: a HuggingFace directory (config.json, "
-                        "model.safetensors, vocab.txt) or a tf-models checkpoint directory. "
-                        "Default: all-MiniLM-L6-v2 (`python -m tetra_tf.default_encoder` "
-                        "fetches it).", **into)
+    flags.DEFINE_string("encoder", None, "Pretrained encoder: all-MiniLM-L6-v2 (the default) "
+                        "or all-mpnet-base-v2 by name (`python -m tetra_tf.default_encoder "
+                        "[--encoder=NAME]` fetches them), a HuggingFace BERT or MPNet "
+                        "directory (config.json, model.safetensors, vocab.txt) or a tf-models "
+                        "BERT checkpoint directory.", **into)
     flags.DEFINE_string("tpu", None, "TPU name, or 'local': train with TPUStrategy.", **into)
     flags.DEFINE_enum("strategy", "default", ["default", "mirrored", "multi_worker"],
                       "Strategy when --tpu is not set (multi_worker reads TF_CONFIG).", **into)

@@ -22,17 +22,21 @@ class PieceCounter:
 
     Uses tetra_tf.tokenization.SubwordTokenizer on the export's own vocabulary asset. A
     word's pieces past max_pieces_per_word are dropped by the graph, so a word counts
-    min(pieces, max_pieces_per_word). Lower-casing is the export's (`export_format.lower_case`:
-    its model card, else its vocabulary).
+    min(pieces, max_pieces_per_word). Lower-casing and the special tokens are the export's
+    (`export_format.lower_case`: its model card, else its vocabulary;
+    `export_format.special_tokens`).
     """
 
-    def __init__(self, vocab_path: str, max_pieces_per_word: int, lower_case: bool) -> None:
+    def __init__(self, vocab_path: str, max_pieces_per_word: int, lower_case: bool,
+                 special_tokens: dict[str, str] | None = None) -> None:
         import tensorflow as tf
 
         from tetra_tf import tokenization
 
         self.max_pieces_per_word = max_pieces_per_word
-        self._tokenizer = tokenization.SubwordTokenizer(vocab_path, lower_case=lower_case)
+        self._tokenizer = tokenization.SubwordTokenizer(
+            vocab_path, lower_case=lower_case,
+            special_tokens=tokenization.SpecialTokens(**(special_tokens or {})))
 
         @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
         def count(words: tf.Tensor) -> tf.Tensor:
@@ -119,7 +123,8 @@ class ServedModel:
         vocab_path = export_format.encoder_vocab_path(export_dir)
         lower_case = export_format.lower_case(export_dir)
         self.piece_counter = (
-            PieceCounter(vocab_path, self.limits.sentence.max_pieces_per_word, lower_case)
+            PieceCounter(vocab_path, self.limits.sentence.max_pieces_per_word, lower_case,
+                         export_format.special_tokens(export_dir))
             if os.path.isfile(vocab_path) and lower_case is not None
             and self.limits.sentence.max_pieces_per_word
             else None)
