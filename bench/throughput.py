@@ -25,9 +25,10 @@ concurrent calls on its share of the cores: `tetra_tf.cpu.share_cores`) unless
 per-batch timings, Parser one call at a time, the matmul peak) run on one call's share of
 the cores: on a 2-core CPU, one core.
 
-With --compare_export_dir, a second export of the same model (e.g. exported with
---encoder_dtype=bfloat16) is measured the same way right after the first, on the same
-batches, beside the same reference run. The header names the CPU and its vector
+With --compare_export_dir, further exports (of the same model exported with
+--encoder_dtype=bfloat16, or of another encoder: the MPNet model beside the MiniLM one) are
+measured the same way right after the first, on the same batches, beside the same
+reference run; each is named by its encoder, compute dtype and packing. The header names the CPU and its vector
 extensions and TensorFlow's best 2048 × 2048 matmul in float32 and bfloat16 (the practical
 peak); a second table gives, per export, the milliseconds per sentence of tokenization,
 the encoder, the rest of the graph (decoding, tree strings) and the host's nltk Trees
@@ -49,7 +50,7 @@ heads (vocabularies of the NLTK-sample training split): the speed is the same as
 trained model's.
 
 Usage: python bench/throughput.py [--export_dir=DIR | --checkpoint=MODEL_DIR] [--repeats=3]
-    [--compare_export_dir=DIR] [--f1] [--intra_op_threads=N] [--inter_op_threads=N]
+    [--compare_export_dir=DIR[,DIR...]] [--f1] [--intra_op_threads=N] [--inter_op_threads=N]
     [--batch_sizes=1,16,64] [--noreference]
 Exit codes: 0 success, 1 failure, 2 usage error (e.g. NLTK sample not found).
 """
@@ -101,9 +102,10 @@ _REFERENCE = flags.DEFINE_bool(
     "PyTorch, in a subprocess) on the same sentences and batches.")
 _FILE_ORDER = flags.DEFINE_bool("file_order", True,
                                 "Also time the test split in file order at batch 64.")
-_COMPARE = flags.DEFINE_string(
-    "compare_export_dir", None, "A second export of the same model (e.g. exported with "
-    "--encoder_dtype=bfloat16) measured side by side with the first, batch by batch.")
+_COMPARE = flags.DEFINE_list(
+    "compare_export_dir", [], "Further exports (e.g. the same model exported with "
+    "--encoder_dtype=bfloat16, or another encoder's) measured side by side with the first, "
+    "batch by batch.")
 _F1 = flags.DEFINE_bool("f1", False, "Also score each export on the test split "
                         "(tools/eval_export.py, gold POS; meaningless for random heads).")
 
@@ -297,11 +299,12 @@ def main(argv):
             export.export(checkpoint, export_dir)
             print(f"exported {checkpoint} in {time.time() - started:.1f} s")
             model_dir = model_dir_lib.resolve_checkpoint(checkpoint)[0]
-        exports = [export_dir] + ([_COMPARE.value] if _COMPARE.value else [])
+        exports = [export_dir] + list(_COMPARE.value)
         started = time.time()
         parsers = [Parser(directory) for directory in exports]
         cards = [export_format.read_card(directory) for directory in exports]
-        names = [f"{card['encoder'].get('compute_dtype', 'float32')}, pack "
+        names = [f"{os.path.basename(card['encoder'].get('name') or '?')}, "
+                 f"{card['encoder'].get('compute_dtype', 'float32')}, pack "
                  f"{card['encoder'].get('pack_length', 0)}" for card in cards]
         print(f"CPU: {cpu.describe()}")
         peaks = {dtype.name: matmul_gflops(dtype) for dtype in (tf.float32, tf.bfloat16)}
