@@ -278,6 +278,19 @@ def tiny_export_dir(tmp_path_factory) -> str:
 
 
 @pytest.fixture(scope="session")
+def tiny_mpnet_export_dir(tmp_path_factory) -> str:
+    """A SavedModel of tests/tiny_model.py's random MPNet model (shared, read-only)."""
+    import tiny_model
+    from tetra_tf import export
+
+    def build(root):
+        tiny_model.make_model_dir(os.path.join(root, "model"), model_type="mpnet")
+        export.export(os.path.join(root, "model"), os.path.join(root, "tetra", "1"))
+
+    return os.path.join(built_once(tmp_path_factory, "tiny_mpnet_export", build), "tetra", "1")
+
+
+@pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory) -> str:
     """The model directory `tiny_export_dir` was exported from (shared, read-only)."""
     return os.path.join(_tiny_export_root(tmp_path_factory), "model")

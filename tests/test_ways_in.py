@@ -172,11 +172,15 @@ def _spacy(export_dir: str, lines: list[str]) -> list[tuple | None]:
     return answers
 
 
-def test_every_way_in_gives_the_same_tree_or_reason_for_every_line(tiny_export_dir, tmp_path):
+@pytest.mark.parametrize("encoder", ["bert", "mpnet"])
+def test_every_way_in_gives_the_same_tree_or_reason_for_every_line(encoder, request, tmp_path):
     pytest.importorskip("apache_beam")
     pytest.importorskip("grpc")
     from tetra_tf.parser import Parser
 
+    # MPNet's export: other special tokens and a relative position bias, the same contract.
+    tiny_export_dir = request.getfixturevalue(
+        {"bert": "tiny_export_dir", "mpnet": "tiny_mpnet_export_dir"}[encoder])
     parser = Parser(tiny_export_dir)
     lines = odd_lines(parser.sentence_limits.max_pieces)
     expected = _parser_answers(parser, lines)
