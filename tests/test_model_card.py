@@ -82,6 +82,28 @@ def test_export_without_a_card_still_loads_and_says_so(tiny_export_dir, tmp_path
     assert result.returncode == 2 and "no SavedModel" in result.stderr
 
 
+def test_special_tokens_are_the_cards_else_berts_for_a_bert(tmp_path):
+    import pytest
+
+    from tetra_tf.errors import ExportError
+
+    def card_with(encoder):
+        path = tmp_path / export_format.CARD_FILE
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"encoder": encoder}))
+        return str(tmp_path)
+
+    mpnet = {"cls": "<s>", "sep": "</s>", "pad": "<pad>", "unk": "[UNK]"}
+    assert export_format.special_tokens(card_with(
+        {"model_type": "mpnet", "special_tokens": mpnet})) == export_format.SpecialTokens(
+            **mpnet)
+    # A card from before the field (every such export is a BERT's), or no card at all.
+    assert export_format.special_tokens(card_with({})) == export_format.SpecialTokens()
+    assert export_format.special_tokens(str(tmp_path / "none")) == export_format.SpecialTokens()
+    with pytest.raises(ExportError, match="mpnet encoder's card must name its special"):
+        export_format.special_tokens(card_with({"model_type": "mpnet"}))
+
+
 def test_card_without_training_records_says_what_is_missing(tiny_export_dir):
     card = export_format.read_card(tiny_export_dir)
     assert card["training"] is None and card["scores"]["dev"] is None

@@ -58,8 +58,8 @@ def mpnet_forward(directory: str, input_ids: np.ndarray, attention_mask: np.ndar
     x = _layer_norm(x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"], eps)
     length = input_ids.shape[1]
     relative = np.arange(length)[None, :] - np.arange(length)[:, None]
-    bias = w["encoder.relative_attention_bias.weight"][
-        _bucket(relative, config["relative_attention_num_buckets"], 128)]  # [L, L, heads]
+    # MPNetEncoder.compute_position_bias buckets with its defaults, whatever the config.
+    bias = w["encoder.relative_attention_bias.weight"][_bucket(relative, 32, 128)]
     bias = bias.transpose(2, 0, 1)[None]
     extended_mask = (1.0 - attention_mask[:, None, None, :]) * np.finfo(np.float32).min
     batch, hidden = x.shape[0], x.shape[2]
@@ -194,22 +194,53 @@ def test_hf_mpnet_weights_with_a_model_prefix_load_the_same(tmp_path, tiny_mpnet
     weights["lm_head.dense.weight"] = np.zeros([16, 16], np.float32)
     save_file(weights, os.path.join(directory, "model.safetensors"))
     prefixed = encoders.load_pretrained_encoder(directory)
+    assert len(prefixed.encoder.variables) == len(pretrained.encoder.variables)
     for a, b in zip(prefixed.encoder.variables, pretrained.encoder.variables):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
 
 
+def test_special_tokens_may_be_added_token_dicts(tmp_path):
+    directory = write_tiny_mpnet(str(tmp_path), layers=1)
+    tokens = {key: {"content": value, "lstrip": False, "normalized": False}
+              for key, value in MPNET_SPECIAL_TOKENS.items()}
+    json.dump(tokens, open(os.path.join(directory, "special_tokens_map.json"), "w"))
+    os.remove(os.path.join(directory, "tokenizer_config.json"))
+    config = encoders.load_pretrained_encoder(directory).config
+    assert (config.cls_token, config.sep_token, config.pad_token, config.unk_token) == (
+        "<s>", "</s>", "<pad>", "[UNK]")
+
+
+def test_a_position_table_that_disagrees_with_the_config_is_refused(tmp_path):
+    from safetensors.numpy import save_file
+
+    directory = write_tiny_mpnet(str(tmp_path), layers=1)
+    weights = load_file(os.path.join(directory, "model.safetensors"))
+    table = weights["embeddings.position_embeddings.weight"]
+    weights["embeddings.position_embeddings.weight"] = table[1:]  # one padding row only
+    save_file(weights, os.path.join(directory, "model.safetensors"))
+    with pytest.raises(ValueError, match="has 201 rows; the config says 2 padding rows and "
+                                         "200 positions"):
+        encoders.load_pretrained_encoder(directory)
+
+
 def test_mpnet_config_checks():
-    with pytest.raises(ValueError, match="no segment embeddings"):
-        encoders.EncoderConfig(vocab_size=10, hidden_size=8, num_attention_heads=2,
-                               model_type="mpnet", relative_attention_num_buckets=32)
-    with pytest.raises(ValueError, match="segment embeddings"):
-        encoders.EncoderConfig(vocab_size=10, hidden_size=8, num_attention_heads=2,
-                               relative_attention_num_buckets=32)
+    small = dict(vocab_size=10, hidden_size=8, num_attention_heads=2)
+    with pytest.raises(ValueError, match="type_vocab_size 2: an MPNet encoder has no segment"):
+        encoders.EncoderConfig(**small, model_type="mpnet", relative_attention_num_buckets=32)
+    for buckets in (0, 3, 7):
+        with pytest.raises(ValueError, match=f"num_buckets {buckets}: .* even number >= 4"):
+            encoders.EncoderConfig(**small, model_type="mpnet", type_vocab_size=0,
+                                   relative_attention_num_buckets=buckets)
+    with pytest.raises(ValueError, match="num_buckets 32: a BERT encoder has no relative"):
+        encoders.EncoderConfig(**small, relative_attention_num_buckets=32)
+    hf = {"model_type": "mpnet", "vocab_size": 10, "hidden_size": 8, "num_hidden_layers": 1,
+          "num_attention_heads": 2, "intermediate_size": 16}
+    # HF's MPNet buckets into 32 whatever its config says: another table is refused.
+    with pytest.raises(ValueError, match="buckets relative positions into 32"):
+        encoders.EncoderConfig.from_hf_config(dict(hf, relative_attention_num_buckets=64),
+                                              special_tokens=encoders.SpecialTokens())
     with pytest.raises(ValueError, match="model_type"):
         encoders.EncoderConfig(vocab_size=10, hidden_size=8, num_attention_heads=2,
                                model_type="roberta")
     with pytest.raises(ValueError, match="special tokens"):
-        encoders.EncoderConfig.from_hf_config({"model_type": "mpnet", "vocab_size": 10,
-                                               "hidden_size": 8, "num_hidden_layers": 1,
-                                               "num_attention_heads": 2,
-                                               "intermediate_size": 16})
+        encoders.EncoderConfig.from_hf_config(hf)

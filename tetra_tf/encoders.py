@@ -41,7 +41,8 @@ from official.nlp.modeling import networks  # noqa: E402
 
 from tetra_tf import default_encoder, export_format  # noqa: E402
 from tetra_tf.mpnet_encoder import MPNetEncoder  # noqa: E402
-from tetra_tf.tokenization import SpecialTokens, SubwordTokenizer  # noqa: E402
+from tetra_tf.export_format import SpecialTokens  # noqa: E402
+from tetra_tf.tokenization import SubwordTokenizer  # noqa: E402
 
 
 ACTIVATIONS = ("gelu", "gelu_approximate", "relu")
@@ -131,15 +132,22 @@ class EncoderConfig:
         if self.model_type not in MODEL_TYPES:
             raise ValueError(f"unsupported encoder model_type {self.model_type!r}; "
                              f"expected one of {', '.join(MODEL_TYPES)}")
-        if self.model_type == "mpnet" and (self.type_vocab_size
-                                           or self.relative_attention_num_buckets < 2):
-            raise ValueError("an MPNet encoder has no segment embeddings (type_vocab_size 0) "
-                             "and a relative position bias (relative_attention_num_buckets "
-                             ">= 2)")
-        if self.model_type == "bert" and (self.type_vocab_size < 1
-                                          or self.relative_attention_num_buckets):
-            raise ValueError("a BERT encoder has segment embeddings (type_vocab_size >= 1) "
-                             "and no relative position bias")
+        buckets = self.relative_attention_num_buckets
+        if self.model_type == "mpnet":
+            if self.type_vocab_size:
+                raise ValueError(f"type_vocab_size {self.type_vocab_size}: an MPNet encoder "
+                                 "has no segment embeddings (0)")
+            # Half the buckets per direction, a quarter of them exact: at least 4, even.
+            if buckets < 4 or buckets % 2:
+                raise ValueError(f"relative_attention_num_buckets {buckets}: an MPNet "
+                                 "encoder's relative position bias needs an even number >= 4")
+        else:
+            if self.type_vocab_size < 1:
+                raise ValueError(f"type_vocab_size {self.type_vocab_size}: a BERT encoder "
+                                 "has segment embeddings (>= 1)")
+            if buckets:
+                raise ValueError(f"relative_attention_num_buckets {buckets}: a BERT encoder "
+                                 "has no relative position bias (0)")
 
     @property
     def head_size(self) -> int:
@@ -207,17 +215,21 @@ class EncoderConfig:
         if special_tokens is None:
             raise ValueError(f"an MPNet encoder needs its special tokens from "
                              f"{HF_SPECIAL_TOKENS_FILE} or {HF_TOKENIZER_CONFIG_FILE}")
-        # fairseq's positions: rows up to padding_idx serve padding; real pieces start after.
-        first_position = int(config.get("pad_token_id", 1)) + 1
-        positions = int(config.get("max_position_embeddings", 512)) - first_position
+        positions = int(config.get("max_position_embeddings", 512)) - mpnet_padding_rows(config)
         if positions < 4:
             raise ValueError(f"max_position_embeddings {config.get('max_position_embeddings')}"
                              f" leaves {positions} positions after padding_idx")
+        # HF's MPNetModel sizes the bias table by the config but buckets with 32 and a
+        # distance of 128, whatever the config says: other tables would not be read as HF's.
+        buckets = int(config.get("relative_attention_num_buckets", HF_MPNET_BUCKETS))
+        if buckets != HF_MPNET_BUCKETS:
+            raise ValueError(f"relative_attention_num_buckets {buckets}: HuggingFace's MPNet "
+                             f"buckets relative positions into {HF_MPNET_BUCKETS}")
         return dataclasses.replace(
             cls._from_keys(config, _HF_MPNET_KEYS, _HF_ACTIVATIONS, do_lower_case,
                            special_tokens, model_type="mpnet", type_vocab_size=0,
-                           # HF's MPNet fixes the distance; the buckets are configured.
-                           relative_attention_max_distance=128),
+                           relative_attention_num_buckets=HF_MPNET_BUCKETS,
+                           relative_attention_max_distance=HF_MPNET_MAX_DISTANCE),
             max_sequence_length=positions)
 
     @classmethod
@@ -279,12 +291,17 @@ _HF_KEYS = {
     "activation": ("hidden_act", "gelu"),
 }
 _GOOGLE_KEYS = {**_HF_KEYS, "norm_epsilon": (None, 1e-12)}
-# HF's MPNetConfig defaults; max_position_embeddings is read apart (fairseq's offset).
-_HF_MPNET_KEYS = {
-    **{name: key for name, key in _HF_KEYS.items()
-       if name not in ("max_sequence_length", "type_vocab_size")},
-    "relative_attention_num_buckets": ("relative_attention_num_buckets", 32),
-}
+# HF's MPNetConfig defaults; positions and the bias are read apart.
+_HF_MPNET_KEYS = {name: key for name, key in _HF_KEYS.items()
+                  if name not in ("max_sequence_length", "type_vocab_size")}
+HF_MPNET_BUCKETS = 32
+HF_MPNET_MAX_DISTANCE = 128
+
+
+def mpnet_padding_rows(config: Mapping[str, Any]) -> int:
+    """Rows of a HF MPNet position table before its first piece's: fairseq's positions
+    count from padding_idx + 1."""
+    return int(config.get("pad_token_id", 1)) + 1
 _TF_MODELS_KEYS = {
     "vocab_size": ("vocab_size", None),
     "hidden_size": ("hidden_size", 768),
@@ -424,16 +441,16 @@ def __getattr__(name):
 class PretrainedEncoder:
     """An encoder with imported weights, its config and its WordPiece vocabulary."""
 
-    encoder: networks.BertEncoderV2
+    encoder: networks.BertEncoderV2 | MPNetEncoder
     config: EncoderConfig
     vocab_path: str
     source: str  # "hf-safetensors", "hf-pytorch", "tf2-checkpoint" or "tf1-checkpoint"
 
 
 def load_pretrained_encoder(path: str | None = None,
-                            encoder: networks.BertEncoderV2 | None = None
+                            encoder: networks.BertEncoderV2 | MPNetEncoder | None = None
                             ) -> PretrainedEncoder:
-    """Builds a `BertEncoderV2` and loads pretrained weights into it.
+    """Builds a `BertEncoderV2` or `MPNetEncoder` and loads pretrained weights into it.
 
     Args:
       path: an encoder directory (HuggingFace BERT or MPNet, tf-models/Google TF2 or TF1
@@ -473,7 +490,9 @@ def load_pretrained_encoder(path: str | None = None,
         else:
             weights = _strip_hf_names(_load_torch(weights_path))
         if config.model_type == "mpnet":
-            weights = _mpnet_to_bert_names(weights, config, weights_path)
+            padding_rows = mpnet_padding_rows(_read_json(os.path.join(directory,
+                                                                      HF_CONFIG_FILE)))
+            weights = _mpnet_to_bert_names(weights, config, padding_rows, weights_path)
         _assign_bert_weights(encoder, config, weights, weights_path)
     elif config.model_type != "bert":
         raise ValueError(f"{weights_path}: {config.model_type} weights load from HuggingFace "
@@ -558,10 +577,22 @@ _SPECIAL_TOKEN_KEYS = {"cls": "cls_token", "sep": "sep_token", "pad": "pad_token
 def _hf_special_tokens(directory: str, special_tokens_map: Mapping[str, Any] | None,
                        tokenizer_config: Mapping[str, Any] | None,
                        every_one: bool) -> SpecialTokens | None:
-    """The special tokens a HF tokenizer names (special_tokens_map.json, else
-    tokenizer_config.json); None when neither file names any. Each entry is a string or
-    an AddedToken dict ({"content": ...}); one named by neither file keeps BERT's, unless
-    `every_one` must be named (for a vocabulary that is not BERT's)."""
+    """The special tokens a HF tokenizer names.
+
+    Args:
+      directory: the checkpoint's directory, for messages.
+      special_tokens_map, tokenizer_config: its files' contents (None: no such file); the
+        first names a token before the second. Each entry is a string or an AddedToken
+        dict ({"content": ...}).
+      every_one: each token must be named (for a vocabulary that is not BERT's); else one
+        named by neither file keeps BERT's.
+
+    Returns:
+      The tokens, or None when neither file names any.
+
+    Raises:
+      ValueError: an entry is not a token, or `every_one` and one is not named.
+    """
     found = {}
     for name, key in _SPECIAL_TOKEN_KEYS.items():
         for source in (special_tokens_map, tokenizer_config):
@@ -642,9 +673,22 @@ _POSITION_TABLE = "embeddings.position_embeddings.weight"
 
 
 def _mpnet_to_bert_names(weights: Mapping[str, np.ndarray], config: EncoderConfig,
-                         source: str) -> dict[str, np.ndarray]:
-    """HF MPNet weights → HF BERT names, the position table without fairseq's leading
-    padding rows (so that its row 0 serves the first piece, as in BERT)."""
+                         padding_rows: int, source: str) -> dict[str, np.ndarray]:
+    """HF MPNet weights under HF BERT's names.
+
+    Args:
+      weights: HF MPNet weights, model prefix stripped (`_strip_hf_names`).
+      config: the encoder's config.
+      padding_rows: the position table's rows before the first piece's
+        (`mpnet_padding_rows`), dropped so that row 0 serves the first piece, as in BERT.
+      source: the weights' file, for messages.
+
+    Returns:
+      The renamed weights.
+
+    Raises:
+      ValueError: the position table's rows are not padding_rows + max_sequence_length.
+    """
     renamed = {}
     for name, value in weights.items():
         for old, new in _MPNET_TO_BERT_NAMES:
@@ -652,10 +696,10 @@ def _mpnet_to_bert_names(weights: Mapping[str, np.ndarray], config: EncoderConfi
         renamed[name] = value
     table = renamed.get(_POSITION_TABLE)
     if table is not None:
-        padding_rows = table.shape[0] - config.max_sequence_length
-        if padding_rows < 1:
-            raise ValueError(f"{source}: {_POSITION_TABLE} has {table.shape[0]} rows, too few "
-                             f"for {config.max_sequence_length} positions after padding_idx")
+        if table.shape[0] != padding_rows + config.max_sequence_length:
+            raise ValueError(f"{source}: {_POSITION_TABLE} has {table.shape[0]} rows; the "
+                             f"config says {padding_rows} padding rows and "
+                             f"{config.max_sequence_length} positions")
         renamed[_POSITION_TABLE] = table[padding_rows:]
     return renamed
 

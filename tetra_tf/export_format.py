@@ -18,6 +18,7 @@ systems TensorFlow knows are read through tf.io.gfile.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from typing import Any
@@ -50,6 +51,19 @@ LIMIT_KEYS = (MAX_PIECES_PER_WORD, MAX_PIECES_PER_CALL, MAX_WINDOW_POSITIONS_PER
 
 # A vocabulary with more capitals than this share of its regular entries is cased.
 _CASED_VOCABULARY_SHARE = 0.01
+
+
+@dataclasses.dataclass(frozen=True)
+class SpecialTokens:
+    """The vocabulary entries an encoder window starts and ends with, pads with, and gives a
+    word WordPiece cannot spell: BERT's by default. MPNet's are ``<s>``, ``</s>``, ``<pad>``
+    and ``[UNK]`` (its vocabulary also holds ``[CLS]``, ``[SEP]`` and ``[PAD]``, which it
+    never saw as specials), read from a checkpoint's tokenizer files."""
+
+    cls: str = "[CLS]"
+    sep: str = "[SEP]"
+    pad: str = "[PAD]"
+    unk: str = "[UNK]"
 
 
 def _is_remote(path: str) -> bool:
@@ -171,18 +185,24 @@ def lower_case(export_dir: str) -> bool | None:
     return vocabulary_is_uncased(text.splitlines())
 
 
-def special_tokens(export_dir: str) -> dict[str, str]:
-    """The export's tokenizer's special tokens (cls, sep, pad, unk), as its model card
-    records them; BERT's for a card that predates them (every such export is a BERT's)."""
+def special_tokens(export_dir: str) -> SpecialTokens:
+    """The export's tokenizer's special tokens, as its model card records them; BERT's for
+    a BERT export whose card predates them (or an export without a card).
+
+    Raises:
+      ExportError: the card names another encoder type but not its special tokens.
+    """
     card = read_card(export_dir)
-    recorded = ((card or {}).get("encoder") or {}).get("special_tokens")
-    if isinstance(recorded, dict) and all(isinstance(recorded.get(key), str)
-                                          for key in _SPECIAL_TOKEN_KEYS):
-        return {key: recorded[key] for key in _SPECIAL_TOKEN_KEYS}
-    return dict(zip(_SPECIAL_TOKEN_KEYS, ("[CLS]", "[SEP]", "[PAD]", "[UNK]")))
-
-
-_SPECIAL_TOKEN_KEYS = ("cls", "sep", "pad", "unk")
+    encoder = (card or {}).get("encoder") or {}
+    recorded = encoder.get("special_tokens")
+    names = [field.name for field in dataclasses.fields(SpecialTokens)]
+    if isinstance(recorded, dict) and all(isinstance(recorded.get(n), str) for n in names):
+        return SpecialTokens(**{name: recorded[name] for name in names})
+    if encoder.get("model_type", "bert") != "bert":
+        raise ExportError(f"{os.path.join(export_dir, CARD_FILE)}: a "
+                          f"{encoder['model_type']} encoder's card must name its special "
+                          f"tokens ({', '.join(names)})")
+    return SpecialTokens()
 
 
 def describe(export_dir: str) -> str:

@@ -6,11 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import tensorflow as tf
-# The bucketing `MPNetEncoder`'s RelativePositionBias layer trains with.
-from official.nlp.modeling.layers.position_embedding import _relative_position_bucket
-
 from tetra_tf import encoders
-from tetra_tf.mpnet_encoder import MASKED_SCORE_BIAS
+from tetra_tf.mpnet_encoder import MASKED_SCORE_BIAS, relative_position_buckets
 
 
 class InferenceEncoder(tf.Module):
@@ -77,7 +74,7 @@ class InferenceEncoder(tf.Module):
         self.word_embeddings = copy(encoder._embedding_layer.embeddings, "word_embeddings")
         self.position_embeddings = copy(
             encoder._position_embedding_layer._position_embeddings, "position_embeddings")
-        # None for MPNet, which has neither segment embeddings nor a position bias in BERT.
+        # type_embeddings: None for MPNet; relative_attention_bias: None for BERT.
         self.type_embeddings = (
             copy(encoder._type_embedding_layer.embeddings, "type_embeddings")
             if encoder._type_embedding_layer is not None else None)
@@ -136,21 +133,17 @@ class InferenceEncoder(tf.Module):
             return tf.nn.gelu(x, approximate=True)
         return tf.nn.relu(x)
 
-    def _position_bias(self, length: tf.Tensor, position_ids: tf.Tensor | None) -> tf.Tensor:
-        """MPNet's relative position bias: [1, heads, L, L] (positions 0 … L − 1), or
-        [N, heads, L, L] from each row's position ids (packed windows)."""
-        if position_ids is None:
-            positions = tf.range(length)
-            relative = positions[None, :] - positions[:, None]  # [L, L]: key − query
-        else:
-            relative = position_ids[:, None, :] - position_ids[:, :, None]  # [N, L, L]
-        buckets = _relative_position_bucket(
-            relative, bidirectional=True, num_buckets=self._relative_buckets,
-            max_distance=self._relative_max_distance)
-        bias = tf.gather(self.relative_attention_bias, buckets)  # [..., L, L, heads]
-        if position_ids is None:
-            return tf.transpose(bias, [2, 0, 1])[None]
-        return tf.transpose(bias, [0, 3, 1, 2])
+    def _position_bias(self, length: tf.Tensor) -> tf.Tensor:
+        """MPNet's relative position bias [1, heads, L, L] over a row's columns.
+
+        For a packed row this is each window's own bias as well: a window's pieces lie
+        side by side in its row (as `WindowTagger` packs them), so two of them are as far
+        apart in columns as in position ids, and pairs across windows are masked.
+        """
+        columns = tf.range(length)
+        buckets = relative_position_buckets(columns[None, :] - columns[:, None],  # key − query
+                                            self._relative_buckets, self._relative_max_distance)
+        return tf.transpose(tf.gather(self.relative_attention_bias, buckets), [2, 0, 1])[None]
 
     def __call__(self, input_word_ids: tf.Tensor, input_mask: tf.Tensor,
                  input_type_ids: tf.Tensor, position_ids: tf.Tensor | None = None,
@@ -158,7 +151,8 @@ class InferenceEncoder(tf.Module):
         """int32 [N, L] inputs → sequence output float32 [N, L, H].
 
         Args:
-          position_ids: each piece's position in its own window; None: 0 … L − 1.
+          position_ids: each piece's position in its own window; None: 0 … L − 1. A
+            window's pieces must lie side by side in its row.
           segment_ids: for rows packed with several windows, the window each piece belongs
             to (> 0; 0 for padding): a piece attends only to pieces of its own window
             (block-diagonal attention). None: one window per row, `input_mask` marks it.
@@ -181,7 +175,7 @@ class InferenceEncoder(tf.Module):
             mask_bias = ((1.0 - tf.cast(same_window, tf.float32))[:, None, :, :]
                          * MASKED_SCORE_BIAS)
         if self.relative_attention_bias is not None:
-            mask_bias += self._position_bias(length, position_ids)
+            mask_bias += self._position_bias(length)
         mixed = None
         for i, block in enumerate(self.blocks):
             qkv = self._dense(x, block["qkv_kernel"], block["qkv_bias"])

@@ -144,8 +144,9 @@ class TetraTagger(tf_keras.Model):
         return self.head_logits(features)
 
     def encoder_variable_groups(self) -> list[list[tf.Variable]]:
-        """The encoder's trained variables by depth, bottom first: the embeddings, then
-        each transformer layer. The pooler, which tagging never uses, is left out."""
+        """The encoder's trained variables by depth, bottom first: the embeddings (and
+        MPNet's relative position bias, which every layer shares), then each transformer
+        layer. The pooler, which tagging never uses, is left out."""
         trained = [v for v in self.encoder.trainable_variables if "pooler" not in v.name]
         layers = [list(layer.trainable_variables) for layer in self.encoder.transformer_layers]
         in_layers = {id(v) for layer in layers for v in layer}

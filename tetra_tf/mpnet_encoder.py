@@ -22,10 +22,21 @@ import tensorflow as tf
 import tf_keras
 from official.modeling import tf_utils
 from official.nlp.modeling import layers
+from official.nlp.modeling.layers import position_embedding
 
 # What a masked key adds to an attention score: exp() of it is exactly 0 in float32 and
 # bfloat16 alike.
 MASKED_SCORE_BIAS = -1e9
+
+
+def relative_position_buckets(relative_positions: tf.Tensor, num_buckets: int,
+                              max_distance: int) -> tf.Tensor:
+    """T5's bidirectional buckets of (key − query) distances, as `RelativePositionBias`
+    computes them: for the export's encoder, which adds the bias in plain TF ops."""
+    # pylint: disable=protected-access
+    return position_embedding._relative_position_bucket(
+        relative_positions, bidirectional=True, num_buckets=num_buckets,
+        max_distance=max_distance)
 
 
 class AdditiveBiasAttention(tf_keras.layers.MultiHeadAttention):
@@ -113,12 +124,15 @@ class MPNetEncoder(tf_keras.layers.Layer):
         word_embeddings = self._embedding_layer(inputs["input_word_ids"])
         embeddings = word_embeddings + self._position_embedding_layer(word_embeddings)
         x = self._embedding_dropout(self._embedding_norm_layer(embeddings))
-        # One [1, heads, L, L] bias for the batch (every row's positions are 0 … L − 1),
-        # plus each row's padding mask on the keys.
+        # One [1, heads, L, L] bias for the batch (every row's positions are 0 … L − 1; the
+        # layer reads only the shapes of its query and key), plus each row's padding mask
+        # on the keys; cast once to the blocks' compute dtype.
         position_bias = self._relative_position_bias(x[:1], x[:1])
         key_is_padding = 1.0 - tf.cast(inputs["input_mask"], tf.float32)
-        attention_bias = (tf.cast(position_bias, tf.float32)
-                          + key_is_padding[:, None, None, :] * MASKED_SCORE_BIAS)
+        attention_bias = tf.cast(
+            tf.cast(position_bias, tf.float32)
+            + key_is_padding[:, None, None, :] * MASKED_SCORE_BIAS,
+            self._transformer_layers[0].compute_dtype)
         encoder_outputs = []
         for layer in self._transformer_layers:
             x = layer([x, attention_bias])

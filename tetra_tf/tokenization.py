@@ -25,24 +25,12 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from tetra_tf import sentences
+from tetra_tf.export_format import SpecialTokens
 
-CLS_TOKEN = "[CLS]"
-SEP_TOKEN = "[SEP]"
-PAD_TOKEN = "[PAD]"
-UNK_TOKEN = "[UNK]"
-
-
-@dataclasses.dataclass(frozen=True)
-class SpecialTokens:
-    """The vocabulary entries a window starts and ends with, pads with, and gives a word
-    WordPiece cannot spell. BERT's by default; MPNet's are ``<s>``, ``</s>``, ``<pad>`` and
-    ``[UNK]`` (its vocabulary also holds ``[CLS]``, ``[SEP]`` and ``[PAD]``, which it never
-    saw as specials), read from a checkpoint's tokenizer files."""
-
-    cls: str = CLS_TOKEN
-    sep: str = SEP_TOKEN
-    pad: str = PAD_TOKEN
-    unk: str = UNK_TOKEN
+CLS_TOKEN = SpecialTokens.cls
+SEP_TOKEN = SpecialTokens.sep
+PAD_TOKEN = SpecialTokens.pad
+UNK_TOKEN = SpecialTokens.unk
 
 # Work bounds, in subword pieces (what the encoder's cost grows with). A word's pieces past
 # the cap are dropped from its middle, keeping its last piece (whose position the heads read).
@@ -99,11 +87,12 @@ class SubwordTokenizer(tf.Module):
         """Args:
           vocab_path: the encoder's vocab.txt.
           lower_case: True for uncased vocabularies.
-          special_tokens: the encoder's special tokens (default: BERT's).
           unescape_ptb: map PTB escapes (-LRB-, ``, \\/ ...) to text before tokenizing.
           max_pieces_per_word: a longer word keeps its first max_pieces_per_word − 1 pieces
             and its last one; words over 2 × WORD_EDGE_CHARS characters are tokenized from
             their edges (None: neither; only for measuring).
+          name: the tf.Module's name.
+          special_tokens: the encoder's special tokens (default: BERT's).
         """
         super().__init__(name=name)
         if max_pieces_per_word is not None and max_pieces_per_word < 1:

@@ -866,7 +866,8 @@ _CONFIG_HELP = {
     "learning_rate": "Peak learning rate of the encoder (0 keeps it frozen).",
     "layer_decay": "Layer-wise decay of the encoder's learning rate: its top layer peaks at "
                    "--learning_rate, each layer below at this times the one above, the "
-                   "embeddings lowest (1: one rate for the whole encoder).",
+                   "embeddings lowest, MPNet's shared relative position bias with them (1: "
+                   "one rate for the whole encoder).",
     "head_learning_rate": "Peak learning rate of the tag heads.",
     "warmup_steps": "Steps of linear warmup to the peak rates (at most a tenth of the run's "
                     "steps), then linear decay to 0 at the run's last step.",

@@ -28,15 +28,20 @@ class PieceCounter:
     """
 
     def __init__(self, vocab_path: str, max_pieces_per_word: int, lower_case: bool,
-                 special_tokens: dict[str, str] | None = None) -> None:
+                 special_tokens: export_format.SpecialTokens = export_format.SpecialTokens()
+                 ) -> None:
+        """Args:
+          vocab_path: the export's vocabulary asset.
+          max_pieces_per_word: the export's cap on a word's pieces.
+          lower_case, special_tokens: the export's tokenizer's.
+        """
         import tensorflow as tf
 
         from tetra_tf import tokenization
 
         self.max_pieces_per_word = max_pieces_per_word
-        self._tokenizer = tokenization.SubwordTokenizer(
-            vocab_path, lower_case=lower_case,
-            special_tokens=tokenization.SpecialTokens(**(special_tokens or {})))
+        self._tokenizer = tokenization.SubwordTokenizer(vocab_path, lower_case=lower_case,
+                                                        special_tokens=special_tokens)
 
         @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
         def count(words: tf.Tensor) -> tf.Tensor:
