@@ -45,7 +45,7 @@ COMMANDS = [
     ("python -m tetra_tf.spark_parse", ["-m", "tetra_tf.spark_parse"],
      "Bulk parsing with Apache Spark. Needs `[spark]`."),
     ("python -m tetra_tf.default_encoder", ["-m", "tetra_tf.default_encoder"],
-     "Fetches the default encoder's weights."),
+     "Fetches an encoder's weights by name (all-MiniLM-L6-v2, all-mpnet-base-v2)."),
 ]
 
 HEADER = """\
