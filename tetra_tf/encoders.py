@@ -348,38 +348,26 @@ def build_encoder(config: EncoderConfig) -> networks.BertEncoderV2 | MPNetEncode
     The encoder takes ``dict(input_word_ids, input_mask, input_type_ids)`` int32 [batch, length]
     and returns a dict with ``sequence_output`` [batch, length, hidden_size].
     """
-    if config.model_type == "mpnet":
-        encoder = MPNetEncoder(
-            vocab_size=config.vocab_size,
-            hidden_size=config.hidden_size,
-            num_layers=config.num_layers,
-            num_attention_heads=config.num_attention_heads,
-            max_sequence_length=config.max_sequence_length,
-            inner_dim=config.intermediate_size,
-            inner_activation=_keras_activation(config.activation),
-            output_dropout=config.hidden_dropout_rate,
-            attention_dropout=config.attention_dropout_rate,
-            norm_epsilon=config.norm_epsilon,
-            relative_attention_num_buckets=config.relative_attention_num_buckets,
-            relative_attention_max_distance=config.relative_attention_max_distance,
-            initializer=tf_keras.initializers.TruncatedNormal(stddev=config.initializer_range),
-        )
-        _build(encoder)
-        return encoder
-    encoder = networks.BertEncoderV2(
+    shared = dict(
         vocab_size=config.vocab_size,
         hidden_size=config.hidden_size,
         num_layers=config.num_layers,
         num_attention_heads=config.num_attention_heads,
         max_sequence_length=config.max_sequence_length,
-        type_vocab_size=config.type_vocab_size,
         inner_dim=config.intermediate_size,
         inner_activation=_keras_activation(config.activation),
         output_dropout=config.hidden_dropout_rate,
         attention_dropout=config.attention_dropout_rate,
         initializer=tf_keras.initializers.TruncatedNormal(stddev=config.initializer_range),
     )
-    _set_norm_epsilon(encoder, config.norm_epsilon)
+    if config.model_type == "mpnet":
+        encoder = MPNetEncoder(
+            **shared, norm_epsilon=config.norm_epsilon,
+            relative_attention_num_buckets=config.relative_attention_num_buckets,
+            relative_attention_max_distance=config.relative_attention_max_distance)
+    else:
+        encoder = networks.BertEncoderV2(**shared, type_vocab_size=config.type_vocab_size)
+        _set_norm_epsilon(encoder, config.norm_epsilon)
     _build(encoder)
     return encoder
 
