@@ -74,7 +74,7 @@ class KnownEncoder:
     wheels: tuple[Wheel, ...]
     files_prefix: str
     size: str
-    source: str = ""
+    source: str
     disk: str = ""
     installed_module: str | None = None
     required_files: tuple[str, ...] = ("config.json", "model.safetensors", "vocab.txt")
