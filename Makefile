@@ -25,7 +25,7 @@ LARGE_EPOCHS ?= 12
 LARGE_LEARNING_RATE ?= 1e-4
 LARGE_PRECISION ?= $(if $(shell grep -lE 'avx512_bf16|amx_bf16' /proc/cpuinfo 2>/dev/null),bfloat16,none)
 
-.PHONY: install test docs data train evaluate export parser parser-large parse serve bench
+.PHONY: install test test-fast docs data train evaluate export parser parser-large parse serve bench
 
 install:
 	$(PYTHON) -m pip install -e ".[train,dev,docs,serving,beam,spacy,spark]"
@@ -36,8 +36,14 @@ install:
 # --no-loadscope-reorder: files go out in tests/conftest.py's order (slowest first), not
 # pytest-xdist's default order by number of tests.
 PYTEST_WORKERS ?= auto
+PYTEST = $(PYTHON) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
 test:
-	$(PYTHON) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25 tests
+	$(PYTEST) --durations=25 tests
+
+# The check before a commit: all but the tests marked slow (training, servers, Spark, fresh
+# TensorFlow processes; the markers are in tests/conftest.py).
+test-fast:
+	$(PYTEST) -m "not slow" tests
 
 # The documentation site (docs/, mkdocs.yml) into site/; `make test` builds it too.
 docs:

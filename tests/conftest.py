@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from typing import Callable
 
 import pytest
 
@@ -315,19 +316,22 @@ def run_module(module: str, *args: str, stdin: str | None = None,
 
 @contextlib.contextmanager
 def served_until_done(process: subprocess.Popen, rest_port: int, log_path: str,
-                      timeout_s: float = 180):
-    """Yields once the server `process` reports a version of model "tetra" AVAILABLE on
-    rest_port (failing with its log if it exits first); terminates it when the block ends."""
+                      timeout_s: float = 180, model_names: tuple[str, ...] = ("tetra",)):
+    """Yields once the server `process` reports a version of each of model_names AVAILABLE
+    on rest_port (failing with its log if it exits first); terminates it when the block
+    ends."""
     try:
         deadline = time.monotonic() + timeout_s
-        while True:
+        waiting = list(model_names)
+        while waiting:
             assert process.poll() is None, open(log_path, encoding="utf-8").read()[-3000:]
             with contextlib.suppress(OSError, ValueError):
                 status = json.load(urllib.request.urlopen(
-                    f"http://127.0.0.1:{rest_port}/v1/models/tetra", timeout=5))
+                    f"http://127.0.0.1:{rest_port}/v1/models/{waiting[0]}", timeout=5))
                 if any(version.get("state") == "AVAILABLE"
                        for version in status["model_version_status"]):
-                    break
+                    waiting.pop(0)
+                    continue
             assert time.monotonic() < deadline, "the server did not come up"
             time.sleep(0.3)
         yield process
@@ -337,6 +341,54 @@ def served_until_done(process: subprocess.Popen, rest_port: int, log_path: str,
             process.wait(timeout=30)
         except subprocess.TimeoutExpired:
             process.kill()
+
+
+def run_cli(define_flags: Callable[[], None], main: Callable[[list[str]], int | None],
+            *args: str, stdin: str | bytes = b"",
+            user_errors: tuple[type[BaseException], ...] = ()) -> subprocess.CompletedProcess:
+    """A program run in this process as its `__main__` runs it (`define_flags()`, then
+    `cli.run(main, user_errors)`), with stdin given and stdout and stderr captured as text.
+
+    For a command's work and its messages (exit codes, one-line errors) without starting
+    Python and TensorFlow again; a program's start as a process is tested where it matters
+    (the trained model's training, the quick start, --help in the commands reference). The
+    program's flags are removed and absl's flags left unparsed afterwards.
+    """
+    import io
+
+    from absl import flags
+
+    from tetra_tf import cli
+
+    known = set(flags.FLAGS)
+    assert not flags.FLAGS.is_parsed(), "absl flags parsed before run_cli"
+    data = stdin if isinstance(stdin, bytes) else stdin.encode("utf-8")
+    streams = {"stdin": io.TextIOWrapper(io.BytesIO(data), encoding="utf-8"),
+               "stdout": io.TextIOWrapper(io.BytesIO(), encoding="utf-8"),
+               "stderr": io.TextIOWrapper(io.BytesIO(), encoding="utf-8")}
+    saved = {name: getattr(sys, name) for name in ("argv", *streams)}
+    try:
+        define_flags()
+        sys.argv = [main.__module__, *args]
+        for name, stream in streams.items():
+            setattr(sys, name, stream)
+        try:
+            cli.run(main, user_errors=user_errors)
+            code = 0
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    finally:
+        for name, value in saved.items():
+            setattr(sys, name, value)
+        for name in set(flags.FLAGS) - known:
+            delattr(flags.FLAGS, name)
+        flags.FLAGS.unparse_flags()
+    output = {}
+    for name in ("stdout", "stderr"):
+        streams[name].flush()
+        output[name] = streams[name].buffer.getvalue().decode("utf-8")
+    return subprocess.CompletedProcess([main.__module__, *args], code, output["stdout"],
+                                       output["stderr"])
 
 
 def run_python(code: str, timeout: float = 300) -> str:
@@ -356,14 +408,14 @@ def trained_run(tiny_encoder_dir, small_data_dirs, tmp_path_factory) -> dict:
     """A tiny model trained once by the command line, scored and exported (read-only).
 
     `python -m tetra_tf.train` for TRAINED_RUN_EPOCHS epochs (learning rate 1e-3, dev
-    scored after each), then `train --evaluate` on a "test" split (the dev records again
-    under a test split's name), then the export. Returns model_dir, test_dir, export_dir
+    scored after each), then `train --evaluate` in this process on a "test" split (the dev
+    records again under a test split's name), then the export. Returns model_dir, test_dir, export_dir
     and evaluation (the --evaluate JSON).
     """
     import json
     import shutil
 
-    from tetra_tf import export
+    from tetra_tf import export, train
 
     def build(root):
         model_dir = os.path.join(root, "run")
@@ -376,8 +428,8 @@ def trained_run(tiny_encoder_dir, small_data_dirs, tmp_path_factory) -> dict:
         assert result.returncode == 0, result.stderr[-3000:]
         test_dir = os.path.join(root, "test")
         shutil.copytree(small_data_dirs["dev"], test_dir)
-        result = run_module("tetra_tf.train", f"--model_dir={model_dir}",
-                            f"--evaluate={test_dir}")
+        result = run_cli(train.define_flags, train.main, f"--model_dir={model_dir}",
+                         f"--evaluate={test_dir}")
         assert result.returncode == 0, result.stderr[-3000:]
         with open(os.path.join(root, "evaluation.json"), "w", encoding="utf-8") as f:
             f.write(result.stdout)
@@ -394,14 +446,47 @@ def trained_run(tiny_encoder_dir, small_data_dirs, tmp_path_factory) -> dict:
 # --no-loadscope-reorder (`make test`) hands files to its workers in collection order, so
 # starting these first keeps one long file from running alone at the end
 # (longest-processing-time-first scheduling).
-SLOWEST_FILES = ("test_docs.py", "test_train.py", "test_serving.py", "test_spark.py",
-                 "test_serving_config.py", "test_serving_metrics.py", "test_parse.py",
-                 "test_beam.py", "test_ways_in.py", "test_runtime.py", "test_export.py",
-                 "test_spacy_component.py", "test_warmup.py", "test_model_card.py",
-                 "test_export_ops.py")
+SLOWEST_FILES = ("test_docs.py", "test_train.py", "test_serving.py", "test_export.py",
+                 "test_distillation.py", "test_spark.py", "test_serving_config.py",
+                 "test_parse.py", "test_beam.py", "test_ways_in.py", "test_spacy_component.py",
+                 "test_serving_metrics.py", "test_parser.py", "test_cpu.py", "test_decoding.py",
+                 "test_warmup.py", "test_model_card.py", "test_evaluate_export.py",
+                 "test_keras_layer.py", "test_input_pipeline.py", "test_export_ops.py",
+                 "test_runtime.py", "test_bench_seeds.py")
+
+
+# Markers for `pytest -m "not slow"` (`make test-fast`), the check to run before a commit;
+# `make test` runs everything. A test that starts a model server or Spark is also slow.
+MARKERS = {
+    "slow": "trains, starts a server, Spark or a fresh TensorFlow process, or takes seconds",
+    "server": "starts a model server process (serving/server.py)",
+    "spark": "runs Apache Spark (a JVM cluster)",
+}
+
+# Module and session fixtures whose tests carry these markers: they train, serve or run Spark.
+MARKING_FIXTURES = {
+    "trained_run": ("slow",), "taught_dev": ("slow",), "pipeline_run": ("slow",),
+    "default_run": ("slow",), "fixed_batches": ("slow",), "averaged_mixed_run": ("slow",),
+    "server_process": ("server",), "batching_server": ("server",),
+    "monitored_server": ("server",), "ways_in_server": ("server",),
+    "server": ("server",), "cluster": ("spark",), "spark": ("spark",),
+    "job": ("spark",),
+}
+
+
+def pytest_configure(config):
+    for name, description in MARKERS.items():
+        config.addinivalue_line("markers", f"{name}: {description}")
 
 
 def pytest_collection_modifyitems(items):
+    for item in items:
+        for fixture in item.fixturenames:
+            for marker in MARKING_FIXTURES.get(fixture, ()):
+                item.add_marker(marker)
+        if item.get_closest_marker("server") or item.get_closest_marker("spark"):
+            item.add_marker("slow")
+
     def rank(item):
         name = os.path.basename(str(item.path))
         return SLOWEST_FILES.index(name) if name in SLOWEST_FILES else len(SLOWEST_FILES)

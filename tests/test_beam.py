@@ -11,8 +11,6 @@ import gzip
 import json
 import lzma
 import os
-import subprocess
-import sys
 import tracemalloc
 import zlib
 
@@ -29,10 +27,10 @@ from apache_beam.options.pipeline_options import PipelineOptions  # noqa: E402
 
 import tensorflow as tf  # noqa: E402
 
-from tetra_tf import beam, beam_parse, cli, sentences  # noqa: E402
+from tetra_tf import beam, beam_parse, cli, parse, sentences  # noqa: E402
 from tetra_tf.parser import Parser  # noqa: E402
 from tetra_tf.sentences import SentenceError, escape_leaf  # noqa: E402
-from conftest import subprocess_env  # noqa: E402
+from conftest import run_cli  # noqa: E402
 
 MAX_WORDS = 12
 MAX_LINE_BYTES = 100
@@ -266,6 +264,7 @@ def test_ordered_output_has_one_line_per_input_line(pipeline_run, corpus):
         assert written[:-1] == [trees.get((name, n), "") for n in numbers]
 
 
+@pytest.mark.slow
 def test_cli_ordered_output_equals_parse_byte_for_byte(export_dir, corpus, tmp_path, capsys):
     good = os.path.join(corpus, "good.txt")
     output = str(tmp_path / "trees")
@@ -274,16 +273,15 @@ def test_cli_ordered_output_equals_parse_byte_for_byte(export_dir, corpus, tmp_p
     printed = capsys.readouterr().out
     assert code == 0
     assert f"{len(GOOD_LINES)} of {len(GOOD_LINES)} lines parsed" in printed
-    env = subprocess_env()
-    result = subprocess.run([sys.executable, "-m", "tetra_tf.parse", f"--model_dir={export_dir}",
-                             f"--input={good}"], capture_output=True, env=env, timeout=300,
-                            check=False)
+    result = run_cli(parse.define_flags, parse.main, f"--model_dir={export_dir}",
+                     f"--input={good}")
     assert result.returncode == 0, result.stderr
     with open(f"{output}-ordered/good.txt.trees", "rb") as f:
-        assert f.read() == result.stdout
+        assert f.read() == result.stdout.encode("utf-8")
     assert os.path.getsize(glob.glob(f"{output}-errors-*.jsonl")[0]) == 0
 
 
+@pytest.mark.slow
 def test_cli_finishes_with_a_truncated_gz_among_good_files(export_dir, corpus, tmp_path,
                                                          capsys):
     output = str(tmp_path / "trees")
@@ -316,38 +314,34 @@ def test_a_failing_model_fails_the_pipeline_instead_of_dead_lettering(export_dir
         os.path.getsize(path) == 0 for path in glob.glob(f"{output}-errors-*.jsonl"))
 
 
-# beam_parse with a Parser whose model fails on every call (patched in the child process,
-# whose FnApiRunner runs the workers in-process).
-_BROKEN_MODEL_MAIN = """
-import sys
-from tetra_tf import beam_parse, cli, parser
+@pytest.mark.slow
+def test_cli_model_failure_is_exit_1_in_one_line(export_dir, corpus, tmp_path, monkeypatch,
+                                                 capsys):
+    """beam_parse with a Parser whose model fails on every call (FnApiRunner runs the
+    workers in this process)."""
+    from tetra_tf import parser
 
-_init = parser.Parser.__init__
+    init = parser.Parser.__init__
 
-def _broken_init(self, *args, **kwargs):
-    _init(self, *args, **kwargs)
-    def failing(**inputs):
-        raise RuntimeError("the device is gone")
-    self._serve = failing
+    def broken_init(self, *args, **kwargs):
+        init(self, *args, **kwargs)
 
-parser.Parser.__init__ = _broken_init
-cli.run_argv(beam_parse.main)
-"""
+        def failing(**inputs):
+            raise RuntimeError("the device is gone")
+        self._serve = failing
 
-
-def test_cli_model_failure_is_exit_1_in_one_line(export_dir, corpus, tmp_path):
+    monkeypatch.setattr(parser.Parser, "__init__", broken_init)
     output = str(tmp_path / "trees")
-    result = subprocess.run(
-        [sys.executable, "-c", _BROKEN_MODEL_MAIN, f"--model_dir={export_dir}",
-         f"--input={os.path.join(corpus, 'good.txt')}", f"--output={output}"],
-        capture_output=True, env=subprocess_env(), timeout=600, check=False)
-    stderr = result.stderr.decode("utf-8")
-    assert result.returncode == 1, stderr[-3000:]
-    assert "Traceback" not in stderr, stderr[-3000:]
-    (line,) = stderr.strip().splitlines()
+    code = cli.guarded(beam_parse.main, [  # as cli.run_argv runs it
+        f"--model_dir={export_dir}", f"--input={os.path.join(corpus, 'good.txt')}",
+        f"--output={output}"])
+    printed = capsys.readouterr()
+    assert code == 1, printed.err[-3000:]
+    assert "Traceback" not in printed.err, printed.err[-3000:]
+    (line,) = printed.err.strip().splitlines()
     assert line.startswith("error: the pipeline failed: ")
     assert "the model failed: RuntimeError: the device is gone" in line
-    assert b"lines parsed" not in result.stdout
+    assert "lines parsed" not in printed.out
 
 
 @pytest.mark.parametrize("args, message", [
@@ -419,6 +413,7 @@ def test_read_sentences_gives_a_truncated_file_one_damaged_dead_letter(tmp_path,
 @pytest.mark.parametrize("suffix, compress", [
     ("txt", lambda data: data), ("txt.gz", gzip.compress), ("txt.bz2", bz2.compress),
     ("txt.xz", lambda data: lzma.compress(data, preset=1))])
+@pytest.mark.slow
 def test_an_over_long_line_is_skipped_without_being_held(tmp_path, suffix, compress):
     size = 32 * 1024 * 1024
     path = tmp_path / f"in.{suffix}"

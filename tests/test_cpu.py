@@ -3,6 +3,8 @@ calls share the cores."""
 
 import os
 
+import pytest
+
 from conftest import run_python
 from tetra_tf import cpu
 
@@ -43,6 +45,7 @@ _POOLS = ("tf.config.threading.get_intra_op_parallelism_threads(), "
           "tf.config.threading.get_inter_op_parallelism_threads()")
 
 
+@pytest.mark.slow  # fresh TensorFlow processes
 def test_share_cores_gives_each_call_its_share_before_tensorflow_runs():
     out = run_python(
         "import tetra_tf, tensorflow as tf\n"
@@ -58,6 +61,7 @@ def test_share_cores_gives_each_call_its_share_before_tensorflow_runs():
     assert out == "True 1 2"
 
 
+@pytest.mark.slow  # fresh TensorFlow processes
 def test_share_cores_leaves_started_or_user_sized_pools_alone():
     out = run_python(
         "import tetra_tf, tensorflow as tf\n"
@@ -73,6 +77,7 @@ def test_share_cores_leaves_started_or_user_sized_pools_alone():
     assert out == "False 3 0"
 
 
+@pytest.mark.slow  # fresh TensorFlow processes
 def test_share_cores_takes_explicit_sizes_and_zero_keeps_the_default():
     """A server's --tensorflow_*_parallelism flags size the pools through share_cores: an
     explicit size replaces the share, 0 leaves that pool at TensorFlow's default."""

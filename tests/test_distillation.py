@@ -8,7 +8,7 @@ import pytest
 import tetra_tf  # noqa: F401
 import tensorflow as tf
 
-from conftest import convert, run_module
+from conftest import convert, run_cli
 from tetra_tf import distillation, errors, input_pipeline, records, train
 from tetra_tf.tags import TagVocabularies
 
@@ -124,23 +124,24 @@ def test_student_learns_its_teachers_distributions(taught_dev, tiny_encoder_dir,
 
 class TestCommandLine:
     def test_splits_and_labels(self, trained_run, small_data_dirs, tmp_path):
-        result = run_module("tetra_tf.distillation", f"--data={small_data_dirs['dev']}",
-                            "--folds=2", f"--output_dir={tmp_path / 'folds'}")
+        result = run_cli(distillation.define_flags, distillation.main,
+                         f"--data={small_data_dirs['dev']}", "--folds=2",
+                         f"--output_dir={tmp_path / 'folds'}")
         assert result.returncode == 0, result.stderr[-2000:]
         assert "wrote 2 folds" in result.stdout
         fold0 = tmp_path / "folds" / "fold0"
-        result = run_module("tetra_tf.distillation", f"--data={fold0}",
-                            f"--teachers={trained_run['model_dir']}",
-                            f"--output_dir={tmp_path / 'taught'}", "--noprogress")
+        result = run_cli(distillation.define_flags, distillation.main, f"--data={fold0}",
+                         f"--teachers={trained_run['model_dir']}",
+                         f"--output_dir={tmp_path / 'taught'}", "--noprogress")
         assert result.returncode == 0, result.stderr[-2000:]
         count = len(_serialized(str(fold0)))
         assert f"wrote {count} sentences" in result.stdout
         assert len(_teacher_examples(str(tmp_path / "taught"))) == count
 
     def test_a_mistake_is_one_line(self, small_data_dirs, tmp_path):
-        result = run_module("tetra_tf.distillation", f"--data={small_data_dirs['dev']}",
-                            f"--output_dir={tmp_path / 'out'}", "--folds=2",
-                            "--teachers=somewhere")
+        result = run_cli(distillation.define_flags, distillation.main,
+                         f"--data={small_data_dirs['dev']}", f"--output_dir={tmp_path / 'out'}",
+                         "--folds=2", "--teachers=somewhere")
         assert result.returncode == 2
         assert result.stderr.strip() == ("error: give exactly one of --folds and --teachers "
                                          "(see --help)")

@@ -44,6 +44,7 @@ def _doc_files() -> list[str]:
 # The site, the README's size, no run logs, links
 
 
+@pytest.mark.slow
 def test_mkdocs_build_strict(tmp_path):
     missing = [name for name in ("mkdocs", "material", "mkdocstrings", "mkdocstrings_handlers")
                if importlib.util.find_spec(name) is None]
@@ -94,6 +95,7 @@ def test_readme_links_exist():
     assert not broken, f"README.md links to missing files: {broken}"
 
 
+@pytest.mark.slow
 def test_commands_reference_is_current(tmp_path):
     """docs/reference/commands.md holds each command's --help as it is now."""
     written = tmp_path / "commands.md"

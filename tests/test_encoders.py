@@ -120,6 +120,7 @@ def test_minilm_config(minilm):
     assert minilm.source == "hf-safetensors"
 
 
+@pytest.mark.slow
 def test_minilm_matches_transformers(minilm, hf_reference):
     mask = hf_reference["attention_mask"]
     assert (mask == 0).any(), "the batch should contain padding"

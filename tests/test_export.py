@@ -25,7 +25,7 @@ from tetra_tf.model_dir import ModelDirError, TaggerSpec, build_tagger
 
 sys.path.insert(0, os.path.dirname(__file__))
 import tiny_model  # noqa: E402
-from conftest import run_module  # noqa: E402
+from conftest import run_cli  # noqa: E402
 
 SENTENCES = ["The cat sat on the mat .", "Mr.  Smith   left", "", "-LRB- 1\\/2 -RRB- ``ok''",
              "Büro ünïcode 東京 ?"]
@@ -345,6 +345,7 @@ def _export_gives_the_keras_taggers_logits(tmp_path, **model_options):
     return tagger, batches
 
 
+@pytest.mark.slow
 def test_layer_mix_is_exported_and_gives_the_keras_taggers_logits(tmp_path):
     # The last two of three layers: a mix of the first two would give other logits.
     tagger, batches = _export_gives_the_keras_taggers_logits(tmp_path, mixed_layers=2,
@@ -360,11 +361,13 @@ def test_layer_mix_is_exported_and_gives_the_keras_taggers_logits(tmp_path):
                                expected["leaf_logits"].numpy()[is_word], atol=1e-3)
 
 
+@pytest.mark.slow
 def test_internal_tags_from_word_pairs_are_exported_with_the_keras_taggers_logits(tmp_path):
     tagger, _ = _export_gives_the_keras_taggers_logits(tmp_path, internal_uses_next_word=True)
     assert tagger.internal_head.kernel.shape[0] == 2 * tagger.leaf_head.kernel.shape[0]
 
 
+@pytest.mark.slow
 def test_mpnet_export_gives_the_keras_taggers_logits(tmp_path):
     # The relative position bias, no segment embeddings and MPNet's specials, in one
     # encoder call and in packed windows (each window's bias from its own positions).
@@ -390,6 +393,7 @@ def test_mpnet_export_gives_the_keras_taggers_logits(tmp_path):
         np.testing.assert_allclose(got, want, atol=0.05 * np.abs(want).max())
 
 
+@pytest.mark.slow
 def test_packed_and_unpacked_exports_give_the_same_trees_on_the_test_split(model_dir, loaded,
                                                                           tmp_path):
     try:
@@ -413,6 +417,7 @@ def test_packed_and_unpacked_exports_give_the_same_trees_on_the_test_split(model
             export.export(model_dir, str(tmp_path / "bad" / "1"), pack_length=bad)
 
 
+@pytest.mark.slow
 def test_bfloat16_encoder_export_stays_close_to_float32(model_dir, loaded, tmp_path,
                                                         monkeypatch):
     export_dir = str(tmp_path / "bf16" / "1")
@@ -519,6 +524,7 @@ print(json.dumps({{"trees": [t.decode("utf-8") for t in out["tree"].numpy()], "l
 """
 
 
+@pytest.mark.slow
 def test_fresh_process_without_project_code_gives_parser_trees(export_dir, tmp_path):
     sentences = [s for s in SENTENCES if s.strip()]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
@@ -538,6 +544,7 @@ def test_fresh_process_without_project_code_gives_parser_trees(export_dir, tmp_p
     assert fresh["trees"] == [treebank.tree_to_line(t) for t in trees]
 
 
+@pytest.mark.slow
 def test_saved_model_cli_show(export_dir):
     cli = shutil.which("saved_model_cli")
     if cli is None:
@@ -586,8 +593,8 @@ def test_mismatched_checkpoint_is_a_clear_error(model_dir, tmp_path):
 
 
 def test_cli_errors_are_one_line(model_dir, export_dir, tmp_path):
-    result = run_module("tetra_tf.export", f"--checkpoint={tmp_path / 'nope'}",
-                        f"--export_dir={tmp_path / 'x' / '1'}", timeout=300)
+    result = run_cli(export.define_flags, export.main, f"--checkpoint={tmp_path / 'nope'}",
+                     f"--export_dir={tmp_path / 'x' / '1'}")
     assert result.returncode == 2
     assert result.stderr.strip().splitlines()[-1].startswith("error: ")
     assert "Traceback" not in result.stderr
@@ -705,6 +712,7 @@ def test_tree_writer_on_a_wide_sentence_is_linear_in_words():
 # Ensembles
 
 
+@pytest.mark.slow
 def test_ensemble_decodes_its_members_mean_tag_log_probabilities(model_dir, loaded, vocabs,
                                                                  tmp_path):
     other = str(tmp_path / "other")

@@ -7,6 +7,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 import tensorflow as tf
 
 from conftest import subprocess_env
@@ -61,6 +63,9 @@ def _run(code: str, *args: str) -> dict:
                             text=True, env=subprocess_env(), timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+pytestmark = pytest.mark.slow  # fresh TensorFlow processes
 
 
 def test_every_op_is_tensorflow_s_own_or_tensorflow_text_s(tiny_export_dir):

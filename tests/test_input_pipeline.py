@@ -48,6 +48,7 @@ def test_evaluation_yields_every_sentence_once_shortest_buckets_first(tokenized,
     assert sorted(set(widths)) == used  # windowed sentences take the last bucket's width
 
 
+@pytest.mark.slow
 def test_packing_is_traced_once_per_shape_across_epochs(tokenized, monkeypatch):
     data, tokenizer = tokenized
     traced = []

@@ -1,5 +1,7 @@
 """The export as a layer of a tf_keras model (docs/guides/export.md: the Keras layer)."""
 
+import pytest
+
 import tetra_tf  # noqa: F401  (selects Keras 2 before TensorFlow loads)
 
 import tensorflow as tf
@@ -10,6 +12,9 @@ import tf_keras
 from tetra_tf.parser import Parser
 
 SENTENCES = ["The cat sat on the mat .", "Hi", "-LRB- 1\\/2 -RRB- `` quoted ''"]
+
+
+pytestmark = pytest.mark.slow  # saves and reloads a Keras model around the export
 
 
 def test_export_as_a_keras_layer_saves_and_loads(tiny_export_dir, tmp_path):

@@ -23,7 +23,7 @@ from tetra_tf.treebank import with_pos_tags
 
 sys.path.insert(0, os.path.dirname(__file__))
 import tiny_model  # noqa: E402
-from conftest import subprocess_env  # noqa: E402
+from conftest import run_cli, subprocess_env  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LINES = ["The cat sat on the mat .", "Hi", "-LRB- 1\\/2 -RRB-  ``quoted''", "a :-) b"]
@@ -35,7 +35,7 @@ def export_dir(tiny_export_dir):
 
 
 def _cli(*args, stdin: str | bytes = ""):
-    """Runs the CLI; stdout and stderr come back as text (decoded as UTF-8)."""
+    """Runs the CLI as a program; stdout and stderr come back as text (decoded as UTF-8)."""
     env = subprocess_env()
     data = stdin if isinstance(stdin, bytes) else stdin.encode("utf-8")
     result = subprocess.run([sys.executable, "-m", "tetra_tf.parse", *args], input=data,
@@ -43,6 +43,11 @@ def _cli(*args, stdin: str | bytes = ""):
     return subprocess.CompletedProcess(result.args, result.returncode,
                                        result.stdout.decode("utf-8"),
                                        result.stderr.decode("utf-8"))
+
+
+def _cli_here(*args, stdin: str | bytes = ""):
+    """Runs the CLI's flags and main in this process (no new Python and TensorFlow)."""
+    return run_cli(parse.define_flags, parse.main, *args, stdin=stdin)
 
 
 @pytest.fixture(scope="module")
@@ -270,6 +275,7 @@ def test_replacing_output_keeps_the_old_file_on_failure(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["link.txt", "out.txt"]
 
 
+@pytest.mark.slow
 def test_cli_file_to_file_skip_and_stdin_fail(export_dir, parser, tmp_path):
     input_path, output_path = tmp_path / "in.txt", tmp_path / "out.txt"
     errors_path = tmp_path / "errors.txt"
@@ -288,7 +294,7 @@ def test_cli_file_to_file_skip_and_stdin_fail(export_dir, parser, tmp_path):
     assert result.stderr.strip().splitlines()[-1] == (
         f"parsed {len(LINES)} of {len(LINES) + 2} lines; skipped 2 (empty: 1, not_utf8: 1), "
         f"listed in {errors_path}")
-    result = _cli(f"--model_dir={export_dir}", stdin="a\n\nb\n")
+    result = _cli_here(f"--model_dir={export_dir}", stdin="a\n\nb\n")
     assert result.returncode == 2
     assert result.stdout == _run(parser, "a\n")[0] + "\n"
     assert result.stderr.strip().splitlines() == [
@@ -354,6 +360,7 @@ def test_truncated_compressed_input_is_one_damaged_line(parser, tmp_path, suffix
     assert str(summary) == f"parsed {readable} of {readable + 1} lines; skipped 1 (damaged: 1)"
 
 
+@pytest.mark.slow
 def test_cli_reads_a_truncated_gz(export_dir, parser, tmp_path):
     """The CLI on a cut-short .gz: --on_error=skip finishes with the readable lines and one
     damaged line; 'fail' exits 2 naming that line, and writes no output file."""
@@ -362,16 +369,16 @@ def test_cli_reads_a_truncated_gz(export_dir, parser, tmp_path):
     expected, _, _ = _parse_file(parser, input_path, on_error="skip")
     readable = len(expected) - 1
     output_path, errors_path = tmp_path / "out.txt", tmp_path / "errors.txt"
-    result = _cli(f"--model_dir={export_dir}", f"--input={input_path}",
-                  f"--output={output_path}", "--on_error=skip", f"--errors={errors_path}")
+    result = _cli_here(f"--model_dir={export_dir}", f"--input={input_path}",
+                       f"--output={output_path}", "--on_error=skip", f"--errors={errors_path}")
     assert result.returncode == 0, result.stderr[-2000:]
     assert output_path.read_text(encoding="utf-8").split("\n")[:-1] == expected
     assert result.stderr.strip().splitlines()[-1] == (
         f"parsed {readable} of {readable + 1} lines; skipped 1 (damaged: 1), listed in "
         f"{errors_path}")
     os.unlink(output_path)
-    result = _cli(f"--model_dir={export_dir}", f"--input={input_path}",
-                  f"--output={output_path}")
+    result = _cli_here(f"--model_dir={export_dir}", f"--input={input_path}",
+                       f"--output={output_path}")
     assert result.returncode == 2
     (message,) = result.stderr.strip().splitlines()[-1:]
     assert message.startswith(f"error: line {readable + 1}: damaged: the file is damaged")
@@ -464,6 +471,7 @@ def test_cli_checks_the_bulk_programs_common_options(tmp_path):
             == parser_module.DEFAULT_BATCH_SIZE == bulk_options.DEFAULT_BATCH_SIZE)
 
 
+@pytest.mark.slow
 def test_eval_export_scores_with_gold_or_predicted_pos(export_dir, parser, tmp_path):
     sys.path.insert(0, os.path.join(REPO, "tools"))
     import eval_export  # pylint: disable=import-outside-toplevel

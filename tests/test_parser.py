@@ -433,6 +433,7 @@ def test_with_pos_tags():
         with_pos_tags(tree, ["X", "Y"])
 
 
+@pytest.mark.slow
 def test_a_parser_in_a_fresh_process_gives_each_concurrent_call_its_share_of_the_cores(parser):
     from conftest import run_python  # pylint: disable=import-outside-toplevel
 

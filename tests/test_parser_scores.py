@@ -4,6 +4,7 @@ import io
 import math
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from tetra_tf import parse
@@ -22,6 +23,7 @@ def _log_softmax(x):
     return x - np.log(np.exp(x).sum(axis=-1, keepdims=True))
 
 
+@pytest.mark.slow
 def test_results_hold_trees_tags_and_the_log_probability_of_the_tags(tiny_export_dir):
     parser = Parser(tiny_export_dir)
     results = parser.parse_each(SENTENCES, batch_size=3)

@@ -36,7 +36,7 @@ for _module in ("waitress", "grpc", "tensorflow_serving", "prometheus_client"):
     pytest.importorskip(_module, reason="needs the 'serving' extra: pip install -e "
                         '".[serving]"')
 
-from conftest import free_port  # noqa: E402
+from conftest import free_port, subprocess_env  # noqa: E402
 from tetra_tf.serving import codecs, metrics  # noqa: E402
 from tetra_tf.serving import client as serving_client  # noqa: E402
 
@@ -164,7 +164,8 @@ def _running_server(base_path, model_name, log_path, *flags, while_starting=None
                                                f"--model_name={model_name}"]
                                               if base_path is not None else []),
              f"--rest_api_port={port}", f"--port={grpc_port or free_port()}", *flags],
-            stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT)
+            stdout=log, stderr=subprocess.STDOUT, cwd=REPO_ROOT,
+            env=subprocess_env())
     try:
         if while_starting is not None:
             while_starting()
@@ -556,7 +557,8 @@ def test_client_parse(server):
 
 def _run_client_cli(*args, stdin=None):
     return subprocess.run([sys.executable, CLIENT_SCRIPT, *args], input=stdin,
-                          capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
+                          capture_output=True, text=True, timeout=60, cwd=REPO_ROOT,
+                          env=subprocess_env())
 
 
 def test_client_command_line(server):
@@ -579,7 +581,8 @@ def test_server_usage_errors(tmp_path, base_path):
     result = subprocess.run(
         [sys.executable, SERVER_SCRIPT, f"--model_base_path={tmp_path / base_path}",
          f"--rest_api_port={free_port()}"],
-        capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
+        capture_output=True, text=True, timeout=60, cwd=REPO_ROOT,
+        env=subprocess_env())
     assert result.returncode == 2
     assert "error" in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
@@ -595,7 +598,8 @@ def test_batching_parameters_file_not_utf8_is_one_line_usage_error(tmp_path, mod
         [sys.executable, SERVER_SCRIPT, f"--model_base_path={model_base_path}",
          f"--rest_api_port={free_port()}", f"--port={free_port()}", "--enable_batching",
          f"--batching_parameters_file={parameters}"],
-        capture_output=True, text=True, timeout=60, cwd=REPO_ROOT)
+        capture_output=True, text=True, timeout=60, cwd=REPO_ROOT,
+        env=subprocess_env())
     assert result.returncode == 2, result.stderr
     assert result.stderr.strip().splitlines() == [
         f"error: --batching_parameters_file: {parameters} is not UTF-8 text (byte 34)"]
@@ -907,6 +911,7 @@ def _save_toy_version(base, version, root):
     os.rename(staging, base / str(version))
 
 
+@pytest.mark.server
 def test_new_version_is_served_without_a_restart_and_loses_no_request(tmp_path):
     base = tmp_path / "models" / MODEL_NAME
     base.mkdir(parents=True)
@@ -943,6 +948,7 @@ def test_new_version_is_served_without_a_restart_and_loses_no_request(tmp_path):
                         roots_seen.append(tree[1:3])
                         roots_by_client[client_id].append(tree[1:3])
                     count += 1
+                    stop.wait(0.01)  # back to back, but leaving the server a share of the CPU
             finally:
                 connection.close()
             return failures, count
@@ -1004,6 +1010,7 @@ def test_new_version_is_served_without_a_restart_and_loses_no_request(tmp_path):
         assert logged_at("unloaded version 1") >= slow_sent_at + slow_ms / 1000
 
 
+@pytest.mark.server
 def test_new_version_is_warmed_up_before_it_serves(tmp_path):
     """A new version runs each of its signatures once before new requests switch to it, as
     TF Serving's warm-up does, so that no request pays for a version's cold first calls
@@ -1032,6 +1039,7 @@ def test_new_version_is_warmed_up_before_it_serves(tmp_path):
                              "tetra_serving_model_call_seconds_count") == 1
 
 
+@pytest.mark.server
 def test_limits_come_from_the_export_and_flags_only_lower_them(tmp_path):
     """assets.extra/limits.json's max_pieces_per_call bounds a sentence (each word is at
     least one piece) even with a higher --max_pieces_per_request."""
@@ -1065,6 +1073,7 @@ def tetra_export(tiny_export_dir):
 MAX_PIECES = 200  # The real export's server: a low --max_pieces_per_request.
 
 
+@pytest.mark.server
 def test_real_export_over_rest_matches_parser(tetra_export, tmp_path):
     import nltk
 

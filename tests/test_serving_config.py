@@ -26,7 +26,7 @@ from tensorflow_serving.apis import (get_model_status_pb2, model_management_pb2,
                                      model_service_pb2_grpc, predict_pb2,
                                      prediction_service_pb2_grpc)
 
-from conftest import free_port  # noqa: E402
+from conftest import free_port, subprocess_env  # noqa: E402
 from test_serving import (HTTP_TIMEOUT_S, REPO_ROOT, SERVER_SCRIPT, _http,  # noqa: E402
                           _running_server)
 from tetra_tf.serving.model_config import (check_model_server_config,  # noqa: E402
@@ -99,6 +99,7 @@ def test_serving_models_config_is_a_valid_model_server_config():
     assert [model.name for model in config.model_config_list.config] == ["tetra"]
 
 
+@pytest.mark.server
 def test_two_models_and_labelled_versions_over_rest_and_grpc(model_root, tmp_path):
     config_path = tmp_path / "models.config"
     _write(config_path, _repo_config(model_root, with_other=True, labels=True))
@@ -190,6 +191,7 @@ class _Clients:
                         self._count(model, response.model_spec.name == model, response)
                     except grpc.RpcError as e:
                         self._count(model, False, (e.code(), e.details()))
+                self.stop.wait(0.01)  # back to back, but leaving the server a share of the CPU
 
     def total(self):
         with self.lock:
@@ -206,6 +208,7 @@ class _Clients:
         raise AssertionError(f"not reached: {self.answered}")
 
 
+@pytest.mark.server
 @pytest.mark.parametrize("how", ["HandleReloadConfigRequest", "file poll"])
 def test_reload_adds_a_model_while_every_request_is_answered(model_root, tmp_path, how):
     config_path = tmp_path / "models.config"
@@ -270,5 +273,6 @@ def test_config_flag_errors_are_one_line_and_exit_2(model_root, tmp_path, flags,
         message = message.replace(name, path)
     result = subprocess.run([sys.executable, SERVER_SCRIPT, *flags,
                              f"--rest_api_port={free_port()}", f"--port={free_port()}"],
-                            capture_output=True, text=True, timeout=120, cwd=REPO_ROOT)
+                            capture_output=True, text=True, timeout=120, cwd=REPO_ROOT,
+                            env=subprocess_env())
     assert (result.returncode, result.stderr.strip().splitlines()) == (2, [message])

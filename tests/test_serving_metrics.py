@@ -18,7 +18,7 @@ for _module in ("waitress", "grpc", "tensorflow_serving", "prometheus_client"):
 import tensorflow as tf  # noqa: E402
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
-from conftest import free_port  # noqa: E402
+from conftest import free_port, subprocess_env  # noqa: E402
 from test_serving import (MODEL_NAME, REPO_ROOT, SERVER_SCRIPT, HTTP_TIMEOUT_S,  # noqa: E402
                           ToyParser, _grpc_code, _http, _running_server)
 from tetra_tf.errors import InputError  # noqa: E402
@@ -226,7 +226,8 @@ def test_bad_monitoring_config_is_one_line_usage_error(tmp_path):
         [sys.executable, SERVER_SCRIPT, f"--model_base_path={tmp_path / 'base'}",
          f"--rest_api_port={free_port()}", f"--port={free_port()}",
          f"--monitoring_config_file={config}"],
-        capture_output=True, text=True, timeout=120, cwd=REPO_ROOT)
+        capture_output=True, text=True, timeout=120, cwd=REPO_ROOT,
+        env=subprocess_env())
     assert result.returncode == 2, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(

@@ -334,6 +334,7 @@ def test_docs_serialize_with_their_parses(nlp):
         t.tag_ for t in doc)
 
 
+@pytest.mark.slow
 def test_entry_point_registers_the_factory_without_importing_tetra_tf(tiny_export_dir,
                                                                      tmp_path):
     # The package metadata setup.py declares (what pip install writes), first on the path.

@@ -19,7 +19,8 @@ import tetra_tf  # noqa: F401
 import tensorflow as tf
 import tf_keras
 
-from conftest import REPO_ROOT, TRAINED_RUN_EPOCHS, convert, free_port, subprocess_env
+from conftest import (REPO_ROOT, TRAINED_RUN_EPOCHS, convert, free_port, run_cli,
+                      subprocess_env)
 from tetra_tf import encoders, input_pipeline, train
 from tetra_tf.model import HeadsConfig
 from tetra_tf.tags import TagVocabularies
@@ -41,6 +42,7 @@ def steps_per_epoch(encoder_dir, data_dir, batch_size=8):
     return input_pipeline.summarize(data, config).steps_per_epoch(config)
 
 
+@pytest.mark.slow
 def test_mirrored_two_cpus_matches_default_strategy(tiny_encoder_dir, small_data_dirs,
                                                     tmp_path):
     out = tmp_path / "compare.json"
@@ -132,6 +134,7 @@ class TestPlanWarmup:
             "warning: --learning_rate=0: the encoder weights stay frozen")
 
 
+@pytest.mark.slow
 def test_one_epoch_lowers_the_loss_and_logs_the_rates_used(tiny_encoder_dir, small_data_dirs,
                                                            tmp_path, capsys):
     """The issue's case: a one-epoch run with the default 200-step warmup used to keep the
@@ -158,6 +161,7 @@ def test_one_epoch_lowers_the_loss_and_logs_the_rates_used(tiny_encoder_dir, sma
         assert expected[-1] == 0.0 and min(expected[:-1]) > 0
 
 
+@pytest.mark.slow
 def test_training_with_xla_runs_on_static_batches(tiny_encoder_dir, small_data_dirs, tmp_path):
     config = train.TrainingConfig(jit_compile=True, batch_size=8, epochs=1, warmup_steps=1)
     summary = train.train(small_data_dirs["train"], None, str(tmp_path / "xla"), config,
@@ -292,6 +296,7 @@ def test_bfloat16_keeps_float32_variables_and_trains_like_float32(
     assert abs(bf16_drop - float32_drop) < 0.1 * float32_drop, (bf16_drop, float32_drop)
 
 
+@pytest.mark.slow
 def test_an_mpnet_encoder_trains_in_bfloat16_and_exports_on_the_same_path(
         tiny_mpnet_dir, small_data_dirs, tmp_path):
     from tetra_tf import export
@@ -374,6 +379,7 @@ def test_training_scores_dev_and_keeps_the_best(trained_run, tiny_encoder_dir,
     assert os.path.exists(os.path.join(model_dir, "best", "model.index"))
 
 
+@pytest.mark.slow
 def test_killed_run_resumes_with_step_and_optimizer_state(tiny_encoder_dir, small_data_dirs,
                                                           tmp_path):
     model_dir = tmp_path / "resume"
@@ -398,9 +404,9 @@ def test_killed_run_resumes_with_step_and_optimizer_state(tiny_encoder_dir, smal
     saved = tf.train.load_checkpoint(killed_at)
     assert saved.get_tensor("step/.ATTRIBUTES/VARIABLE_VALUE") == step
 
-    result = subprocess.run(command[:-2] + ["--epochs=30", f"--max_steps={step + 2}"],
-                            env=subprocess_env(), capture_output=True, text=True, timeout=300,
-                            check=False)
+    # The resumed half runs in this process: a new start of the same command line.
+    result = run_cli(train.define_flags, train.main, *command[3:-2], "--epochs=30",
+                     f"--max_steps={step + 2}", user_errors=(ValueError,))
     assert result.returncode == 0, result.stderr[-3000:]
     assert f"resumed from step {step}" in result.stderr
     resumed = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(model_dir / "ckpt")))
@@ -411,6 +417,7 @@ def test_killed_run_resumes_with_step_and_optimizer_state(tiny_encoder_dir, smal
     assert resumed.get_tensor(iterations[0]) == step + 2  # Adam's own counter carried on.
 
 
+@pytest.mark.slow
 def test_two_multi_worker_processes_train_together(tiny_encoder_dir, small_data_dirs,
                                                    tmp_path):
     ports = [free_port(), free_port()]
@@ -518,6 +525,7 @@ def test_layer_mix_is_learned_and_saved_with_the_model(averaged_mixed_run):
     assert not np.allclose(weights, [0.5, 0.5], atol=1e-4)
 
 
+@pytest.mark.slow
 def test_final_fit_trains_on_several_directories_and_keeps_the_last_epoch(
         tiny_encoder_dir, small_data_dirs, tmp_path):
     model_dir = str(tmp_path / "final")
@@ -565,6 +573,7 @@ def test_a_run_killed_before_its_first_checkpoint_starts_afresh(tiny_encoder_dir
     assert pretrained is not None
 
 
+@pytest.mark.slow
 def test_resume_refuses_another_recipe_but_may_run_longer(tiny_encoder_dir, small_data_dirs,
                                                          tmp_path):
     model_dir = str(tmp_path / "m")
@@ -664,10 +673,9 @@ class TestBadInput:
                         max_steps=1, progress=False)
 
     def test_command_line_reports_one_line(self, tiny_encoder_dir, small_data_dirs, tmp_path):
-        result = subprocess.run(
-            train_command(tiny_encoder_dir, {"train": str(tmp_path / "nowhere")},
-                          tmp_path / "m"),
-            env=subprocess_env(), capture_output=True, text=True, timeout=120, check=False)
+        result = run_cli(train.define_flags, train.main,
+                         *train_command(tiny_encoder_dir, {"train": str(tmp_path / "nowhere")},
+                                        tmp_path / "m")[3:], user_errors=(ValueError,))
         assert result.returncode == 2
         assert result.stderr.strip().startswith("error:")
         assert len(result.stderr.strip().splitlines()) == 1

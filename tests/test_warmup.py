@@ -8,6 +8,7 @@ import statistics
 import time
 
 import numpy as np
+import pytest
 import tensorflow as tf
 from tensorflow_serving.apis import prediction_log_pb2
 
@@ -53,6 +54,7 @@ def test_export_writes_tf_serving_warmup_records_that_replay_through_both_signat
     assert max(len(s.split()) for s in trees) > 100  # the long one reaches larger buckets
 
 
+@pytest.mark.slow
 def test_server_replays_the_records_or_falls_back_to_one_call_per_signature(
         tiny_export_dir, tmp_path):
     served = ServedModel("tetra", 1, tiny_export_dir)
@@ -71,6 +73,7 @@ def _cpu_seconds(model: ServedModel) -> float:
     return time.process_time() - started
 
 
+@pytest.mark.slow
 def test_first_request_after_a_hot_switch_costs_what_steady_ones_do(tiny_export_dir, tmp_path):
     base = tmp_path / "tetra"
     for version in (1, 2, 3):

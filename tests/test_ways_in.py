@@ -3,7 +3,6 @@ REST and gRPC servers, Beam, `Parser` and the spaCy component) get the same tree
 aside) or the same refusal reason; and the graph splits exactly as the host does. (Spark,
 the seventh way in, gets the same lines on its cluster in test_spark.py.)"""
 
-import contextlib
 import json
 import os
 import subprocess
@@ -45,16 +44,31 @@ def _without_top(tree: str) -> str:
     return treebank.tree_to_line(parsed)
 
 
-@contextlib.contextmanager
-def _server(export_dir: str, log_path: str):
-    """serving/server.py on the export (REST and gRPC), until the block ends."""
+# The two tiny exports (BERT's and MPNet's) and the names one server serves them under.
+EXPORTS = {"bert": ("tiny_export_dir", "tetra"), "mpnet": ("tiny_mpnet_export_dir", "tetra_mpnet")}
+
+
+@pytest.fixture(scope="module")
+def ways_in_server(request, tmp_path_factory):
+    """serving/server.py serving both tiny exports (--model_config_file), REST and gRPC,
+    for the module's tests: yields (rest_port, grpc_port)."""
+    pytest.importorskip("grpc")
+    root = tmp_path_factory.mktemp("ways_in_server")
+    configs = []
+    for fixture, name in EXPORTS.values():
+        base_path = os.path.dirname(request.getfixturevalue(fixture))
+        configs.append(f'config {{ name: "{name}" base_path: "{base_path}" '
+                       'model_platform: "tensorflow" }')
+    (root / "models.config").write_text("model_config_list {\n%s\n}\n" % "\n".join(configs))
     rest_port, grpc_port = free_port(), free_port()
+    log_path = str(root / "server.log")
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
-            [sys.executable, SERVER_SCRIPT, f"--model_base_path={os.path.dirname(export_dir)}",
-             "--model_name=tetra", f"--rest_api_port={rest_port}", f"--port={grpc_port}"],
+            [sys.executable, SERVER_SCRIPT, f"--model_config_file={root / 'models.config'}",
+             f"--rest_api_port={rest_port}", f"--port={grpc_port}"],
             stdout=log, stderr=subprocess.STDOUT, env=subprocess_env(), cwd=REPO_ROOT)
-    with served_until_done(process, rest_port, log_path):
+    with served_until_done(process, rest_port, log_path,
+                           model_names=tuple(name for _, name in EXPORTS.values())):
         yield rest_port, grpc_port
 
 
@@ -64,10 +78,10 @@ def _answer(tree: str | None = None, reason: str | None = None) -> tuple:
     return ("reason", reason)
 
 
-def _rest(port: int, line: str) -> tuple:
+def _rest(port: int, model_name: str, line: str) -> tuple:
     body = json.dumps({"signature_name": "serving_default",
                        "inputs": {"sentences": [line]}, "output_filter": ["tree"]})
-    request = urllib.request.Request(f"http://127.0.0.1:{port}/v1/models/tetra:predict",
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/v1/models/{model_name}:predict",
                                      body.encode("utf-8"), {"Content-Type": "application/json"})
     try:
         with urllib.request.urlopen(request, timeout=120) as response:
@@ -80,7 +94,7 @@ def _rest(port: int, line: str) -> tuple:
     return _answer(tree[0])
 
 
-def _grpc(port: int, lines: list[str]) -> list[tuple]:
+def _grpc(port: int, model_name: str, lines: list[str]) -> list[tuple]:
     import grpc
     import tensorflow as tf
     from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
@@ -90,7 +104,7 @@ def _grpc(port: int, lines: list[str]) -> list[tuple]:
         stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
         for line in lines:
             request = predict_pb2.PredictRequest()
-            request.model_spec.name = "tetra"
+            request.model_spec.name = model_name
             request.inputs["sentences"].CopyFrom(
                 tf.make_tensor_proto([line.encode("utf-8")], dtype=tf.string))
             request.output_filter.append("tree")
@@ -172,26 +186,26 @@ def _spacy(export_dir: str, lines: list[str]) -> list[tuple | None]:
     return answers
 
 
-@pytest.mark.parametrize("encoder", ["bert", "mpnet"])
-def test_every_way_in_gives_the_same_tree_or_reason_for_every_line(encoder, request, tmp_path):
+@pytest.mark.parametrize("encoder", list(EXPORTS))
+def test_every_way_in_gives_the_same_tree_or_reason_for_every_line(encoder, ways_in_server,
+                                                                   request, tmp_path):
     pytest.importorskip("apache_beam")
-    pytest.importorskip("grpc")
     from tetra_tf.parser import Parser
 
     # MPNet's export: other special tokens and a relative position bias, the same contract.
-    tiny_export_dir = request.getfixturevalue(
-        {"bert": "tiny_export_dir", "mpnet": "tiny_mpnet_export_dir"}[encoder])
+    fixture, model_name = EXPORTS[encoder]
+    tiny_export_dir = request.getfixturevalue(fixture)
     parser = Parser(tiny_export_dir)
     lines = odd_lines(parser.sentence_limits.max_pieces)
     expected = _parser_answers(parser, lines)
     reasons = [answer[1] for answer in expected if answer[0] == "reason"]
     # The set covers refusals of both kinds and parses of every other line.
     assert reasons == [sentences.TOO_MANY_PIECES, sentences.EMPTY, sentences.EMPTY], reasons
+    rest_port, grpc_port = ways_in_server
     ways = {"cli": _cli(parser, lines),
-            "beam": _beam(tiny_export_dir, lines, tmp_path)}
-    with _server(tiny_export_dir, str(tmp_path / "server.log")) as (rest_port, grpc_port):
-        ways["rest"] = [_rest(rest_port, line) for line in lines]
-        ways["grpc"] = _grpc(grpc_port, lines)
+            "beam": _beam(tiny_export_dir, lines, tmp_path),
+            "rest": [_rest(rest_port, model_name, line) for line in lines],
+            "grpc": _grpc(grpc_port, model_name, lines)}
     spacy_answers = _spacy(tiny_export_dir, lines)
     ways["spacy"] = [expected[i] if answer is None and expected[i] == ("reason", "empty")
                      else answer for i, answer in enumerate(spacy_answers)]

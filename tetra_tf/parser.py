@@ -27,16 +27,17 @@ import functools
 import itertools
 import numbers
 import re
-from typing import Any, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
-
-import nltk
 import numpy as np
 from absl import logging
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the tokenizer's ops the SavedModel uses)
 
-from tetra_tf import cpu, export_format, sentences, treebank
+from tetra_tf import cpu, export_format, sentences
+
+if TYPE_CHECKING:
+    import nltk
 from tetra_tf.errors import ExportError, ModelError
 from tetra_tf.sentences import SentenceError, SentenceLimits
 
@@ -82,6 +83,10 @@ class ParseResult:
     @functools.cached_property
     def tree(self) -> nltk.Tree:
         """The tree as an nltk.Tree, read from `bracketed` when first asked for."""
+        # nltk is imported here, when a tree is first asked for: the programs that write
+        # bracketed strings (the CLI, Beam, Spark) start without it.
+        from tetra_tf import treebank  # pylint: disable=import-outside-toplevel
+
         return treebank.parse_tree(self.bracketed)
 
 
@@ -299,6 +304,8 @@ class Parser:
         if progress is not None and len(checked) < len(word_lists):
             progress(len(word_lists) - len(checked))
         batches = self._batches(checked, batch_size)
+        if read_trees:
+            from tetra_tf import treebank  # noqa: F401  (once, before the pool's threads)
 
         def parse_batch(indices: list[int]) -> list[ParseResult | SentenceError]:
             results = call_batch(indices)
