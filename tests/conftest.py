@@ -266,7 +266,8 @@ def _tiny_export_root(tmp_path_factory) -> str:
     from tetra_tf import export
 
     def build(root):
-        tiny_model.make_model_dir(os.path.join(root, "model"))
+        # A stack depth other than the default 8, so that a reader assuming 8 fails.
+        tiny_model.make_model_dir(os.path.join(root, "model"), max_stack_depth=6)
         export.export(os.path.join(root, "model"), os.path.join(root, "tetra", "1"))
 
     return built_once(tmp_path_factory, "tiny_export", build)

@@ -32,17 +32,15 @@ SENTENCES = ["The cat sat on the mat .", "Mr.  Smith   left", "", "-LRB- 1\\/2 -
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory):
-    path = str(tmp_path_factory.mktemp("tiny_model"))
-    tiny_model.make_model_dir(path, max_stack_depth=6)
-    return path
+def model_dir(tiny_model_dir):
+    """tests/tiny_model.py's random model at stack depth 6 (shared, read-only)."""
+    return tiny_model_dir
 
 
 @pytest.fixture(scope="module")
-def export_dir(model_dir, tmp_path_factory):
-    path = os.path.join(str(tmp_path_factory.mktemp("models")), "tetra", "1")
-    assert export.export(model_dir, path) == os.path.join(model_dir, "best", "model")
-    return path
+def export_dir(tiny_export_dir):
+    """Its export (shared, read-only)."""
+    return tiny_export_dir
 
 
 @pytest.fixture(scope="module")
@@ -187,6 +185,8 @@ def test_layout_assets_and_variables(export_dir, loaded, model_dir, vocabs):
     assert os.path.isfile(os.path.join(export_dir, "saved_model.pb"))
     assert os.path.isfile(os.path.join(export_dir, "assets", "encoder_vocab.txt"))
     assert int(loaded.max_stack_depth.numpy()) == 6 == TaggerSpec.load(model_dir).max_stack_depth
+    # What export() exports from a model directory: its best checkpoint.
+    assert export.resolve_checkpoint(model_dir)[1] == os.path.join(model_dir, "best", "model")
     assert _strings(loaded.leaf_tags) == vocabs.leaf.tags
     assert _strings(loaded.internal_tags) == vocabs.internal.tags
     assert _strings(loaded.pos_tags) == vocabs.pos.tags

@@ -420,7 +420,7 @@ def test_missing_or_foreign_export_dir(tmp_path):
 
 
 def test_max_stack_depth(parser):
-    assert parser.max_stack_depth == 8
+    assert parser.max_stack_depth == 6  # the tiny model's (tests/conftest.py)
 
 
 def test_with_pos_tags():

@@ -27,8 +27,8 @@ from tensorflow_serving.apis import (get_model_status_pb2, model_management_pb2,
                                      prediction_service_pb2_grpc)
 
 from conftest import free_port, subprocess_env  # noqa: E402
-from test_serving import (HTTP_TIMEOUT_S, REPO_ROOT, SERVER_SCRIPT, _http,  # noqa: E402
-                          _running_server)
+from test_serving import (HTTP_TIMEOUT_S, REPO_ROOT, SERVER_SCRIPT, ToyParser,  # noqa: E402
+                          _http, _running_server)
 from tetra_tf.serving.model_config import (check_model_server_config,  # noqa: E402
                                            read_model_server_config)
 
@@ -44,6 +44,18 @@ def model_root(tiny_export_dir, tmp_path_factory):
     for name, version in (("tetra", 1), ("tetra", 2), ("other", 1)):
         (root / name).mkdir(exist_ok=True)
         os.symlink(tiny_export_dir, root / name / str(version))
+    return root
+
+
+@pytest.fixture(scope="module")
+def toy_model_root(tmp_path_factory):
+    """tetra/1, tetra/2 and other/1 as toy SavedModels with the export's interface
+    (test_serving.ToyParser, trees rooted in TOP): quick to load, for what the config does."""
+    root = tmp_path_factory.mktemp("toy_models")
+    for name, version in (("tetra", 1), ("tetra", 2), ("other", 1)):
+        module = ToyParser("TOP")
+        tf.saved_model.save(module, str(root / name / str(version)),
+                            signatures={"serving_default": module.parse})
     return root
 
 
@@ -100,9 +112,9 @@ def test_serving_models_config_is_a_valid_model_server_config():
 
 
 @pytest.mark.server
-def test_two_models_and_labelled_versions_over_rest_and_grpc(model_root, tmp_path):
+def test_two_models_and_labelled_versions_over_rest_and_grpc(toy_model_root, tmp_path):
     config_path = tmp_path / "models.config"
-    _write(config_path, _repo_config(model_root, with_other=True, labels=True))
+    _write(config_path, _repo_config(toy_model_root, with_other=True, labels=True))
     grpc_port = free_port()
     with _running_server(None, "tetra", tmp_path / "server.log",
                          f"--model_config_file={config_path}",
