@@ -410,8 +410,8 @@ def trained_run(tiny_encoder_dir, small_data_dirs, tmp_path_factory) -> dict:
 
     `python -m tetra_tf.train` for TRAINED_RUN_EPOCHS epochs (learning rate 1e-3, dev
     scored after each), then `train --evaluate` in this process on a "test" split (the dev
-    records again under a test split's name), then the export. Returns model_dir, test_dir, export_dir
-    and evaluation (the --evaluate JSON).
+    records again under a test split's name), then the export. Returns model_dir, test_dir,
+    export_dir and evaluation (the --evaluate JSON).
     """
     import json
     import shutil
