@@ -29,7 +29,7 @@ for name in {blocked!r}:
     sys.modules[name] = None  # as if not installed: importing it raises ImportError
 for module in {modules!r}:
     importlib.import_module(module)
-    print(json.dumps(sorted(name for name, module in sys.modules.items() if module is not None)))
+    print(json.dumps(sorted(name for name, loaded in sys.modules.items() if loaded is not None)))
 """
 
 

@@ -27,8 +27,8 @@ from tensorflow_serving.apis import (get_model_status_pb2, model_management_pb2,
                                      prediction_service_pb2_grpc)
 
 from conftest import free_port, subprocess_env  # noqa: E402
-from test_serving import (HTTP_TIMEOUT_S, REPO_ROOT, SERVER_SCRIPT, ToyParser,  # noqa: E402
-                          _http, _running_server)
+from test_serving import (HTTP_TIMEOUT_S, REPO_ROOT, SERVER_SCRIPT, _http,  # noqa: E402
+                          _running_server, _save_toy_version)
 from tetra_tf.serving.model_config import (check_model_server_config,  # noqa: E402
                                            read_model_server_config)
 
@@ -53,9 +53,8 @@ def toy_model_root(tmp_path_factory):
     (test_serving.ToyParser, trees rooted in TOP): quick to load, for what the config does."""
     root = tmp_path_factory.mktemp("toy_models")
     for name, version in (("tetra", 1), ("tetra", 2), ("other", 1)):
-        module = ToyParser("TOP")
-        tf.saved_model.save(module, str(root / name / str(version)),
-                            signatures={"serving_default": module.parse})
+        (root / name).mkdir(exist_ok=True)
+        _save_toy_version(root / name, version, "TOP")
     return root
 
 
