@@ -1,0 +1,143 @@
+"""Tests for tetra_tf/text.py: raw text to sentences and PTB tokens with offsets."""
+
+import collections
+
+import pytest
+
+from conftest import requires_nltk_sample
+from tetra_tf import sentences, text
+
+# Text a user could send: Unicode quotes and dashes, URLs, emoji, CJK, numbers, ellipses,
+# abbreviations, brackets, clitics, empty and whitespace-only lines.
+HOSTILE = [
+    "", " ", "\t\u3000\n", "He said \u201chi\u201d \u2014 then left\u2026",
+    "It\u2019s Sarah\u2019s car, isn\u2019t it?", "See https://example.com/a?b=c&d=e now.",
+    "Price: $1,000.50 or 3/4 of it (roughly).", "Smile \U0001F600 \U0001F44D\U0001F3FD !",
+    "\u6771\u4eac\u306f\u5927\u304d\u3044\u3002", "Wait... what?! No -- never.",
+    "Mr. Smith of the U.S. met Dr. J. K. Rowling.", "'Tis the season; gonna wanna go.",
+    "\"Quoted\" and ''double'' and `single'.", "a\u00a0b\u2009c \ufeffd",
+    "S&P 500 rose; AT&T fell & Co. didn't.", "x\ue000y\ue003z", "(a [b {c} d] e) <f>",
+]
+
+
+def _gold_and_raw(split: str):
+    """(gold leaves, raw text) of each tree of a sample split: the text is NLTK's
+    detokenization of the leaves, as a user would have written it."""
+    from nltk.tokenize.treebank import TreebankWordDetokenizer
+
+    from tetra_tf import treebank
+
+    detokenizer = TreebankWordDetokenizer()
+    for entry in treebank.read_nltk_sample(split):
+        if entry.tree is None:
+            continue
+        leaves = treebank.clean_tree(entry.tree).leaves()
+        raw = [sentences.PTB_TOKEN_ESCAPES.get(leaf, leaf) if leaf.startswith("-") else leaf
+               for leaf in leaves]
+        yield leaves, detokenizer.detokenize(raw, convert_parentheses=False)
+
+
+def test_offsets_give_each_tokens_surface_on_hostile_text():
+    for line in HOSTILE:
+        tokens = text.tokenize(line)
+        assert [t.start for t in tokens] == sorted(t.start for t in tokens), line
+        for token in tokens:
+            surface = line[token.start:token.end]
+            assert surface and not any(c in sentences.WHITESPACE for c in surface), (line, token)
+        # Nothing dropped: the tokens' surfaces and the whitespace between make the text
+        # (the reserved private-use characters are read as U+FFFD).
+        rebuilt = list(line)
+        for token in tokens:
+            rebuilt[token.start:token.end] = ["\0"] * (token.end - token.start)
+        assert all(c == "\0" or c in sentences.WHITESPACE for c in rebuilt), line
+
+
+def test_ptb_conventions():
+    words = [t.word for t in text.tokenize('He said "don\'t" (twice) \u2014 S&P\u2019s.')]
+    assert words == ["He", "said", "``", "do", "n't", "''", "-LRB-", "twice", "-RRB-", "--",
+                     "S&P", "'s", "."]
+    assert [t.word for t in text.tokenize("I cannot, Mr. Smith.")] == [
+        "I", "can", "not", ",", "Mr.", "Smith", "."]
+    assert text.tokenize("") == text.tokenize(" \t") == []
+
+
+def test_matches_nltk_treebank_tokenizer_where_the_text_has_no_unicode_quotes():
+    from nltk.tokenize import TreebankWordTokenizer
+
+    nltk_tokenizer = TreebankWordTokenizer()
+    lines = [line for line in HOSTILE if "&" not in line and not any(
+        c in line for c in "\u201c\u201d\u2018\u2019\u2014\u2026\ue000\ue003")]
+    for line in lines:
+        expected = nltk_tokenizer.tokenize(line, convert_parentheses=True)
+        got = [t.word for t in text.tokenize(line)]
+        assert got == [{'"': "''"}.get(w, w) for w in expected] or got == expected, line
+
+
+@requires_nltk_sample
+def test_test_split_detokenized_comes_back_as_its_gold_tokens():
+    matched, total, surfaces = 0, 0, 0
+    for leaves, raw in _gold_and_raw("test"):
+        tokens = text.tokenize(raw)
+        total += 1
+        matched += [t.word for t in tokens] == leaves
+        for token in tokens:
+            surfaces += bool(raw[token.start:token.end])
+            assert raw[token.start:token.end] == raw[token.start:token.end].strip()
+    assert total == 245
+    assert matched / total >= 0.97, f"{matched} of {total} sentences match their gold tokens"
+
+
+@requires_nltk_sample
+def test_sentences_of_a_paragraph_come_back():
+    """The test split's sentences joined into paragraphs of five: the boundaries found are
+    the sentences' own (boundary F1 over the split)."""
+    items = list(_gold_and_raw("test"))
+    found = correct = expected = 0
+    for first in range(0, len(items), 5):
+        group = [raw for _, raw in items[first:first + 5]]
+        paragraph = " ".join(group)
+        ends, position = set(), 0
+        for raw in group:
+            position += len(raw)
+            ends.add(position)
+            position += 1
+        spans = text.split_sentences(paragraph)
+        got = {paragraph[:end].rstrip().__len__() for _, end in spans}
+        found += len(got)
+        expected += len(ends)
+        correct += len(got & ends)
+    precision, recall = correct / found, correct / expected
+    f1 = 2 * precision * recall / (precision + recall)
+    assert f1 >= 0.97, (precision, recall)
+
+
+def test_a_document_keeps_offsets_in_the_whole_text():
+    document = "Mr. Smith left.  He said \u201cno.\u201d\n\nThen (later) he came back!"
+    sentences_found = text.tokenize_document(document)
+    assert [[t.word for t in s] for s in sentences_found] == [
+        ["Mr.", "Smith", "left", "."], ["He", "said", "``", "no", ".", "''"],
+        ["Then", "-LRB-", "later", "-RRB-", "he", "came", "back", "!"]]
+    for sentence in sentences_found:
+        for token in sentence:
+            assert document[token.start:token.end] in (token.word, "\u201c", "\u201d", "(",
+                                                       ")"), token
+    counts = collections.Counter(t.word for s in sentences_found for t in s)
+    assert counts["."] == 2
+
+
+def _graph_tokens(lines):
+    import tensorflow as tf
+
+    words, starts, ends = text.graph_tokenize(tf.constant(lines))
+    return [[text.Token(w.decode("utf-8"), s, e) for w, s, e in zip(*row)]
+            for row in zip(words.to_list(), starts.to_list(), ends.to_list())]
+
+
+def test_the_graph_tokenizes_as_the_host_on_hostile_text():
+    assert _graph_tokens(HOSTILE) == [text.tokenize(line) for line in HOSTILE]
+
+
+@requires_nltk_sample
+def test_the_graph_tokenizes_as_the_host_on_the_test_split():
+    raws = [raw for _, raw in _gold_and_raw("test")]
+    assert _graph_tokens(raws) == [text.tokenize(raw) for raw in raws]
