@@ -114,14 +114,14 @@ def test_sentences_of_a_paragraph_come_back():
 def test_a_document_keeps_offsets_in_the_whole_text():
     document = "Mr. Smith left.  He said \u201cno.\u201d\n\nThen (later) he came back!"
     sentences_found = text.tokenize_document(document)
-    assert [[t.word for t in s] for s in sentences_found] == [
+    assert [s.words for s in sentences_found] == [
         ["Mr.", "Smith", "left", "."], ["He", "said", "``", "no", ".", "''"],
         ["Then", "-LRB-", "later", "-RRB-", "he", "came", "back", "!"]]
     for sentence in sentences_found:
-        for token in sentence:
+        for token in sentence.tokens:
             assert document[token.start:token.end] in (token.word, "\u201c", "\u201d", "(",
                                                        ")"), token
-    counts = collections.Counter(t.word for s in sentences_found for t in s)
+    counts = collections.Counter(t.word for s in sentences_found for t in s.tokens)
     assert counts["."] == 2
 
 
@@ -141,3 +141,62 @@ def test_the_graph_tokenizes_as_the_host_on_hostile_text():
 def test_the_graph_tokenizes_as_the_host_on_the_test_split():
     raws = [raw for _, raw in _gold_and_raw("test")]
     assert _graph_tokens(raws) == [text.tokenize(raw) for raw in raws]
+
+
+def _graph_documents(texts):
+    import tensorflow as tf
+
+    documents = text.graph_tokenize_document(tf.constant(texts))
+    found = []
+    for row in range(len(texts)):
+        sentences_found = []
+        for s, (start, end) in enumerate(zip(documents.sentence_starts[row].numpy(),
+                                             documents.sentence_ends[row].numpy())):
+            tokens = tuple(text.Token(w.decode("utf-8"), int(a), int(b)) for w, a, b in zip(
+                documents.words[row][s].numpy(), documents.word_starts[row][s].numpy(),
+                documents.word_ends[row][s].numpy()))
+            sentences_found.append(text.Sentence(int(start), int(end), tokens))
+        found.append(sentences_found)
+    return found
+
+
+PARAGRAPHS = [
+    "Mr. Smith left.  He said \u201cno.\u201d\n\nThen (later) he came back!",
+    "It cost $1,000.50. Really? Yes!! \U0001F600 \u6771\u4eac. Dr. J. K. Rowling wrote it.",
+    "U.S. officials met. The end.", "\u201cGo.\u201d She went. 3 of them left.",
+]
+
+
+@requires_nltk_sample
+def test_the_graph_splits_and_tokenizes_documents_as_the_host():
+    items = list(_gold_and_raw("test"))
+    paragraphs = [" ".join(raw for _, raw in items[i:i + 7]) for i in range(0, len(items), 7)]
+    texts = HOSTILE + PARAGRAPHS + paragraphs
+    assert _graph_documents(texts) == [text.tokenize_document(t) for t in texts]
+
+
+def test_sentences_cover_the_text_and_tokens_lie_inside_their_sentence():
+    for paragraph in PARAGRAPHS + HOSTILE:
+        found = text.tokenize_document(paragraph)
+        for before, after in zip(found, found[1:]):
+            assert before.end == after.start  # whitespace after a sentence is its own
+        for sentence in found:
+            assert sentence.tokens and all(
+                sentence.start <= t.start < t.end <= sentence.end for t in sentence.tokens)
+        # Nothing but whitespace outside the sentences.
+        covered = set().union(*(range(s.start, s.end) for s in found)) if found else set()
+        assert all(c in sentences.WHITESPACE for i, c in enumerate(paragraph)
+                   if i not in covered), paragraph
+    assert text.tokenize_document(PARAGRAPHS[2])[0].words == ["U.S.", "officials", "met", "."]
+    # Not split: one sentence, even blank.
+    assert [s.words for s in text.tokenize_document("A. B. C.", split=False)] == [
+        ["A.", "B.", "C", "."]]
+    assert text.tokenize_document(" ", split=False) == [text.Sentence(0, 1, ())]
+
+
+def test_ptb_words_write_tokens_as_the_treebank_does():
+    surfaces = ['"', "Hi", '"', "\u2014", "(", '"', "ok", '"', ")", "\u2019s", "\u2026"]
+    starts = [0, 1, 3, 5, 7, 8, 9, 11, 12, 13, 16]
+    ends = [start + len(surface) for start, surface in zip(starts, surfaces)]
+    assert text.ptb_words(surfaces, starts, ends) == [
+        "``", "Hi", "''", "--", "-LRB-", "``", "ok", "''", "-RRB-", "'s", "..."]

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from typing import Any, Sequence
 
 from tetra_tf import sentences
 
@@ -39,7 +40,7 @@ _RESERVED = f"[{MARK}{BEGIN}{END}{SENTENCE}]"
 _WS = "".join(chr(low) if low == high else f"{chr(low)}-{chr(high)}"
               for low, high in sentences.WHITESPACE_RANGES)
 
-# Whole tokens rewritten as the treebank writes them (quotes by side: see `_quote`).
+# Whole tokens rewritten as the treebank writes them (quotes by side: see `ptb_words`).
 TOKEN_REWRITES = {**sentences.PTB_BRACKET_ESCAPES,
                   "\u201c": "``", "\u201e": "``", "\u00ab": "``",
                   "\u201d": "''", "\u00bb": "''", "\u2018": "`", "\u2019": "'",
@@ -149,12 +150,42 @@ _COMPILED_SENTENCE_RULES = [(re.compile(p, re.ASCII), r) for p, r in SENTENCE_RU
 _PIECES = re.compile(f"[{_MARKS}]|[^{_WS}{_MARKS}]+")
 
 
-def _quote(surface: str, start: int, previous_surface: str, previous_end: int) -> str:
-    """`` or '' for a straight double quote (" or ''): opening when a " starts the text,
-    after whitespace, or touching an opening bracket or quote; closing otherwise."""
-    opening = ((surface == '"' and start == 0) or start > previous_end
-               or previous_surface in OPENING_SURFACES)
-    return "``" if opening else "''"
+def ptb_words(surfaces: Sequence[str], starts: Sequence[int],
+              ends: Sequence[int]) -> list[str]:
+    """Tokens as written → the words the model reads, as the treebank writes them.
+
+    Brackets become -LRB- ..., curly quotes `` '' ` ', Unicode dashes and the ellipsis
+    character -- and ..., and a straight double quote (" or '') opens a quotation (``)
+    when it starts the sentence, follows whitespace, or touches an opening bracket or
+    quote; otherwise it closes one (''). `tokenize` writes its tokens so, and so does the
+    spaCy component with spaCy's own tokens.
+
+    Args:
+      surfaces: the sentence's tokens as written.
+      starts, ends: their character offsets (from the sentence's start, or any origin
+        where the sentence starts at 0).
+
+    Returns:
+      One word per token.
+
+    Example:
+        ```python
+        ptb_words(['"', "Hi", '"', "\u2014", "(", "ok", ")"], [0, 1, 3, 5, 7, 8, 10],
+                  [1, 3, 4, 6, 8, 10, 11])
+        # ['``', 'Hi', "''", '--', '-LRB-', 'ok', '-RRB-']
+        ```
+    """
+    words = []
+    previous_surface, previous_end = "", 0
+    for surface, start, end in zip(surfaces, starts, ends):
+        if surface in ('"', "''"):
+            opening = ((surface == '"' and start == 0) or start > previous_end
+                       or previous_surface in OPENING_SURFACES)
+            words.append("``" if opening else "''")
+        else:
+            words.append(TOKEN_REWRITES.get(surface, surface.replace("\u2019", "'")))
+        previous_surface, previous_end = surface, end
+    return words
 
 
 def tokenize(text: str) -> list[Token]:
@@ -165,7 +196,7 @@ def tokenize(text: str) -> list[Token]:
 
     Returns:
       Its tokens, in order (none for blank text). For each, ``text[start:end]`` is the
-      token's surface: the text it was written as, before PTB escaping.
+      token's surface: the text it was written as, before PTB escaping (`ptb_words`).
 
     Example:
         ```python
@@ -176,21 +207,17 @@ def tokenize(text: str) -> list[Token]:
     marked = BEGIN + re.sub(_RESERVED, "\ufffd", text) + END
     for pattern, replacement in _COMPILED_TOKEN_RULES:
         marked = pattern.sub(replacement, marked)
-    tokens: list[Token] = []
-    markers, previous_surface, previous_end = 0, "", 0
+    surfaces, starts, ends = [], [], []
+    markers = 0
     for piece in _PIECES.finditer(marked):
         if piece.group() in _MARKS:
             markers += 1
             continue
-        surface = piece.group()
-        start, end = piece.start() - markers, piece.end() - markers
-        if surface in ('"', "''"):
-            word = _quote(surface, start, previous_surface, previous_end)
-        else:
-            word = TOKEN_REWRITES.get(surface, surface.replace("\u2019", "'"))
-        tokens.append(Token(word, start, end))
-        previous_surface, previous_end = surface, end
-    return tokens
+        surfaces.append(piece.group())
+        starts.append(piece.start() - markers)
+        ends.append(piece.end() - markers)
+    return [Token(word, start, end)
+            for word, start, end in zip(ptb_words(surfaces, starts, ends), starts, ends)]
 
 
 def split_sentences(text: str) -> list[tuple[int, int]]:
@@ -212,14 +239,44 @@ def split_sentences(text: str) -> list[tuple[int, int]]:
             if not all(c in sentences.WHITESPACE for c in text[start:end])]
 
 
-def tokenize_document(text: str) -> list[list[Token]]:
-    """`split_sentences`, then `tokenize` on each: one token list per sentence, with
-    offsets in the whole text."""
-    document = []
-    for start, end in split_sentences(text):
-        document.append([Token(token.word, token.start + start, token.end + start)
-                         for token in tokenize(text[start:end])])
-    return document
+@dataclasses.dataclass(frozen=True)
+class Sentence:
+    """One sentence of a text: where it stands and its tokens.
+
+    Attributes:
+      start, end: its character offsets in the text (whitespace after it is its own).
+      tokens: its PTB tokens, with offsets in the whole text.
+    """
+    start: int
+    end: int
+    tokens: tuple[Token, ...]
+
+    @property
+    def words(self) -> list[str]:
+        """The tokens' words: what the model reads."""
+        return [token.word for token in self.tokens]
+
+
+def tokenize_document(text: str, split: bool = True) -> list[Sentence]:
+    """Splits a text into sentences (`split_sentences`) and each into tokens (`tokenize`).
+
+    Args:
+      text: raw text.
+      split: False: the text is one sentence (it comes back as one, even when blank).
+
+    Returns:
+      Its sentences, in order; token offsets are in the whole text.
+
+    Example:
+        ```python
+        [s.words for s in tokenize_document("It rained. We left.")]
+        # [['It', 'rained', '.'], ['We', 'left', '.']]
+        ```
+    """
+    bounds = split_sentences(text) if split else [(0, len(text))]
+    return [Sentence(start, end, tuple(Token(token.word, token.start + start, token.end + start)
+                                       for token in tokenize(text[start:end])))
+            for start, end in bounds]
 
 
 # --------------------------------------------------------------------------------------
@@ -239,16 +296,11 @@ def _character_offsets(texts, byte_offsets):
     return tf.RaggedTensor.from_tensor(positions, lengths=byte_offsets.row_lengths())
 
 
-def graph_tokenize(texts):
-    """`tokenize` as TensorFlow ops, for a batch of sentences (valid UTF-8).
+_MARK_BYTES = len(MARK.encode("utf-8"))  # every marker is 3 bytes of UTF-8
 
-    Args:
-      texts: a 1-D tf.string tensor, one sentence each.
 
-    Returns:
-      (words, starts, ends): ragged [batch, (tokens)] tensors of the PTB tokens and their
-      character offsets, equal to `tokenize`'s for each text.
-    """
+def _graph_tokens_in_bytes(texts):
+    """`graph_tokenize`, with byte offsets: (words, byte_starts, byte_ends), ragged."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
     import tensorflow_text as tf_text  # pylint: disable=import-outside-toplevel
 
@@ -259,22 +311,21 @@ def graph_tokenize(texts):
     pieces, byte_starts, byte_ends = tf_text.regex_split_with_offsets(
         marked, f"[{_MARKS}]|[{_WS}]+", f"[{_MARKS}]")
     is_mark = tf.strings.regex_full_match(pieces.flat_values, f"[{_MARKS}]")
-    # Markers before each piece in its row (each is 3 bytes of UTF-8).
     marks = pieces.with_flat_values(tf.cast(is_mark, tf.int64))
-    before = tf.cumsum(marks, axis=1, exclusive=True) * len(MARK.encode("utf-8"))
+    before = tf.cumsum(marks, axis=1, exclusive=True) * _MARK_BYTES
     keep = pieces.with_flat_values(tf.logical_not(is_mark))
     surfaces = tf.ragged.boolean_mask(pieces, keep)
     starts = tf.ragged.boolean_mask(byte_starts - before, keep)
     ends = tf.ragged.boolean_mask(byte_ends - before, keep)
-    starts, ends = _character_offsets(texts, starts), _character_offsets(texts, ends)
 
     flat = surfaces.flat_values
-    rewrites = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(
-        list(TOKEN_REWRITES), list(TOKEN_REWRITES.values())), default_value="")
-    rewritten = rewrites.lookup(flat)
-    words = tf.where(tf.equal(rewritten, ""), tf.strings.regex_replace(flat, "\u2019", "'"),
-                     rewritten)
-    # Quotes by side, from the token before in the same sentence.
+    # Whole-token rewrites as comparisons (a lookup table would be a resource that the
+    # SavedModel must track; the table is small).
+    words = tf.strings.regex_replace(flat, "\u2019", "'")
+    for surface, word in TOKEN_REWRITES.items():
+        words = tf.where(tf.equal(flat, surface), word, words)
+    # Quotes by side, from the token before in the same sentence (byte offsets order as
+    # character offsets do, and "touching" is the same in both).
     first = tf.equal(tf.range(tf.size(flat, out_type=tf.int64)),
                      tf.gather(surfaces.row_starts(), surfaces.value_rowids()))
     flat_starts, flat_ends = starts.flat_values, ends.flat_values
@@ -286,3 +337,80 @@ def graph_tokenize(texts):
     is_quote = tf.equal(flat, '"') | tf.equal(flat, "''")
     words = tf.where(is_quote, tf.where(opening, "``", "''"), words)
     return surfaces.with_flat_values(words), starts, ends
+
+
+def graph_tokenize(texts):
+    """`tokenize` as TensorFlow ops, for a batch of sentences (valid UTF-8).
+
+    Args:
+      texts: a 1-D tf.string tensor, one sentence each.
+
+    Returns:
+      (words, starts, ends): ragged [batch, (tokens)] tensors of the PTB tokens and their
+      character offsets, equal to `tokenize`'s for each text.
+    """
+    words, byte_starts, byte_ends = _graph_tokens_in_bytes(texts)
+    return (words, _character_offsets(texts, byte_starts),
+            _character_offsets(texts, byte_ends))
+
+
+@dataclasses.dataclass
+class GraphDocuments:
+    """`tokenize_document` of a batch of texts, as ragged tensors (character offsets).
+
+    Attributes:
+      sentence_starts, sentence_ends: int64 [batch, (sentences)].
+      words: tf.string [batch, (sentences), (tokens)], the PTB tokens.
+      word_starts, word_ends: int64 [batch, (sentences), (tokens)], in the whole text.
+    """
+    sentence_starts: Any
+    sentence_ends: Any
+    words: Any
+    word_starts: Any
+    word_ends: Any
+
+
+def graph_tokenize_document(texts) -> GraphDocuments:
+    """`tokenize_document` as TensorFlow ops, for a batch of texts (valid UTF-8).
+
+    Args:
+      texts: a 1-D tf.string tensor, one document (or one sentence) each.
+
+    Returns:
+      Its sentences and their tokens, equal to `split_sentences`' and `tokenize_document`'s
+      for each text.
+    """
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    import tensorflow_text as tf_text  # pylint: disable=import-outside-toplevel
+
+    marked = tf.strings.regex_replace(texts, SENTENCE, "\ufffd")  # 3 bytes for 3 bytes
+    for pattern, replacement in SENTENCE_RULES:
+        marked = tf.strings.regex_replace(marked, pattern, replacement)
+    # No rule puts a sentence start at a text's start or end, or two together, so piece i
+    # of a row has i markers before it.
+    pieces, marked_starts, marked_ends = tf_text.regex_split_with_offsets(marked, SENTENCE)
+    before = tf.ragged.range(pieces.row_lengths()) * _MARK_BYTES
+    keep = pieces.with_flat_values(tf.logical_not(
+        tf.strings.regex_full_match(pieces.flat_values, f"[{_WS}]*")))
+    sentence_texts = tf.ragged.boolean_mask(pieces, keep)
+    byte_starts = tf.ragged.boolean_mask(marked_starts - before, keep)
+    byte_ends = tf.ragged.boolean_mask(marked_ends - before, keep)
+
+    words, token_starts, token_ends = _graph_tokens_in_bytes(sentence_texts.flat_values)
+    rows = sentence_texts.row_lengths()
+    # Each token's byte offsets in its whole text, then as characters of that text.
+    sentence_start = tf.gather(byte_starts.flat_values, words.value_rowids())
+    tokens_per_text = tf.math.unsorted_segment_sum(
+        words.row_lengths(), sentence_texts.value_rowids(), tf.shape(texts, tf.int64)[0])
+
+    def in_text(token_offsets):
+        per_text = tf.RaggedTensor.from_row_lengths(token_offsets.flat_values + sentence_start,
+                                                    tokens_per_text)
+        chars = _character_offsets(texts, per_text).flat_values
+        return tf.RaggedTensor.from_row_lengths(token_offsets.with_flat_values(chars), rows)
+
+    return GraphDocuments(
+        sentence_starts=_character_offsets(texts, byte_starts),
+        sentence_ends=_character_offsets(texts, byte_ends),
+        words=tf.RaggedTensor.from_row_lengths(words, rows),
+        word_starts=in_text(token_starts), word_ends=in_text(token_ends))
