@@ -50,7 +50,8 @@ with tf.compat.v1.Session(graph=tf.Graph()) as session:
         signature = meta_graph.signature_def[signature_name]
         feed = {signature.inputs[name].name: value for name, value in inputs.items()}
         outputs = session.run({"tree": signature.outputs["tree"].name}, feed)
-        results[signature_name] = [tree.decode() for tree in outputs["tree"]]
+        # parse_text's trees are [texts, sentences]: one sentence per text here.
+        results[signature_name] = [tree.decode() for tree in outputs["tree"].reshape(-1)]
 print(json.dumps({"modules": sorted(m for m in sys.modules if m.startswith("tetra_tf")),
                   "results": results}))
 """
@@ -84,6 +85,7 @@ def test_export_runs_as_tf_serving_s_cpp_loader_runs_it(tiny_export_dir):
         export_format.PARSE_WORDS_SIGNATURE: {
             "words": [w + [""] * (width - len(w)) for w in words],
             "num_words": [len(w) for w in words]},
+        export_format.PARSE_TEXT_SIGNATURE: {"text": SENTENCES},
     }
     answered = _run(_RUN_LIKE_TF_SERVING, tiny_export_dir, json.dumps(requests))
     assert answered["modules"] == []  # nothing of tetra_tf's was imported

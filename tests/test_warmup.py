@@ -25,7 +25,7 @@ def _records(export_dir):
             for record in tf.data.TFRecordDataset(path)]
 
 
-def test_export_writes_tf_serving_warmup_records_that_replay_through_both_signatures(
+def test_export_writes_tf_serving_warmup_records_that_replay_through_every_signature(
         tiny_export_dir):
     logs = _records(tiny_export_dir)
     batches = len(export.WARMUP_SENTENCES) + 1  # each sentence alone, then all together
@@ -41,6 +41,12 @@ def test_export_writes_tf_serving_warmup_records_that_replay_through_both_signat
             name: tf.constant(value) for name, value in inputs.items()})
         if signature == export_format.SERVING_SIGNATURE:
             sentences = [s.decode() for s in inputs["sentences"]]
+        elif signature == export_format.PARSE_TEXT_SIGNATURE:
+            sentences = [s.decode() for s in inputs["text"]]
+            # Each text is one sentence, whose raw-text tokens are its words.
+            assert list(outputs["num_sentences"].numpy()) == [1] * len(sentences)
+            outputs = {name: value[:, 0] for name, value in outputs.items()
+                       if name in ("num_words", "tree")}
         else:
             sentences = [" ".join(w.decode() for w in row[:n])
                          for row, n in zip(inputs["words"], inputs["num_words"])]

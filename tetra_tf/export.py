@@ -24,7 +24,14 @@ Signatures (no ragged inputs, which TF Serving cannot feed):
   num_words entries of each row are the words; each must be non-empty and hold no
   whitespace, else InvalidArgumentError "bad_words: ...").
 
-Both return, per sentence (W = the batch's longest sentence; padding: −1 ids, "" strings):
+* ``parse_text``: ``text`` tf.string [B], raw text (a sentence, a paragraph or a document),
+  split into sentences and PTB tokens by tetra_tf/text.py's rules run as TF ops; returns
+  num_sentences [B], sentence_starts and sentence_ends [B, S], num_words [B, S], words,
+  word_starts and word_ends [B, S, W] (character offsets in the text), pos_tags [B, S, W],
+  score and tree [B, S] (padding: −1, 0 for counts, "").
+
+The first two return, per sentence (W = the batch's longest sentence; padding: −1 ids, ""
+strings):
   num_words int32 [B]; words string [B, W] (the input tokens verbatim); leaf_tag_ids,
   internal_tag_ids, pos_tag_ids int32 [B, W]; leaf_tags, internal_tags, pos_tags string
   [B, W] (internal entry i is the fencepost after word i; the last word's is padding);
@@ -47,7 +54,7 @@ Objects on the loaded model: ``max_stack_depth`` (int32 variable), ``leaf_tags``
 inputs → logits), which split the pipeline for benchmarks; the encoder's vocab.txt is the
 asset ``assets/encoder_vocab.txt``. The model card (tetra_tf/model_card.py: encoder, data,
 scores) is ``assets.extra/model_card.json``; TF Serving's warm-up records (`WARMUP_SENTENCES`
-through both signatures) are ``assets.extra/tf_serving_warmup_requests``.
+through every signature) are ``assets.extra/tf_serving_warmup_requests``.
 
 Exit codes: 0 exported; 2 usage error (missing flag, no model directory or checkpoint
 there, export directory already exists); 1 any other failure.
@@ -72,6 +79,7 @@ import tensorflow as tf  # noqa: E402
 
 from tetra_tf import cli, cpu, decoding, encoders, export_format, model_card
 from tetra_tf import sentences as sentences_lib
+from tetra_tf import text as text_lib
 from tetra_tf.tree_writer import TreeWriter
 from tetra_tf.inference_encoder import InferenceEncoder
 from tetra_tf.model import ENCODER_INPUTS, TetraTagger, mean_log_probabilities
@@ -84,6 +92,7 @@ from tetra_tf.model_dir import load_tagger, resolve_checkpoint
 
 SERVING_SIGNATURE = export_format.SERVING_SIGNATURE
 PARSE_WORDS_SIGNATURE = export_format.PARSE_WORDS_SIGNATURE
+PARSE_TEXT_SIGNATURE = export_format.PARSE_TEXT_SIGNATURE
 # Windows shorter than seq_length go through the encoder trimmed to the longest of them,
 # rounded up to a multiple of this (CPU matmuls prefer aligned sizes).
 DEFAULT_LENGTH_MULTIPLE = 8
@@ -269,6 +278,32 @@ class ParserModule(tf.Module):
         def tokenize(words: tf.Tensor, num_words: tf.Tensor) -> dict:
             return pack(checked_ragged(words, num_words))
 
+        def parse_text(text: tf.Tensor) -> dict:
+            documents = text_lib.graph_tokenize_document(text)
+            sentences_per_text = documents.words.row_lengths()
+            parsed = parse(documents.words.values)
+
+            def per_text(values: tf.Tensor, padding) -> tf.Tensor:
+                """[N, ...] over all sentences → [B, S, ...] by text."""
+                return tf.RaggedTensor.from_row_lengths(values, sentences_per_text).to_tensor(
+                    default_value=padding)
+
+            def offsets(ragged: tf.RaggedTensor) -> tf.Tensor:
+                return tf.cast(ragged.to_tensor(default_value=-1), tf.int32)
+
+            return {
+                "num_sentences": tf.cast(sentences_per_text, tf.int32),
+                "sentence_starts": offsets(documents.sentence_starts),
+                "sentence_ends": offsets(documents.sentence_ends),
+                "num_words": per_text(parsed["num_words"], 0),
+                "words": per_text(parsed["words"], ""),
+                "word_starts": offsets(documents.word_starts),
+                "word_ends": offsets(documents.word_ends),
+                "pos_tags": per_text(parsed["pos_tags"], ""),
+                "score": per_text(parsed["score"], 0.0),
+                "tree": per_text(parsed["tree"], ""),
+            }
+
         self.parse_sentences = tf.function(
             parse_sentences, input_signature=[tf.TensorSpec([None], tf.string, "sentences")],
             autograph=False)
@@ -276,6 +311,9 @@ class ParserModule(tf.Module):
             parse_words, input_signature=[words_spec, num_words_spec], autograph=False)
         self.tokenize = tf.function(
             tokenize, input_signature=[words_spec, num_words_spec], autograph=False)
+        self.parse_text = tf.function(
+            parse_text, input_signature=[tf.TensorSpec([None], tf.string, "text")],
+            autograph=False)
 
 
 class WindowTagger:
@@ -582,7 +620,8 @@ def write_limits(module: ParserModule, export_dir: str) -> str:
 
 def warmup_requests(sentences: tuple[str, ...] = WARMUP_SENTENCES) -> list:
     """TF Serving PredictionLog protos: each sentence alone, then all together, through
-    each signature (`serving_default` on sentences, `parse_words` on their words)."""
+    each signature (`serving_default` on sentences, `parse_words` on their words,
+    `parse_text` on each as a text of one sentence)."""
     from tensorflow_serving.apis import (  # pylint: disable=import-outside-toplevel
         predict_pb2, prediction_log_pb2)
 
@@ -597,6 +636,7 @@ def warmup_requests(sentences: tuple[str, ...] = WARMUP_SENTENCES) -> list:
                 "words": np.array([words + [""] * (width - len(words)) for words in word_lists],
                                   dtype=object),
                 "num_words": np.array([len(words) for words in word_lists], np.int32)},
+            PARSE_TEXT_SIGNATURE: {"text": np.array(batch, dtype=object)},
         }
         for signature_name, inputs in inputs_by_signature.items():
             request = predict_pb2.PredictRequest()
@@ -665,6 +705,7 @@ def export(checkpoint: str, export_dir: str, overwrite: bool = False,
         signatures = {
             SERVING_SIGNATURE: module.parse_sentences.get_concrete_function(),
             PARSE_WORDS_SIGNATURE: module.parse_words.get_concrete_function(),
+            PARSE_TEXT_SIGNATURE: module.parse_text.get_concrete_function(),
         }
         tf.saved_model.save(module, staging, signatures=signatures)
         model_card.write(staging, model_card.build(checkpoints, module))

@@ -37,10 +37,12 @@ WARMUP_FILE = os.path.join(ASSETS_EXTRA_DIR, "tf_serving_warmup_requests")
 CARD_FORMAT = "tetra-tf model card v1"
 
 # Signatures: `sentences` [B] (words separated by whitespace), or `words` [B, W] with
-# `num_words` [B]; both return the same outputs (see tetra_tf/export.py).
+# `num_words` [B]; both return the same outputs. `text` [B]: raw text, each split into
+# sentences and PTB tokens with character offsets (see tetra_tf/export.py).
 SERVING_SIGNATURE = "serving_default"
 PARSE_WORDS_SIGNATURE = "parse_words"
-SIGNATURES = (SERVING_SIGNATURE, PARSE_WORDS_SIGNATURE)
+PARSE_TEXT_SIGNATURE = "parse_text"
+SIGNATURES = (SERVING_SIGNATURE, PARSE_WORDS_SIGNATURE, PARSE_TEXT_SIGNATURE)
 
 # The work bounds the graph enforces, by their names in limits.json (and the SavedModel's
 # variables of the same names).
