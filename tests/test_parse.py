@@ -138,6 +138,39 @@ def test_tokenize_raw_text(parser):
         "costs", "$", "5.50", "."]
 
 
+def test_documents_give_one_line_per_sentence_with_ids_and_offsets():
+    lines = ["It rained. We left (early).", "", "\udcff", "Fine. W w w w w w w .", "Ok."]
+    data = b"\n".join(line.encode("utf-8", "surrogateescape") for line in lines) + b"\n"
+    output, errors = io.BytesIO(), io.StringIO()
+    summary = parse.run("unused", io.BytesIO(data), output, parser=FakeParser(),
+                        on_error="skip", errors_file=errors, max_words=6, documents=True)
+    assert output.getvalue().decode("utf-8").split("\n")[:-1] == [
+        "1\t1\t0\t11\t" + _flat("It rained ."),
+        "1\t2\t11\t27\t" + _flat("We left -LRB- early -RRB- ."),
+        "4\t1\t0\t6\t" + _flat("Fine ."),
+        "4\t2\t6\t21\t",  # refused: its reason goes to the errors
+        "5\t1\t0\t3\t" + _flat("Ok ."),
+    ]  # the blank line 2 has no sentences; line 3 is no text
+    assert errors.getvalue().splitlines() == [
+        "line 3: not_utf8: not UTF-8 (byte 0xFF at byte 1)",
+        "line 4: sentence 2: too_many_words: 8 words, more than max_words=6"]
+    assert (summary.lines, summary.trees) == (5, 4)
+    assert dict(summary.bad) == {sentences.NOT_UTF8: 1, sentences.TOO_MANY_WORDS: 1}
+    assert str(summary).startswith("parsed 4 sentences in 5 lines; skipped 2")
+    with pytest.raises(parse.BadLineError, match="^line 4: sentence 2: too_many_words"):
+        parse.run("unused", io.BytesIO(data.replace(b"\xff", b"x")), io.BytesIO(),
+                  parser=FakeParser(), max_words=6, documents=True)
+
+
+def test_cli_documents_flag(export_dir, parser):
+    text = "It rained. We left (early)."
+    result = _cli_here(f"--model_dir={export_dir}", "--documents", "--scores", stdin=text)
+    assert result.returncode == 0, result.stderr
+    expected = [f"1\t{i}\t{s.start}\t{s.end}\t{parse.format_scored(s.result)}"
+                for i, s in enumerate(parser.parse_text(text), start=1)]
+    assert result.stdout.splitlines() == expected and len(expected) == 2
+
+
 @pytest.mark.parametrize("text, line_number", [("a\n\nb\n", 2), ("a\n  \t\n", 2), ("\n", 1)])
 def test_empty_line_fails_after_writing_the_lines_before_it(text, line_number):
     output = io.StringIO()

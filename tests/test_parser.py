@@ -6,6 +6,7 @@ import threading
 import time
 
 import tetra_tf  # noqa: F401  (selects Keras 2 before TensorFlow loads)
+import tetra_tf.text
 
 import nltk
 import pytest
@@ -233,6 +234,32 @@ def test_parse_each_refuses_each_bad_sentence_with_its_reason_and_parses_the_res
     tf.errors.ResourceExhaustedError(None, None, "OOM when allocating tensor"),
     tf.errors.InternalError(None, None, "internal"),
 ])
+def test_parse_text_gives_each_sentence_its_tokens_offsets_and_parse(parser):
+    text = "It rained. " + " ".join(["Word"] * 30) + ". We left (early)."
+    limits = parser.sentence_limits.lowered(max_words=20)
+    found = parser.parse_text(text, limits=limits)
+    assert [s.words[:2] for s in found] == [["It", "rained"], ["Word", "Word"], ["We", "left"]]
+    assert [(s.start, s.end) for s in found] == [(0, 11), (11, 162), (162, 178)]
+    assert found[0].result.bracketed == parser.parse_each([["It", "rained", "."]])[0].bracketed
+    assert isinstance(found[1].result, SentenceError)  # refused alone: 31 words
+    assert found[1].result.reason == sentences_lib.TOO_MANY_WORDS
+    assert found[2].tokens[2] == tetra_tf.text.Token("-LRB-", 170, 171)
+    assert _leaves(found[2].words) == found[2].result.tree.leaves()
+    # Many texts at once: the same sentences; one sentence when not split (blank: refused).
+    def summary(sentences):
+        return [(s.start, s.end, s.tokens, str(s.result) if isinstance(s.result, SentenceError)
+                 else s.result.bracketed) for s in sentences]
+
+    again, blank_text = parser.parse_texts([text, ""], limits=limits)
+    assert summary(again) == summary(found) and blank_text == []
+    (whole,) = parser.parse_text("It rained. We left.", split_sentences=False)
+    assert whole.words == ["It", "rained.", "We", "left", "."]
+    (blank,) = parser.parse_text(" ", split_sentences=False)
+    assert blank.result.reason == sentences_lib.EMPTY
+    with pytest.raises(TypeError, match="text 1 is bytes, not str"):
+        parser.parse_texts(["ok", b"bytes"])
+
+
 def test_a_failing_model_raises_model_error_at_once_without_retries(parser, monkeypatch,
                                                                     failure):
     calls = []

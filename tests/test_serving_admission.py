@@ -3,6 +3,8 @@ the export's limits lowered by the flags, the sentence contract, declared shapes
 
 import tetra_tf  # noqa: F401  (legacy Keras before TensorFlow)
 
+import dataclasses
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -87,6 +89,34 @@ def test_too_many_pieces_is_its_reason():
                        _limits(max_pieces_per_request=200), _Counter())
     assert "208 subword pieces" in message
     assert sentences.reason_in(message) == sentences.TOO_MANY_PIECES
+
+
+def _texts(*texts):
+    array = np.empty(len(texts), dtype=object)
+    array[:] = [t if isinstance(t, bytes) else t.encode("utf-8") for t in texts]
+    return {"text": array}
+
+
+@pytest.mark.parametrize("text, where, reason", [
+    (b"caf\xe9. Ok.", "text 1: ", sentences.NOT_UTF8),
+    # Sentences count from 0, as the request's texts and sentences do.
+    ("Fine. " + " ".join(["W"] * 51) + ".", "text 1: sentence 1: ", sentences.TOO_MANY_WORDS),
+    ("Fine. " + "Abcdefgh " * 30 + ".", "text 1: sentence 1: ", sentences.TOO_MANY_PIECES),
+    ("x" * 2_000, "text 1: ", sentences.TOO_LONG),
+])
+def test_raw_texts_are_split_as_the_graph_splits_them_and_each_sentence_checked(
+        text, where, reason):
+    prepared = admission.prepare("parse_text", _texts("It rained. We left (early).", " "),
+                                 _limits(), _Counter())
+    # Far under the limit, each word counts as its most pieces: 9 tokens in 2 sentences.
+    assert prepared.row_pieces.tolist() == [8 * 9, 0]
+    assert prepared.row_widths is None  # a text's outputs are [sentences, words]
+    limits = dataclasses.replace(_limits(max_words_per_sentence=50, max_pieces_per_request=200),
+                                 sentence=_limits(max_words_per_sentence=50).sentence.lowered(
+                                     max_line_bytes=1_000))
+    message = _refusal(admission.prepare, "parse_text", _texts("Ok.", text), limits,
+                       _Counter())
+    assert message.startswith(where) and sentences.reason_in(message) == reason, message
 
 
 @pytest.mark.parametrize("dims, message", [

@@ -74,17 +74,24 @@ def _spans_of(tree: nltk.Tree, token_indices: list[int]) -> list[tuple[int, int,
     return spans
 
 
-def test_sentence_words_are_the_token_texts():
-    """Words as every way in takes them: each non-whitespace token's text, as given (no
-    quote or bracket mapping; brackets are escaped only in the tree's leaves)."""
+def test_sentence_words_are_the_tokens_written_as_the_treebank_writes_them():
+    """One word per non-whitespace token (spaCy's boundaries kept), spelled as the model's
+    training data spells it: the raw-text tokenizer's `ptb_words`."""
+    from tetra_tf import text
+
     nlp = spacy.blank("en")
-    doc = nlp('"Hi (there)," he said, "it\u2019s [a] {test}" \u201cok\u201d :-)')
+    doc = nlp('"Hi (there)," he said, "it\u2019s [a] {test}" \u201cok\u201d \u2014 :-)')
     tokens = _word_tokens(doc)
     words = sentence_words(tokens)
-    assert words == [token.text for token in tokens]
-    assert words[:5] == ['"', "Hi", "(", "there", ")"]
-    assert "\u201c" in words and ":-)" in words
+    assert len(words) == len(tokens)
+    assert words[:5] == ["``", "Hi", "-LRB-", "there", "-RRB-"]
+    assert [words[i] for i, t in enumerate(tokens) if t.text in ('"', "\u201c", "\u201d")] == [
+        "``", "''", "``", "''", "``", "''"]
+    assert "--" in words and ":-)" in words and "'s" in words
     assert all(word and not any(c.isspace() for c in word) for word in words)
+    # The same spelling as raw text gets where the tokens agree.
+    raw = "He said \u201cok\u201d \u2014 fine."
+    assert sentence_words(_word_tokens(nlp(raw))) == [t.word for t in text.tokenize(raw)]
 
 
 def test_sentences_get_the_parsers_trees_over_their_tokens(nlp, parser):

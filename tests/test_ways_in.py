@@ -245,3 +245,111 @@ def test_saved_model_splits_each_whitespace_character(tiny_export_dir):
     with pytest.raises(tf.errors.InvalidArgumentError, match="bad_words"):
         model.signatures["parse_words"](words=tf.constant([["x\u00a0y"]]),
                                         num_words=tf.constant([1]))
+
+
+# --------------------------------------------------------------------------------------
+# Raw text: one paragraph through every way in that takes documents
+
+PARAGRAPH = ("Mr. Smith went to Washington (D.C.) on Jan. 5. He said \u201cit\u2019s "
+             "fine\u201d \u2014 and left\u2026  \u201cWasn't it?\u201d she asked. "
+             "Prices rose 3.5% to $1,000.50!")
+
+
+def _text_sentences(parser, text: str) -> list[tuple]:
+    """(start, end, words, token starts, token ends, tree) per sentence: Parser.parse_text."""
+    return [(s.start, s.end, s.words, [t.start for t in s.tokens], [t.end for t in s.tokens],
+             s.result.bracketed) for s in parser.parse_text(text)]
+
+
+def _text_outputs(outputs: dict, row: int = 0) -> list[tuple]:
+    """The same tuples from a parse_text signature's outputs (arrays or nested lists)."""
+    import numpy as np
+
+    outputs = {name: np.asarray(value) for name, value in outputs.items()}
+    found = []
+    for s in range(int(outputs["num_sentences"][row])):
+        n = int(outputs["num_words"][row][s])
+        words = [w.decode("utf-8") if isinstance(w, bytes) else str(w)
+                 for w in outputs["words"][row][s][:n]]
+        tree = outputs["tree"][row][s]
+        found.append((int(outputs["sentence_starts"][row][s]),
+                      int(outputs["sentence_ends"][row][s]), words,
+                      [int(x) for x in outputs["word_starts"][row][s][:n]],
+                      [int(x) for x in outputs["word_ends"][row][s][:n]],
+                      tree.decode("utf-8") if isinstance(tree, bytes) else str(tree)))
+    return found
+
+
+def _rest_text(port: int, texts: list[str]) -> list[list[tuple]]:
+    body = json.dumps({"signature_name": "parse_text", "instances": texts})
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/v1/models/tetra:predict",
+                                     body.encode("utf-8"), {"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=120) as response:
+        predictions = json.load(response)["predictions"]
+    return [_text_outputs({name: [value] for name, value in prediction.items()})
+            for prediction in predictions]
+
+
+def _grpc_text(port: int, texts: list[str]) -> list[list[tuple]]:
+    import grpc
+    import tensorflow as tf
+    from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
+
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+        request = predict_pb2.PredictRequest()
+        request.model_spec.name = "tetra"
+        request.model_spec.signature_name = "parse_text"
+        request.inputs["text"].CopyFrom(tf.make_tensor_proto(
+            [text.encode("utf-8") for text in texts], dtype=tf.string))
+        response = stub.Predict(request, timeout=120)
+    outputs = {name: tf.make_ndarray(proto) for name, proto in response.outputs.items()}
+    return [_text_outputs(outputs, row) for row in range(len(texts))]
+
+
+def _cli_documents(parser, texts: list[str]) -> list[list[tuple]]:
+    """`python -m tetra_tf.parse --documents`' run: line, sentence, start, end, tree."""
+    import io
+
+    from tetra_tf import parse
+
+    output = io.BytesIO()
+    parse.run(parser.export_dir, io.BytesIO(("\n".join(texts) + "\n").encode("utf-8")),
+              output, parser=parser, documents=True)
+    by_line = {number: [] for number in range(1, len(texts) + 1)}
+    for row in output.getvalue().decode("utf-8").splitlines():
+        number, index, start, end, tree = row.split("\t")
+        assert int(index) == len(by_line[int(number)]) + 1, row
+        by_line[int(number)].append((int(start), int(end), tree))
+    return [by_line[number] for number in sorted(by_line)]
+
+
+def test_a_paragraph_gets_the_same_sentences_tokens_offsets_and_trees_everywhere(
+        ways_in_server, tiny_export_dir):
+    import tensorflow as tf
+
+    from tetra_tf.parser import Parser
+
+    parser = Parser(tiny_export_dir)
+    texts = [PARAGRAPH, "", " \t\u3000", "One sentence without an end"]
+    expected = [_text_sentences(parser, text) for text in texts]
+    # The paragraph's three sentences ("…" ends none), each token's offsets its surface.
+    assert [s[2][:2] for s in expected[0]] == [["Mr.", "Smith"], ["He", "said"],
+                                               ["Prices", "rose"]]
+    assert expected[1] == expected[2] == [] and len(expected[3]) == 1
+    for sentence in expected[0]:
+        assert PARAGRAPH[sentence[0]:sentence[1]].strip()
+        for word, start, end in zip(*sentence[2:5]):
+            assert PARAGRAPH[start:end] in (word, "\u201c", "\u201d", "\u2014", "\u2026",
+                                           "\u2019s", "(", ")"), (word, PARAGRAPH[start:end])
+    rest_port, grpc_port = ways_in_server
+    model = tf.saved_model.load(tiny_export_dir)
+    in_graph = model.signatures["parse_text"](text=tf.constant(texts))
+    ways = {"graph": [_text_outputs({k: v.numpy() for k, v in in_graph.items()}, row)
+                      for row in range(len(texts))],
+            "rest": _rest_text(rest_port, texts),
+            "grpc": _grpc_text(grpc_port, texts)}
+    for way, answers in ways.items():
+        assert answers == expected, way
+    assert _cli_documents(parser, texts) == [[(s[0], s[1], s[5]) for s in document]
+                                             for document in expected]

@@ -95,8 +95,13 @@ OPTIONS: dict[str, Option] = {option.key: option for option in (
     Option("corpus_output", str, None, "Where the results go: the name their files or "
            "folders start with (see above), OUTPUT-ordered/ included.", flag="output",
            required=True),
-    Option("tokenize", bool, False, "Input is raw text: split it into PTB tokens first "
-           "(NLTK's Treebank-style word tokenizer)."),
+    Option("tokenize", bool, False, "Input is raw text, one sentence per line: split it "
+           "into PTB tokens first (tetra_tf.text: NLTK's Treebank rules, as the SavedModel's "
+           "parse_text signature)."),
+    Option("documents", bool, False, "Each input line is a document of raw text: split it "
+           "into sentences and PTB tokens (tetra_tf.text); one output line per sentence: "
+           "line number, sentence number, start and end character offsets, tree "
+           "(tab-separated)."),
     Option("batch_size", int, DEFAULT_BATCH_SIZE, "Most sentences per call of the model.",
            minimum=1),
     Option("max_words", int, 0, "A sentence with more words than this (after --tokenize) is "

@@ -1,7 +1,7 @@
 r"""Parses sentences, one per line, with an exported SavedModel; writes one tree per line.
 
   python -m tetra_tf.parse --model_dir=models/tetra/1 [--input=FILE] [--output=FILE]
-      [--tokenize] [--batch_size=64] [--on_error=fail|skip] [--errors=FILE]
+      [--tokenize | --documents] [--batch_size=64] [--on_error=fail|skip] [--errors=FILE]
       [--max_words=N] [--max_line_bytes=N] [--scores]
   python -m tetra_tf.parse --model_dir=models/tetra/1 --describe
 
@@ -9,13 +9,22 @@ Input (stdin by default, or --input=FILE; FILE.gz, .bz2, .xz and .lzma are decom
 one sentence per line, pre-tokenized Penn Treebank tokens separated by whitespace (-LRB-,
 ``, 1\/2 ... as in the treebank; whitespace is what Python's str.split splits on, Unicode
 spaces included: see tetra_tf/sentences.py, which every way into the parser shares); with
---tokenize, raw text, split into PTB tokens by NLTK's Treebank-style word tokenizer
-(brackets become -LRB- etc., double quotes `` and ''). Output (stdout by default): one
+--tokenize, one sentence of raw text per line, split into PTB tokens by tetra_tf/text.py
+(NLTK's Treebank rules: brackets become -LRB- etc., double quotes `` and '', n't split
+off), as the SavedModel's parse_text signature splits it. Output (stdout by default): one
 bracketed tree per input line, in order, ``(TOP (S ...))`` with the predicted POS tags,
 ready for EVALB. A bracket inside a leaf, such as in ``:-)``, is written as its PTB escape
 (-LRB-, -RRB-, -LSB-, -RSB-, -LCB-, -RCB-) so that every output line stays a readable tree. With --scores each line is the tree's score (the
 log-probability of its tags, ≤ 0), a tab, then the tree. --describe prints the export's
 model card (encoder, training data, dev/test F1) instead of parsing.
+
+Documents (--documents): each input line is a document of raw text (a paragraph, or a
+whole file's text on one line), split into sentences and PTB tokens by tetra_tf/text.py.
+Each sentence gets one output line: the input line's number, the sentence's number in
+it (from 1), its start and end character offsets in the line, and its tree (with
+--scores, its score, then the tree), tab-separated; a blank line has no sentences and
+writes nothing. A refused sentence is a bad line as below, named "line N: sentence M";
+with --on_error=skip its output line has an empty tree.
 
 Streaming: lines are read, parsed and written in chunks (at most 4096 lines or 8 MiB of
 text; sorted by length inside a chunk so that batches pad little), so memory does not
@@ -73,10 +82,13 @@ CHUNK_BYTES = 8 * 1024 * 1024
 
 
 class BadLineError(InputError):
-    """With --on_error=fail: the first bad input line, after `trees_written` trees."""
+    """With --on_error=fail: the first bad input line (with --documents, the sentence of
+    it), after `trees_written` trees."""
 
-    def __init__(self, number: int, error: sentences.SentenceError, trees_written: int):
-        super().__init__(f"line {number}: {error}")
+    def __init__(self, number: int, error: sentences.SentenceError, trees_written: int,
+                 sentence: int | None = None):
+        where = f"line {number}" + (f": sentence {sentence}" if sentence is not None else "")
+        super().__init__(f"{where}: {error}")
         self.number, self.error, self.trees_written = number, error, trees_written
 
 
@@ -86,14 +98,20 @@ class OutputError(Exception):
 
 @dataclasses.dataclass
 class Summary:
-    """What a run did: lines read, trees written, bad lines by reason."""
+    """What a run did: lines read, trees written, bad lines (or, with documents, bad lines
+    and sentences) by reason."""
     lines: int = 0
     trees: int = 0
     bad: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    documents: bool = False
 
     def __str__(self) -> str:
         skipped = sum(self.bad.values())
-        text = f"parsed {self.trees} of {self.lines} lines; skipped {skipped}"
+        if self.documents:
+            text = (f"parsed {self.trees} sentences in {self.lines} lines; skipped {skipped}"
+                    " (lines or sentences)")
+        else:
+            text = f"parsed {self.trees} of {self.lines} lines; skipped {skipped}"
         if skipped:
             text += " (" + ", ".join(f"{kind}: {n}" for kind, n in sorted(self.bad.items())) + ")"
         return text
@@ -106,7 +124,8 @@ def chunks(lines: Iterator[sentences.Line], max_lines: int = CHUNK_LINES,
     size = 0
     for line in lines:
         chunk.append(line)
-        size += _length(line.words) if line.words else 1
+        size += (_length(line.words) if line.words else
+                 len(line.text) + 1 if line.text is not None else 1)
         if len(chunk) >= max_lines or size >= max_bytes:
             yield chunk
             chunk, size = [], 0
@@ -117,6 +136,20 @@ def chunks(lines: Iterator[sentences.Line], max_lines: int = CHUNK_LINES,
 def _length(words: Sequence[str]) -> int:
     """The length of the words joined by spaces, plus one: a chunk's size in characters."""
     return sum(map(len, words)) + len(words)
+
+
+def format_sentence(number: int, index: int, sentence, text: str) -> str:
+    """One --documents output line (without newline), tab-separated: the input line's
+    number, the sentence's number in it (from 1), the sentence's start and end (character
+    offsets in the line), then `text` (its tree, score and tree, or "" if refused).
+
+    Args:
+      number: the input line's number.
+      index: the sentence's number in the line.
+      sentence: the `TextSentence` (its start and end).
+      text: what follows the offsets.
+    """
+    return f"{number}\t{index}\t{sentence.start}\t{sentence.end}\t{text}"
 
 
 def format_scored(result) -> str:
@@ -151,7 +184,8 @@ def run(model_dir: str, input_file: IO, output_file: IO, tokenize: bool = False,
         parser=None, on_error: str = "fail", errors_file: TextIO | None = None,
         max_words: int = 0, max_line_bytes: int = sentences.DEFAULT_MAX_LINE_BYTES,
         chunk_lines: int = CHUNK_LINES, output_name: str = "the output",
-        errors_name: str = "--errors", scores: bool = False) -> Summary:
+        errors_name: str = "--errors", scores: bool = False,
+        documents: bool = False) -> Summary:
     """Parses every line of input_file into output_file, chunk by chunk; returns a Summary.
 
     Args:
@@ -166,6 +200,10 @@ def run(model_dir: str, input_file: IO, output_file: IO, tokenize: bool = False,
         and reports "line N: REASON: DETAIL" to errors_file (default: stderr).
       max_words, max_line_bytes: this run's own limits (they only lower the export's).
       scores: write `format_scored` lines (score, tab, tree) instead of trees.
+      documents: each line is a document of raw text (`Parser.parse_texts`): one output
+        line per sentence (`format_sentence`: line and sentence numbers, offsets, tree),
+        none for a blank line; a refused sentence's tree is empty (with "skip"), a refused
+        line writes nothing; both are reported to errors_file.
 
     Raises:
       BadLineError: with on_error="fail", for the first bad line (after writing the
@@ -184,36 +222,61 @@ def run(model_dir: str, input_file: IO, output_file: IO, tokenize: bool = False,
     own_limits = sentences.SentenceLimits().lowered(max_words, max_line_bytes)
     output = _Writer(output_file, output_name)
     errors = _Writer(errors_file or sys.stderr, errors_name)
-    summary = Summary()
+    summary = Summary(documents=documents)
     bar = tqdm(unit="sent", disable=not progress, file=sys.stderr)
     try:
-        lines = sentences.read_lines(input_file, own_limits, tokenize)
+        lines = sentences.read_lines(input_file, own_limits, tokenize, documents)
         for chunk in chunks(lines, chunk_lines):
             summary.lines += len(chunk)
             if on_error == "fail":
-                first_bad = next((i for i, line in enumerate(chunk) if line.words is None), None)
+                first_bad = next((i for i, line in enumerate(chunk) if line.error), None)
                 chunk = chunk if first_bad is None else chunk[:first_bad + 1]
-            good = [line for line in chunk if line.words is not None]
+            good = [line for line in chunk if line.error is None]
             if good and parser is None:
                 parser = load_parser(model_dir)
             limits = parser.sentence_limits.lowered(max_words) if good else own_limits
-            results = iter(parser.parse_each([line.words for line in good], batch_size,
-                                             limits, bar.update) if good else [])
-            out_lines, error_lines = [], []
+            if not good:
+                parsed = iter([])
+            elif documents:
+                parsed = iter(parser.parse_texts([line.text for line in good],
+                                                 batch_size=batch_size, limits=limits,
+                                                 progress=bar.update))
+            else:
+                parsed = iter(parser.parse_each([line.words for line in good], batch_size,
+                                                limits, bar.update))
+            out_lines, error_lines, trees = [], [], 0
             for line in chunk:
-                result = next(results) if line.words is not None else line.error
+                result = line.error or (None if documents else next(parsed))
                 if isinstance(result, sentences.SentenceError):
                     if on_error == "fail":
                         output.write(out_lines)
-                        raise BadLineError(line.number, result,
-                                           summary.trees + len(out_lines))
+                        raise BadLineError(line.number, result, summary.trees + trees)
                     summary.bad[result.reason] += 1
                     error_lines.append(f"line {line.number}: {result}")
-                    out_lines.append("")
-                else:
+                    if not documents:
+                        out_lines.append("")
+                    continue
+                if not documents:
+                    trees += 1
                     out_lines.append(format_scored(result) if scores else result.bracketed)
+                    continue
+                for index, sentence in enumerate(next(parsed), start=1):
+                    result = sentence.result
+                    if isinstance(result, sentences.SentenceError):
+                        if on_error == "fail":
+                            output.write(out_lines)
+                            raise BadLineError(line.number, result, summary.trees + trees,
+                                               sentence=index)
+                        summary.bad[result.reason] += 1
+                        error_lines.append(f"line {line.number}: sentence {index}: {result}")
+                        out_lines.append(format_sentence(line.number, index, sentence, ""))
+                        continue
+                    trees += 1
+                    out_lines.append(format_sentence(
+                        line.number, index, sentence,
+                        format_scored(result) if scores else result.bracketed))
             output.write(out_lines)
-            summary.trees += len(out_lines) - len(error_lines)
+            summary.trees += trees
             errors.write(error_lines)
     except sentences.ReadError as e:
         raise InputError(str(e)) from None
@@ -309,8 +372,8 @@ FLAGS = flags.FLAGS
 
 
 # The common options of the bulk programs (tetra_tf/bulk_options.py) this program has.
-BULK_OPTIONS = ("model_dir", "input", "output", "tokenize", "batch_size", "on_error", "errors",
-                "max_words", "max_line_bytes")
+BULK_OPTIONS = ("model_dir", "input", "output", "tokenize", "documents", "batch_size",
+                "on_error", "errors", "max_words", "max_line_bytes")
 
 
 def define_flags() -> None:
@@ -351,7 +414,8 @@ def _parse_flagged_files() -> Summary:
                    FLAGS.batch_size, progress=bool(FLAGS.input), on_error=FLAGS.on_error,
                    errors_file=errors_file, max_words=FLAGS.max_words,
                    max_line_bytes=FLAGS.max_line_bytes, output_name=FLAGS.output or "stdout",
-                   errors_name=FLAGS.errors or "stderr", scores=FLAGS.scores)
+                   errors_name=FLAGS.errors or "stderr", scores=FLAGS.scores,
+                   documents=FLAGS.documents)
 
 
 def main(argv) -> int:

@@ -8,6 +8,8 @@ tree = parser.parse(["The", "cat", "sat", "."])     # nltk.Tree (TOP (S ...))
 trees = parser.parse_sents(list_of_word_lists)     # batched, in input order
 results = parser.parse_each(list_of_word_lists)    # per sentence: a ParseResult, or
                                                    # the SentenceError refusing it
+sentences = parser.parse_text("It rained. We left.")  # raw text: sentences, tokens with
+                                                   # character offsets, and parses
 parser.card                                        # the export's model card (or None)
 ```
 
@@ -35,6 +37,7 @@ import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the tokenizer's ops the SavedModel uses)
 
 from tetra_tf import cpu, export_format, sentences
+from tetra_tf import text as text_lib
 
 if TYPE_CHECKING:
     import nltk
@@ -49,7 +52,7 @@ from tetra_tf.bulk_options import DEFAULT_BATCH_SIZE  # (no TensorFlow there: th
 # as much again at batch 1 (docs/benchmarks.md, "Parser concurrency").
 DEFAULT_CONCURRENT_CALLS = 2
 
-__all__ = ["DEFAULT_BATCH_SIZE", "ModelError", "ParseResult", "Parser"]
+__all__ = ["DEFAULT_BATCH_SIZE", "ModelError", "ParseResult", "Parser", "TextSentence"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,6 +91,38 @@ class ParseResult:
         from tetra_tf import treebank  # pylint: disable=import-outside-toplevel
 
         return treebank.parse_tree(self.bracketed)
+
+
+@dataclasses.dataclass(frozen=True)
+class TextSentence:
+    """One sentence of a raw text and its parse (`Parser.parse_text`).
+
+    Attributes:
+      start, end: its character offsets in the text (``text[start:end]``; the whitespace
+        after a sentence is its own).
+      tokens: its PTB tokens (`tetra_tf.text.Token`: word, start, end), with character
+        offsets in the whole text: ``text[token.start:token.end]`` is what was written.
+      result: its ParseResult (one leaf per token, in order), or the SentenceError that
+        refuses it (e.g. ``too_many_words``).
+
+    Example:
+        ```python
+        sentence = parser.parse_text("He left (early).")[0]
+        sentence.words            # ['He', 'left', '-LRB-', 'early', '-RRB-', '.']
+        sentence.tokens[2]        # Token(word='-LRB-', start=8, end=9)
+        sentence.result.bracketed # '(TOP (S (NP (PRP He)) (VP (VBD left) ...'
+        ```
+    """
+
+    start: int
+    end: int
+    tokens: tuple[text_lib.Token, ...]
+    result: ParseResult | SentenceError
+
+    @property
+    def words(self) -> list[str]:
+        """The tokens' words, as the tree's leaves hold them."""
+        return [token.word for token in self.tokens]
 
 
 class Parser:
@@ -285,6 +320,69 @@ class Parser:
             ```
         """
         return self._parse_each(word_lists, batch_size, limits, progress, read_trees=False)
+
+    def parse_text(self, text: str, split_sentences: bool = True,
+                   batch_size: int = DEFAULT_BATCH_SIZE,
+                   limits: SentenceLimits | None = None) -> list[TextSentence]:
+        """Parses raw text: splits it into sentences and PTB tokens, with character offsets.
+
+        The text is tokenized as the SavedModel's ``parse_text`` signature tokenizes it
+        (`tetra_tf.text`: NLTK's Treebank rules, quotes by side, rule-based sentence ends),
+        and each sentence is parsed as `parse_each` parses it, failing alone.
+
+        Args:
+          text: raw text: a sentence, a paragraph or a document.
+          split_sentences: False: the text is one sentence (a blank one is refused as
+            ``empty``).
+          batch_size: most sentences per model call.
+          limits: as for `parse_each`.
+
+        Returns:
+          Its sentences in order (none for blank text), each with its tokens and its
+          ParseResult or SentenceError.
+
+        Raises:
+          TypeError: text is not a str.
+          ModelError, ValueError: as `parse_each`.
+
+        Example:
+            ```python
+            for sentence in parser.parse_text("It rained. We left."):
+                print(sentence.start, sentence.end, sentence.result.bracketed)
+            # 0 11 (TOP (S (NP (PRP It)) (VP (VBD rained)) (. .)))
+            # 11 19 (TOP (S (NP (PRP We)) (VP (VBD left)) (. .)))
+            ```
+        """
+        return self.parse_texts([text], split_sentences, batch_size, limits)[0]
+
+    def parse_texts(self, texts: Sequence[str], split_sentences: bool = True,
+                    batch_size: int = DEFAULT_BATCH_SIZE,
+                    limits: SentenceLimits | None = None,
+                    progress: Callable[[int], None] | None = None
+                    ) -> list[list[TextSentence]]:
+        """`parse_text` for many texts, their sentences batched together.
+
+        Args:
+          texts: raw texts (documents, paragraphs or sentences).
+          split_sentences, batch_size, limits: as for `parse_text`.
+          progress: called with a number of sentences as they are done.
+
+        Returns:
+          Per text, in input order: its sentences.
+
+        Raises:
+          TypeError: a text is not a str (naming its index).
+        """
+        documents = []
+        for index, text in enumerate(texts):
+            if not isinstance(text, str):
+                raise TypeError(f"text {index} is {type(text).__name__}, not str")
+            documents.append(text_lib.tokenize_document(text, split=split_sentences))
+        results = iter(self._parse_each(
+            [sentence.words for document in documents for sentence in document],
+            batch_size, limits, progress, read_trees=False))
+        return [[TextSentence(sentence.start, sentence.end, sentence.tokens, next(results))
+                 for sentence in document] for document in documents]
 
     def _parse_each(self, word_lists: Sequence[Sequence[str]], batch_size: int,
                     limits: SentenceLimits | None, progress: Callable[[int], None] | None,

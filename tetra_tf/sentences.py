@@ -452,15 +452,12 @@ def _describe(value: Any) -> str:
     return f"{type(value).__name__} {text if len(text) <= 40 else text[:37] + '...'}"
 
 
-_QUOTE_ESCAPES = {"\u201c": "``", "\u201d": "''", "\u2018": "`", "\u2019": "'"}
-_tokenizer = None
-
-
 def ptb_tokenize(text: str) -> list[str]:
-    """Splits raw text into PTB-style tokens (NLTK's improved Treebank tokenizer).
+    """Splits one sentence of raw text into PTB tokens (`tetra_tf.text.tokenize`, the
+    tokenization every way in uses).
 
     Brackets become -LRB-/-RRB-/-LSB-/..., straight and curly double quotes ``` `` ``` and
-    '', and the sentence-final period is split off; needs no NLTK data downloads.
+    '', and the sentence-final period is split off.
 
     Args:
       text: raw text, one sentence.
@@ -474,14 +471,9 @@ def ptb_tokenize(text: str) -> list[str]:
         # ['He', 'said', '``', 'hi', "''", '-LRB-', 'twice', '-RRB-', '.']
         ```
     """
-    global _tokenizer  # pylint: disable=global-statement
-    if _tokenizer is None:
-        from nltk.tokenize import NLTKWordTokenizer  # pylint: disable=import-outside-toplevel
+    from tetra_tf import text as text_lib  # pylint: disable=import-outside-toplevel  (it imports this)
 
-        _tokenizer = NLTKWordTokenizer()
-    tokens = _tokenizer.tokenize(text, convert_parentheses=True)
-    return [word for token in tokens
-            for word in split_words(_QUOTE_ESCAPES.get(token, token))]
+    return [token.word for token in text_lib.tokenize(text)]
 
 
 # --------------------------------------------------------------------------------------
@@ -492,10 +484,12 @@ _BOM = b"\xef\xbb\xbf"
 
 @dataclasses.dataclass
 class Line:
-    """One input line: its words, or the SentenceError that refuses it."""
+    """One input line: its words (or, read as a document, its text), or the SentenceError
+    that refuses it."""
     number: int  # 1-based
     words: list[str] | None
     error: SentenceError | None = None
+    text: str | None = None  # a document's raw text (read_lines(documents=True))
 
 
 class ReadError(OSError):
@@ -520,7 +514,7 @@ def _is_damage(error: BaseException) -> bool:
 
 
 def read_lines(input_file: IO, limits: SentenceLimits = SentenceLimits(),
-               tokenize: bool = False) -> Iterator[Line]:
+               tokenize: bool = False, documents: bool = False) -> Iterator[Line]:
     """Yields the input's lines one at a time, each with its words or its SentenceError.
 
     input_file is a binary stream (UTF-8 bytes; decoded line by line, so that a bad byte
@@ -534,9 +528,13 @@ def read_lines(input_file: IO, limits: SentenceLimits = SentenceLimits(),
       input_file: the input, binary or text.
       limits: the bounds each line is checked against (max_line_bytes, max_words, ...).
       tokenize: each line is raw text: split it into PTB tokens (`ptb_tokenize`).
+      documents: each line is a document of raw text: its Line holds the decoded `text`
+        (words None) for the caller to split into sentences; a blank line is a document
+        without sentences, not an error.
 
     Yields:
-      A `Line` per input line, numbered from 1: its words, or its `SentenceError`.
+      A `Line` per input line, numbered from 1: its words (or text), or its
+      `SentenceError`.
 
     Raises:
       ReadError: the stream failed to read (not damaged content).
@@ -592,7 +590,10 @@ def read_lines(input_file: IO, limits: SentenceLimits = SentenceLimits(),
                 continue
             try:
                 text = decode_utf8(raw) if binary else raw
-                yield Line(number, text_to_words(text, limits, tokenize))
+                if documents:
+                    yield Line(number, None, text=text)
+                else:
+                    yield Line(number, text_to_words(text, limits, tokenize))
             except SentenceError as e:
                 yield Line(number, None, e)
     except _Damaged as damaged:

@@ -53,10 +53,12 @@ A span whose tokens are not one constituent raises `NonConstituentError`: readin
 (`doc[3:3]`) is no constituent either. Whitespace tokens at a span's edges are ignored when
 matching constituents.
 
-**Words.** Every non-whitespace token is one word, its text as given (whitespace inside a
-token is dropped), so a sentence gets the tree the parse CLI and the servers give for the
-same words. Brackets are escaped (`-LRB-` ...) in the tree's leaves only. Each leaf of a
-tree is the spaCy token it came from.
+**Words.** Every non-whitespace token is one word (whitespace inside a token is dropped),
+written as the model's training data writes it (`tetra_tf.text.ptb_words`): curly quotes
+become ``` `` ``` '' ` ', a straight double quote ``` `` ``` or '' by its side, Unicode
+dashes --, the ellipsis character ...; so a sentence gets the tree the parse CLI and the
+servers give for the same text. Brackets are escaped (`-LRB-` ...) in the tree's leaves;
+the tokens' own text is unchanged. Each leaf of a tree is the spaCy token it came from.
 
 **Errors.** A doc without sentence boundaries (`MissingSentencesError`), or a failure of the
 model itself (`tetra_tf.errors.ModelError`), goes to the component's error handler
@@ -120,6 +122,7 @@ from spacy.tokens import Doc, Span, Token
 from spacy.util import minibatch, raise_error
 
 from tetra_tf import sentences
+from tetra_tf import text as text_lib
 
 DATA_ATTRIBUTE = "tetra_tf"
 """The Doc extension holding the parse as plain lists (`doc._.tetra_tf`)."""
@@ -185,14 +188,23 @@ def sentence_words(tokens: Iterable[Token]) -> list[str]:
         tokens: the sentence's tokens, whitespace tokens left out.
 
     Returns:
-        Each token's text with any whitespace inside it dropped.
+        Each token's text with any whitespace inside it dropped, written as the model's
+        training data writes it (`tetra_tf.text.ptb_words`: curly quotes, straight double
+        quotes by side, Unicode dashes and the ellipsis character as the treebank has
+        them); spaCy's token boundaries are kept.
 
     Example:
         ```python
-        sentence_words(nlp.make_doc("Hi (there)"))  # ["Hi", "(", "there", ")"]
+        sentence_words(nlp.make_doc('Hi \u201cthere\u201d \u2014 "you"'))
+        # ['Hi', '``', 'there', "''", '--', '``', 'you', "''"]
         ```
     """
-    return ["".join(c for c in token.text if c not in sentences.WHITESPACE) for token in tokens]
+    tokens = list(tokens)
+    origin = tokens[0].idx if tokens else 0
+    return text_lib.ptb_words(
+        ["".join(c for c in token.text if c not in sentences.WHITESPACE) for token in tokens],
+        [token.idx - origin for token in tokens],
+        [token.idx - origin + len(token.text) for token in tokens])
 
 
 def _words_of(sentence: Span) -> list[Token]:

@@ -16,6 +16,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from tetra_tf import sentences
+from tetra_tf import text as text_lib
 from tetra_tf.serving.errors import RequestError
 
 NUM_WORDS_INPUT = "num_words"  # With a word input: how many leading entries of a row are words.
@@ -32,6 +33,7 @@ class Limits:
     sentence_inputs: tuple[str, ...] = ("sentences",)
     word_inputs: tuple[str, ...] = ("words",)
     max_pieces_per_request: int = 0
+    text_inputs: tuple[str, ...] = ("text",)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,6 +52,7 @@ class ModelLimits:
     sentence: sentences.SentenceLimits
     sentence_inputs: tuple[str, ...]
     word_inputs: tuple[str, ...]
+    text_inputs: tuple[str, ...] = ("text",)
 
     @classmethod
     def of(cls, limits: Limits, export_limits: dict[str, int]) -> "ModelLimits":
@@ -58,7 +61,7 @@ class ModelLimits:
         pieces = [n for n in (sentence.max_pieces, limits.max_pieces_per_request) if n]
         return cls(limits.max_batch_size, limits.max_words_per_request,
                    min(pieces) if pieces else 0, sentence, limits.sentence_inputs,
-                   limits.word_inputs)
+                   limits.word_inputs, limits.text_inputs)
 
 
 @dataclasses.dataclass
@@ -103,7 +106,8 @@ def prepare(signature_name: str, inputs: dict[str, np.ndarray], limits: ModelLim
             piece_counter: Any = None) -> Prepared:
     """Checks a request's input arrays against the limits, before the model runs.
 
-    Sentences and word rows are checked (the sentence contract), then their subword pieces
+    Sentences, word rows and raw texts (split and tokenized as the export's ``parse_text``
+    does, `tetra_tf.text`) are checked by the sentence contract, then their subword pieces
     are counted (with the export's vocabulary, when it ships one and publishes limits).
 
     Raises:
@@ -111,43 +115,57 @@ def prepare(signature_name: str, inputs: dict[str, np.ndarray], limits: ModelLim
     """
     for name, array in inputs.items():
         check_declared_shape(name, array.shape, limits)
-    row_words: list[list[str]] | None = None
+    row_sentences: list[list[list[str]]] | None = None  # per row: its sentences' words
+    texts = False
     for name, array in sorted(inputs.items()):
         if array.dtype != object:
             continue
         if name in limits.sentence_inputs:
-            row_words = _check_sentences(name, array, limits)
+            row_sentences = [[words] for words in _check_sentences(name, array, limits)]
         elif name in limits.word_inputs and array.ndim >= 2:
-            row_words = _check_word_rows(name, array, inputs.get(NUM_WORDS_INPUT), limits)
+            row_sentences = [[words] for words in _check_word_rows(
+                name, array, inputs.get(NUM_WORDS_INPUT), limits)]
+        elif name in limits.text_inputs:
+            row_sentences, texts = _check_texts(name, array, limits), True
     batch_size = _check_batch(inputs)
-    row_widths = (np.array([len(words) for words in row_words], np.int64)
-                  if row_words is not None else None)
+    # A text row's outputs are [sentences, words]: no words width to trim them to.
+    row_widths = (np.array([max(map(len, row), default=0) for row in row_sentences], np.int64)
+                  if row_sentences is not None and not texts else None)
     row_pieces = None
-    if row_widths is not None and piece_counter is not None and limits.max_pieces_per_request:
-        row_pieces = _count_pieces(row_words, row_widths, limits, piece_counter)
+    if row_sentences is not None and piece_counter is not None and \
+            limits.max_pieces_per_request:
+        row_pieces = _count_pieces(row_sentences, limits, piece_counter, texts)
     return Prepared(signature_name, inputs, batch_size, row_pieces, row_widths)
 
 
-def _count_pieces(row_words: list[list[str]], row_widths: np.ndarray, limits: ModelLimits,
-                  piece_counter: Any) -> np.ndarray:
+def _count_pieces(row_sentences: list[list[list[str]]], limits: ModelLimits,
+                  piece_counter: Any, texts: bool) -> np.ndarray:
     """Pieces per row, checked per sentence and for the request."""
     max_pieces = limits.max_pieces_per_request
     cap = piece_counter.max_pieces_per_word
-    if cap * int(row_widths.sum()) <= max_pieces:
+    sentence_words = [words for row in row_sentences for words in row]
+    sentence_widths = np.array([len(words) for words in sentence_words], np.int64)
+    rows = np.repeat(np.arange(len(row_sentences)), [len(row) for row in row_sentences])
+    if cap * int(sentence_widths.sum()) <= max_pieces:
         # Within the limit whatever the words are: skip tokenizing (the costly part), and
         # let the upper bound stand for the pieces when merging.
-        return cap * row_widths
-    counts = piece_counter.count([w for words in row_words for w in words])
-    row_pieces = np.array([int(part.sum()) for part in
-                           np.split(counts, np.cumsum(row_widths)[:-1])])
-    for index, pieces in enumerate(row_pieces):
+        return np.bincount(rows, cap * sentence_widths, len(row_sentences)).astype(np.int64)
+    counts = piece_counter.count([w for words in sentence_words for w in words])
+    sentence_pieces = np.array([int(part.sum()) for part in
+                                np.split(counts, np.cumsum(sentence_widths)[:-1])], np.int64)
+    first_of_row = np.cumsum([0] + [len(row) for row in row_sentences])
+    for index, pieces in enumerate(sentence_pieces):
         try:
             sentences.check_pieces(int(pieces), limits.sentence)
             if pieces > max_pieces:
                 raise sentences.SentenceError(sentences.TOO_MANY_PIECES, _pieces_detail(
                     int(pieces), max_pieces, cap))
         except sentences.SentenceError as e:
-            raise RequestError(f"sentence {index}: {e}") from None
+            row = int(rows[index])
+            where = (f"text {row}: sentence {index - first_of_row[row]}" if texts
+                     else f"sentence {index}")
+            raise RequestError(f"{where}: {e}") from None
+    row_pieces = np.bincount(rows, sentence_pieces, len(row_sentences)).astype(np.int64)
     total = int(row_pieces.sum())
     if total > max_pieces:
         raise RequestError(f"{sentences.TOO_MANY_PIECES}: the request has "
@@ -175,6 +193,34 @@ def _check_sentences(name: str, array: np.ndarray, limits: ModelLimits) -> list[
         raise RequestError(f"input '{name}' has {total_words} words in all, more than "
                            f"--max_words_per_request={limits.max_words_per_request}")
     return row_words
+
+
+def _check_texts(name: str, array: np.ndarray, limits: ModelLimits) -> list[list[list[str]]]:
+    """Checks raw texts: each is split into sentences and PTB tokens (`tetra_tf.text`,
+    as the export's graph splits it), and each sentence checked by the contract; returns
+    each text's sentences' words."""
+    total_words = 0
+    row_sentences = []
+    for index, data in enumerate(array.reshape(-1)):
+        try:
+            if len(data) > limits.sentence.max_line_bytes:
+                raise sentences.SentenceError(
+                    sentences.TOO_LONG,
+                    f"{len(data)} bytes, more than max_line_bytes={limits.sentence.max_line_bytes}")
+            document = text_lib.tokenize_document(sentences.decode_utf8(data))
+        except sentences.SentenceError as e:
+            raise RequestError(f"text {index}: {e}") from None
+        for position, sentence in enumerate(document):
+            try:
+                sentences.check_words(sentence.words, limits.sentence)
+            except sentences.SentenceError as e:
+                raise RequestError(f"text {index}: sentence {position}: {e}") from None
+            total_words += len(sentence.tokens)
+        row_sentences.append([sentence.words for sentence in document])
+    if total_words > limits.max_words_per_request:
+        raise RequestError(f"input '{name}' has {total_words} words in all, more than "
+                           f"--max_words_per_request={limits.max_words_per_request}")
+    return row_sentences
 
 
 def _check_word_rows(name: str, words: np.ndarray, num_words: np.ndarray | None,

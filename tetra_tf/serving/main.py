@@ -97,6 +97,10 @@ def _define_flags() -> None:
                       "String inputs [batch, width] checked as pre-split sentences (width at "
                       f"most --max_words_per_sentence; with a '{NUM_WORDS_INPUT}' input, its "
                       "first num_words entries per row are non-empty words without spaces).")
+    flags.DEFINE_list("text_inputs", ["text"],
+                      "String inputs checked as raw texts: split into sentences and PTB "
+                      "tokens as the export's parse_text signature splits them "
+                      "(tetra_tf.text), each sentence by the --sentence_inputs rules.")
     flags.DEFINE_integer("max_pieces_per_request", 0,
                          "Most WordPiece pieces in one request (a word counts at most the "
                          "export's max_pieces_per_word), counted with the export's own "
@@ -191,6 +195,7 @@ def main(argv: list[str]) -> int:
                     max_words_per_request=flag_values.max_words_per_request,
                     sentence_inputs=tuple(flag_values.sentence_inputs),
                     word_inputs=tuple(flag_values.word_inputs),
+                    text_inputs=tuple(flag_values.text_inputs),
                     max_pieces_per_request=flag_values.max_pieces_per_request)
     # With batching, each batch thread runs a model call: let that many run at once.
     model_slots = (batching_params.num_batch_threads if batching_params is not None
