@@ -97,3 +97,4 @@ bench:
 	$(PYTHON) bench/spark.py --export_dir=$(EXPORT_DIR)
 	$(PYTHON) bench/serving_load.py --export_dir=$(EXPORT_DIR)
 	$(PYTHON) bench/train_step.py --train_data=$(DATA_DIR)/train
+	$(PYTHON) bench/raw_text.py --export_dir=$(EXPORT_DIR)
