@@ -190,7 +190,7 @@ def test_layout_assets_and_variables(export_dir, loaded, model_dir, vocabs):
     assert _strings(loaded.leaf_tags) == vocabs.leaf.tags
     assert _strings(loaded.internal_tags) == vocabs.internal.tags
     assert _strings(loaded.pos_tags) == vocabs.pos.tags
-    assert set(loaded.signatures) == {"serving_default", "parse_words"}
+    assert set(loaded.signatures) == {"serving_default", "parse_words", "parse_text"}
     # No staging directory is left next to the version directory.
     assert os.listdir(os.path.dirname(export_dir)) == ["1"]
 

@@ -229,11 +229,6 @@ def test_parse_each_refuses_each_bad_sentence_with_its_reason_and_parses_the_res
     assert isinstance(results[1], ParseResult)
 
 
-@pytest.mark.parametrize("failure", [
-    RuntimeError("the device is gone"),
-    tf.errors.ResourceExhaustedError(None, None, "OOM when allocating tensor"),
-    tf.errors.InternalError(None, None, "internal"),
-])
 def test_parse_text_gives_each_sentence_its_tokens_offsets_and_parse(parser):
     text = "It rained. " + " ".join(["Word"] * 30) + ". We left (early)."
     limits = parser.sentence_limits.lowered(max_words=20)
@@ -260,6 +255,11 @@ def test_parse_text_gives_each_sentence_its_tokens_offsets_and_parse(parser):
         parser.parse_texts(["ok", b"bytes"])
 
 
+@pytest.mark.parametrize("failure", [
+    RuntimeError("the device is gone"),
+    tf.errors.ResourceExhaustedError(None, None, "OOM when allocating tensor"),
+    tf.errors.InternalError(None, None, "internal"),
+])
 def test_a_failing_model_raises_model_error_at_once_without_retries(parser, monkeypatch,
                                                                     failure):
     calls = []

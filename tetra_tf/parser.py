@@ -364,7 +364,9 @@ class Parser:
 
         Args:
           texts: raw texts (documents, paragraphs or sentences).
-          split_sentences, batch_size, limits: as for `parse_text`.
+          split_sentences: as for `parse_text`.
+          batch_size: most sentences per model call.
+          limits: as for `parse_each`.
           progress: called with a number of sentences as they are done.
 
         Returns:

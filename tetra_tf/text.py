@@ -162,8 +162,8 @@ def ptb_words(surfaces: Sequence[str], starts: Sequence[int],
 
     Args:
       surfaces: the sentence's tokens as written.
-      starts, ends: their character offsets (from the sentence's start, or any origin
-        where the sentence starts at 0).
+      starts: their start offsets, counted from the sentence's start.
+      ends: their end offsets, likewise.
 
     Returns:
       One word per token.
