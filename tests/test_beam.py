@@ -361,10 +361,10 @@ def test_cli_usage_errors_are_one_line(export_dir, args, message, capsys):
 
 
 def _read_sentences(path, tokenize=False, max_words=0,
-                    max_line_bytes=sentences.DEFAULT_MAX_LINE_BYTES) -> list:
+                    max_line_bytes=sentences.DEFAULT_MAX_LINE_BYTES, documents=False) -> list:
     """ReadSentences' outputs for one file, without a pipeline."""
     read = beam.ReadSentences(tokenize, sentences.SentenceLimits().lowered(
-        max_words, max_line_bytes))
+        max_words, max_line_bytes), documents)
     read.setup()
     readable = fileio.ReadableFile(FileMetadata(str(path), os.path.getsize(path)))
     return list(read.process(readable))
@@ -384,6 +384,44 @@ def test_read_sentences_tokenizes_escapes_and_rejects(tmp_path):
     path.write_bytes(b"a:-) b " + b"w " * 1000)
     (sentence,) = _read_sentences(path)
     assert sentence.text.startswith("a:-) b w") and sentence.num_words == 1002
+
+
+def test_read_sentences_splits_documents_into_checked_sentences(tmp_path):
+    path = tmp_path / "in.txt"
+    path.write_bytes("It rained. We left (early).\n\n\xff\nFine. W w w w w w w .\n".encode(
+        "utf-8").replace(b"\xc3\xbf", b"\xff"))
+    first, second, bad_line, fine, too_long = _read_sentences(path, max_words=6,
+                                                               documents=True)
+    assert first == beam.Sentence(str(path), 1, "It rained .", 3, 1, 0, 11)
+    assert second == beam.Sentence(str(path), 1, "We left -LRB- early -RRB- .", 6, 2, 11, 27)
+    assert bad_line.value["line"] == 3 and "sentence" not in bad_line.value
+    assert fine == beam.Sentence(str(path), 4, "Fine .", 2, 1, 0, 6)
+    assert too_long.value == {"file": str(path), "line": 4, "sentence": 2, "start": 6,
+                              "end": 21, "reason": "too_many_words",
+                              "error": "too_many_words: 8 words, more than max_words=6"}
+
+
+def test_documents_give_a_record_per_sentence_as_the_parse_cli_does(export_dir, parser,
+                                                                    tmp_path, capsys):
+    texts = ["It rained. We left (early).", "", "He said \u201cno.\u201d Then he went."]
+    path = tmp_path / "docs.txt"
+    path.write_text("\n".join(texts) + "\n", encoding="utf-8")
+    output = tmp_path / "out" / "trees"
+    assert cli.guarded(beam_parse.main, [f"--model_dir={export_dir}", f"--input={path}",
+                                         f"--output={output}", "--documents"]) == 0
+    records = sorted(_read_jsonl(f"{output}-*-of-*.jsonl"),
+                     key=lambda r: (r["line"], r["sentence"]))
+    assert not _read_jsonl(f"{output}-errors-*.jsonl")
+    expected = [(number, index, s.start, s.end, s.result.bracketed)
+                for number, document in enumerate(parser.parse_texts(texts), start=1)
+                for index, s in enumerate(document, start=1)]
+    assert [(r["line"], r["sentence"], r["start"], r["end"], r["tree"]) for r in records] == \
+        expected and len(expected) == 4
+    capsys.readouterr()
+    assert cli.guarded(beam_parse.main, [f"--model_dir={export_dir}", f"--input={path}",
+                                         f"--output={output}", "--documents",
+                                         "--ordered"]) == 2
+    assert "--ordered writes one tree per input line" in capsys.readouterr().err
 
 
 def _zstd_compress(data: bytes) -> bytes:

@@ -55,6 +55,7 @@ from apache_beam.metrics import Metrics
 from apache_beam.ml.inference.base import ModelHandler, PredictionResult, RunInference
 
 from tetra_tf import bulk_options, export_format, sentences
+from tetra_tf import text as text_lib
 from tetra_tf.bulk_options import DEFAULT_BATCH_SIZE
 
 if TYPE_CHECKING:  # tetra_tf.parser loads TensorFlow: only the workers that parse import it
@@ -78,11 +79,16 @@ class Sentence(NamedTuple):
       line: the line's number in its file, from 1.
       text: the line's words (PTB tokens with tokenize) joined by single spaces.
       num_words: how many words: the sentence's weight in a batch (`sentence_words`).
+      sentence, start, end: with documents, the sentence's number in its line (from 1)
+        and its character offsets in the line; 0, -1, -1 for a line that is a sentence.
     """
     file: str
     line: int  # 1-based
     text: str
     num_words: int
+    sentence: int = 0  # with documents: its number in the line, from 1 (0: the line itself)
+    start: int = -1  # with documents: its character offsets in the line
+    end: int = -1
 
 
 class ParseOptions(NamedTuple):
@@ -96,6 +102,10 @@ class ParseOptions(NamedTuple):
         ``OUTPUT-ordered/``.
       tokenize: each line is raw text: split it into PTB tokens (`sentences.ptb_tokenize`)
         instead of on whitespace. Default False.
+      documents: each line is a document of raw text, split into sentences and PTB tokens
+        (`tetra_tf.text`); each sentence is its own record or dead letter, with its
+        ``sentence`` number in the line (from 1) and its ``start`` and ``end`` character
+        offsets; a blank line has none. Not with ordered. Default False.
       max_words: a line of more words is a dead letter (``too_many_words``); 0 (the
         default): no limit beyond the export's (``too_many_pieces``).
       max_line_bytes: a line of more bytes is a dead letter (``too_long``); default
@@ -117,6 +127,7 @@ class ParseOptions(NamedTuple):
     inputs: Sequence[str]  # files or glob patterns
     output: str  # prefix of every output file
     tokenize: bool = False
+    documents: bool = False
     max_words: int = 0  # longer lines are dead letters; 0: none beyond the export's
     max_line_bytes: int = sentences.DEFAULT_MAX_LINE_BYTES  # longer lines are dead letters
     batch_size: int = DEFAULT_BATCH_SIZE  # most sentences per model call
@@ -335,7 +346,8 @@ class ReadSentences(beam.DoFn):
     REJECTED = "rejected"
     """The tag of the dead letters' output."""
 
-    def __init__(self, tokenize: bool, limits: sentences.SentenceLimits):
+    def __init__(self, tokenize: bool, limits: sentences.SentenceLimits,
+                 documents: bool = False):
         """Makes the DoFn; its counters are made on the worker (`setup`).
 
         Args:
@@ -343,9 +355,12 @@ class ReadSentences(beam.DoFn):
             (`sentences.ptb_tokenize`) instead of on whitespace.
           limits: the bounds each line is checked against (max_line_bytes, max_words;
             e.g. ``SentenceLimits().lowered(max_words, max_line_bytes)``).
+          documents: each line is a document: a `Sentence` (or dead letter) per sentence
+            of it (`tetra_tf.text.tokenize_document`), with its number and offsets.
         """
         self._tokenize = tokenize
         self._limits = limits
+        self._documents = documents
 
     def setup(self):
         """Makes the counters (Beam calls it once per DoFn instance on a worker)."""
@@ -371,31 +386,57 @@ class ReadSentences(beam.DoFn):
         path = readable.metadata.path
         self._files_read.inc()
         with _open_binary(readable) as stream:
-            lines = sentences.read_lines(stream, self._limits, self._tokenize)
+            lines = sentences.read_lines(stream, self._limits, self._tokenize, self._documents)
             for line in lines:
                 self._lines_read.inc()
-                if line.words is None:
+                if line.error is not None:
                     self._rejected[line.error.reason].inc()
                     yield beam.pvalue.TaggedOutput(self.REJECTED, dead_letter(
                         path, line.number, line.error))
-                else:
+                elif not self._documents:
                     yield Sentence(path, line.number, " ".join(line.words), len(line.words))
+                else:
+                    yield from self._document(path, line)
+
+    def _document(self, path: str, line: sentences.Line):
+        """A document line's sentences, each checked as a line of words is."""
+        for index, sentence in enumerate(text_lib.tokenize_document(line.text), start=1):
+            try:
+                words = sentences.check_words(sentence.words, self._limits)
+            except sentences.SentenceError as e:
+                self._rejected[e.reason].inc()
+                yield beam.pvalue.TaggedOutput(self.REJECTED, dead_letter(
+                    path, line.number, e, (index, sentence.start, sentence.end)))
+                continue
+            yield Sentence(path, line.number, " ".join(words), len(words), index,
+                           sentence.start, sentence.end)
 
 
-def dead_letter(path: str, number: int, error: sentences.SentenceError) -> dict:
-    """A dead-letter record: where the line is and why it was refused.
+def dead_letter(path: str, number: int, error: sentences.SentenceError,
+                sentence: tuple[int, int, int] | None = None) -> dict:
+    """A dead-letter record: where the line (or sentence) is and why it was refused.
 
     Args:
       path: the input file's path.
       number: the line's number, from 1.
       error: the refusal.
+      sentence: with documents, the sentence's (number in the line, start, end).
 
     Returns:
-      ``{"file": path, "line": number, "reason": error.reason, "error": str(error)}``;
-      the error is "REASON: detail" (e.g. ``"empty: no words (give one sentence per
-      line)"``), the reason one of `sentences.REASONS`.
+      ``{"file": path, "line": number, "reason": error.reason, "error": str(error)}``,
+      with ``sentence``, ``start`` and ``end`` for a document's sentence; the error is
+      "REASON: detail" (e.g. ``"empty: no words (give one sentence per line)"``), the
+      reason one of `sentences.REASONS`.
     """
-    return {"file": path, "line": number, "reason": error.reason, "error": str(error)}
+    record = {"file": path, "line": number, "reason": error.reason, "error": str(error)}
+    if sentence is not None:
+        record.update(zip(("sentence", "start", "end"), sentence))
+    return record
+
+
+def _place(sentence: Sentence) -> tuple[int, int, int] | None:
+    """A document sentence's (number, start, end); None for a line that is a sentence."""
+    return (sentence.sentence, sentence.start, sentence.end) if sentence.sentence else None
 
 
 class SplitResults(beam.DoFn):
@@ -435,12 +476,14 @@ class SplitResults(beam.DoFn):
         if "error" in inference:
             self._rejected[inference["error"].reason].inc()
             yield beam.pvalue.TaggedOutput(self.REJECTED, dead_letter(
-                sentence.file, sentence.line, inference["error"]))
+                sentence.file, sentence.line, inference["error"], _place(sentence)))
             return
         self._parsed.inc()
         self._words.inc(sentence.num_words)
-        yield {"file": sentence.file, "line": sentence.line, "tree": inference["tree"],
-               "score": inference["score"]}
+        record = {"file": sentence.file, "line": sentence.line}
+        if sentence.sentence:
+            record.update(sentence=sentence.sentence, start=sentence.start, end=sentence.end)
+        yield {**record, "tree": inference["tree"], "score": inference["score"]}
 
 
 def _create(path: str) -> BinaryIO:
@@ -535,6 +578,8 @@ def build(pipeline: beam.Pipeline, options: ParseOptions,
                  | beam.Map(print))
         ```
     """
+    if options.documents and options.ordered:
+        raise ValueError("ordered output is one tree per line: not with documents")
     handler = handler or ParseModelHandler(options.model_dir, options.batch_size,
                                            options.max_words)
     matched = (pipeline
@@ -544,7 +589,7 @@ def build(pipeline: beam.Pipeline, options: ParseOptions,
     checked = (files
                | "ReadSentences" >> beam.ParDo(ReadSentences(
                    options.tokenize, sentences.SentenceLimits().lowered(
-                       options.max_words, options.max_line_bytes)))
+                       options.max_words, options.max_line_bytes), options.documents))
                .with_outputs(ReadSentences.REJECTED, main="sentences"))
     results = (checked.sentences
                | "SpreadLines" >> beam.Reshuffle()
@@ -610,7 +655,8 @@ def run(options: ParseOptions, pipeline_options, handler: Optional[ModelHandler]
       The counters by name (`counters`), with ``files_read``, ``lines_read``,
       ``sentences_parsed``, ``words_parsed`` and ``rejected_<reason>`` for every reason of
       `sentences.REASONS` always present (0 if none). Every line read is parsed or
-      rejected: ``lines_read`` = ``sentences_parsed`` + the ``rejected_*`` counts.
+      rejected: ``lines_read`` = ``sentences_parsed`` + the ``rejected_*`` counts (with
+      documents, every sentence is, and a line has any number of them).
 
     Raises:
       tetra_tf.errors.ExportError: as `build`, before the pipeline runs.

@@ -1,8 +1,8 @@
 r"""Parses a corpus with an Apache Beam pipeline: a tree per line, dead letters for the rest.
 
   python -m tetra_tf.beam_parse --model_dir=models/tetra/1 --input='corpus/*.txt' \
-      --output=out/trees [--tokenize] [--max_words=400] [--max_line_bytes=N] [--ordered]
-      [Beam pipeline options]
+      --output=out/trees [--tokenize | --documents] [--max_words=400] [--max_line_bytes=N]
+      [--ordered] [Beam pipeline options]
 
 Input: files or globs (--input may be repeated; .gz and other compressions by extension),
 one sentence per line, PTB tokens separated by whitespace (or raw text with --tokenize), as
@@ -22,7 +22,12 @@ compressed input at a time. Output, sharded as Beam writes it:
                                       order, an empty line for a rejected one (an empty file
                                       for an input file without lines)
 
-Every input line is in exactly one of the first two. The pipeline's counters are printed at
+With --documents each line is a document of raw text, split into sentences (tetra_tf.text,
+as `python -m tetra_tf.parse --documents` splits it): each sentence is a record or a dead
+letter of its own, with "sentence" (its number in the line, from 1), "start" and "end" (its
+character offsets in the line); a blank line has none (not with --ordered).
+
+Every input line (with --documents, every sentence) is in exactly one of the first two. The pipeline's counters are printed at
 the end. Any other --flag is a Beam pipeline option (--runner, --direct_num_workers,
 --project, ...). Without --runner it runs on this machine with FnApiRunner (Beam 2.77's
 DirectRunner first tries the Prism runner, which downloads a binary);
@@ -50,8 +55,8 @@ LOCAL_RUNNER = "FnApiRunner"
 
 
 # The common options of the bulk programs (tetra_tf/bulk_options.py) this program has.
-BULK_OPTIONS = ("model_dir", "corpus_input", "corpus_output", "tokenize", "max_words",
-                "max_line_bytes", "batch_size", "ordered")
+BULK_OPTIONS = ("model_dir", "corpus_input", "corpus_output", "tokenize", "documents",
+                "max_words", "max_line_bytes", "batch_size", "ordered")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -102,8 +107,8 @@ def parse_args(argv: list[str]):
         pipeline_options.view_as(StandardOptions).runner = LOCAL_RUNNER
     options = beam.ParseOptions(
         model_dir=args.model_dir, inputs=args.corpus_input, output=args.corpus_output,
-        tokenize=args.tokenize, max_words=args.max_words, max_line_bytes=args.max_line_bytes,
-        batch_size=args.batch_size, ordered=args.ordered)
+        tokenize=args.tokenize, documents=args.documents, max_words=args.max_words,
+        max_line_bytes=args.max_line_bytes, batch_size=args.batch_size, ordered=args.ordered)
     return options, pipeline_options
 
 
@@ -124,7 +129,10 @@ def main(argv: list[str]) -> int:
     rejected = sum(totals[f"rejected_{reason}"] for reason in sentences.REASONS)
     for name, value in sorted(totals.items()):
         print(f"{name:>25} {value}")
-    print(f"{totals['sentences_parsed']} of {totals['lines_read']} lines parsed → "
+    parsed = (f"{totals['sentences_parsed']} sentences of {totals['lines_read']} lines parsed"
+              if options.documents else
+              f"{totals['sentences_parsed']} of {totals['lines_read']} lines parsed")
+    print(f"{parsed} → "
           f"{options.output}-*{beam.RECORDS_SUFFIX}; {rejected} rejected → "
           f"{options.output}{beam.ERRORS_INFIX}-*{beam.RECORDS_SUFFIX}"
           + (f"; in input order → {bulk_options.ordered_folder(options.output)}/"

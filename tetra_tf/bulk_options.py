@@ -184,6 +184,9 @@ def check(values: Mapping[str, Any]) -> None:
     for option in OPTIONS.values():
         if option.key in values:
             _check_value(option, values[option.key])
+    if values.get("documents") and values.get("ordered"):
+        raise cli.UsageError("--ordered writes one tree per input line; with --documents a "
+                             "line has a tree per sentence (leave out one of them)")
     if values.get("errors") is not None and values.get("on_error", "skip") != "skip":
         raise cli.UsageError("--errors needs --on_error=skip (with 'fail' the first refused "
                              "line goes to stderr)")
