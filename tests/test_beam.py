@@ -394,9 +394,9 @@ def test_read_sentences_splits_documents_into_checked_sentences(tmp_path):
                                                                documents=True)
     assert first == beam.Sentence(str(path), 1, "It rained .", 3, 1, 0, 11)
     assert second == beam.Sentence(str(path), 1, "We left -LRB- early -RRB- .", 6, 2, 11, 27)
-    assert bad_line.value["line"] == 3 and "sentence" not in bad_line.value
+    assert bad_line.value["line"] == 3 and "sentence_number" not in bad_line.value
     assert fine == beam.Sentence(str(path), 4, "Fine .", 2, 1, 0, 6)
-    assert too_long.value == {"file": str(path), "line": 4, "sentence": 2, "start": 6,
+    assert too_long.value == {"file": str(path), "line": 4, "sentence_number": 2, "start": 6,
                               "end": 21, "reason": "too_many_words",
                               "error": "too_many_words: 8 words, more than max_words=6"}
 
@@ -410,12 +410,13 @@ def test_documents_give_a_record_per_sentence_as_the_parse_cli_does(export_dir, 
     assert cli.guarded(beam_parse.main, [f"--model_dir={export_dir}", f"--input={path}",
                                          f"--output={output}", "--documents"]) == 0
     records = sorted(_read_jsonl(f"{output}-*-of-*.jsonl"),
-                     key=lambda r: (r["line"], r["sentence"]))
+                     key=lambda r: (r["line"], r["sentence_number"]))
     assert not _read_jsonl(f"{output}-errors-*.jsonl")
     expected = [(number, index, s.start, s.end, s.result.bracketed)
                 for number, document in enumerate(parser.parse_texts(texts), start=1)
                 for index, s in enumerate(document, start=1)]
-    assert [(r["line"], r["sentence"], r["start"], r["end"], r["tree"]) for r in records] == \
+    assert [(r["line"], r["sentence_number"], r["start"], r["end"], r["tree"])
+            for r in records] == \
         expected and len(expected) == 4
     capsys.readouterr()
     assert cli.guarded(beam_parse.main, [f"--model_dir={export_dir}", f"--input={path}",

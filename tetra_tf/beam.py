@@ -79,14 +79,14 @@ class Sentence(NamedTuple):
       line: the line's number in its file, from 1.
       text: the line's words (PTB tokens with tokenize) joined by single spaces.
       num_words: how many words: the sentence's weight in a batch (`sentence_words`).
-      sentence, start, end: with documents, the sentence's number in its line (from 1)
+      sentence_number, start, end: with documents, the sentence's number in its line (from 1)
         and its character offsets in the line; 0, -1, -1 for a line that is a sentence.
     """
     file: str
     line: int  # 1-based
     text: str
     num_words: int
-    sentence: int = 0  # with documents: its number in the line, from 1 (0: the line itself)
+    sentence_number: int = 0  # with documents: its number in the line, from 1 (0: none)
     start: int = -1  # with documents: its character offsets in the line
     end: int = -1
 
@@ -104,7 +104,7 @@ class ParseOptions(NamedTuple):
         instead of on whitespace. Default False.
       documents: each line is a document of raw text, split into sentences and PTB tokens
         (`tetra_tf.text`); each sentence is its own record or dead letter, with its
-        ``sentence`` number in the line (from 1) and its ``start`` and ``end`` character
+        ``sentence_number`` in the line (from 1) and its ``start`` and ``end`` character
         offsets; a blank line has none. Not with ordered. Default False.
       max_words: a line of more words is a dead letter (``too_many_words``); 0 (the
         default): no limit beyond the export's (``too_many_pieces``).
@@ -424,19 +424,20 @@ def dead_letter(path: str, number: int, error: sentences.SentenceError,
 
     Returns:
       ``{"file": path, "line": number, "reason": error.reason, "error": str(error)}``,
-      with ``sentence``, ``start`` and ``end`` for a document's sentence; the error is
+      with ``sentence_number``, ``start`` and ``end`` for a document's sentence; the error is
       "REASON: detail" (e.g. ``"empty: no words (give one sentence per line)"``), the
       reason one of `sentences.REASONS`.
     """
     record = {"file": path, "line": number, "reason": error.reason, "error": str(error)}
     if sentence is not None:
-        record.update(zip(("sentence", "start", "end"), sentence))
+        record.update(zip(("sentence_number", "start", "end"), sentence))
     return record
 
 
 def _place(sentence: Sentence) -> tuple[int, int, int] | None:
     """A document sentence's (number, start, end); None for a line that is a sentence."""
-    return (sentence.sentence, sentence.start, sentence.end) if sentence.sentence else None
+    return ((sentence.sentence_number, sentence.start, sentence.end)
+            if sentence.sentence_number else None)
 
 
 class SplitResults(beam.DoFn):
@@ -481,8 +482,9 @@ class SplitResults(beam.DoFn):
         self._parsed.inc()
         self._words.inc(sentence.num_words)
         record = {"file": sentence.file, "line": sentence.line}
-        if sentence.sentence:
-            record.update(sentence=sentence.sentence, start=sentence.start, end=sentence.end)
+        if sentence.sentence_number:
+            record.update(sentence_number=sentence.sentence_number, start=sentence.start,
+                          end=sentence.end)
         yield {**record, "tree": inference["tree"], "score": inference["score"]}
 
 

@@ -24,7 +24,7 @@ compressed input at a time. Output, sharded as Beam writes it:
 
 With --documents each line is a document of raw text, split into sentences (tetra_tf.text,
 as `python -m tetra_tf.parse --documents` splits it): each sentence is a record or a dead
-letter of its own, with "sentence" (its number in the line, from 1), "start" and "end" (its
+letter of its own, with "sentence_number" (in the line, from 1), "start" and "end" (its
 character offsets in the line); a blank line has none (not with --ordered).
 
 Every input line (with --documents, every sentence) is in exactly one of the first two. The pipeline's counters are printed at
