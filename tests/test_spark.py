@@ -288,6 +288,33 @@ def test_odd_lines_get_the_parsers_tree_or_reason(spark, tiny_export_dir, tmp_pa
         assert answers[number] == want, line[:80]
 
 
+def test_documents_give_a_row_per_sentence_as_the_parse_cli_does(spark, tiny_export_dir,
+                                                                  tmp_path):
+    from tetra_tf.parser import Parser
+
+    texts = ["It rained. We left (early).", "", "He said \u201cno.\u201d Then he went.",
+             "Fine. " + " ".join(["W"] * 9) + "."]
+    corpus = tmp_path / "docs.txt"
+    corpus.write_bytes(("\n".join(texts) + "\n").encode("utf-8") + b"caf\xe9\n")
+    output = str(tmp_path / "out")
+    summary = spark_parse.run(spark, tiny_export_dir, [str(corpus)], output,
+                              output_format="json", max_words=8, partitions=2,
+                              documents=True)
+    rows = spark_parse.read_output(spark, output, "json", documents=True).collect()
+    found = sorted(((r.line, r.sentence_number, r.start, r.end, r.tree, r.reason)
+                    for r in rows), key=lambda row: (row[0], row[1] or 0))
+    parser = Parser(tiny_export_dir)
+    expected = [(number, index, s.start, s.end, s.result.bracketed, None)
+                for number, document in enumerate(parser.parse_texts(texts[:3]), start=1)
+                for index, s in enumerate(document, start=1)]
+    fine = parser.parse_each([["Fine", "."]])[0].bracketed
+    assert found == expected + [(4, 1, 0, 6, fine, None),
+                                (4, 2, 6, 24, None, sentences.TOO_MANY_WORDS),
+                                (5, None, None, None, None, sentences.NOT_UTF8)]
+    assert len(expected) == 4  # the blank line 2 has no sentence
+    assert summary["lines"] == len(found) == 7 and summary["parsed"] == 5
+
+
 def test_a_model_failure_fails_the_job(spark, corpus, tmp_path):
     root, _ = corpus
     not_a_model = tmp_path / "model"

@@ -67,6 +67,12 @@ PARSE_COLUMNS = (TREE, SCORE, REASON, ERROR)
 FILE, LINE, SENTENCE = "file", "line", "sentence"
 LINES_SCHEMA = "file string, line long, sentence string, reason string, error string"
 """The schema of `read_files`' rows (a Spark DDL string): one row per input line."""
+# With documents: a row per sentence of a line, its number in the line and its offsets.
+SENTENCE_NUMBER, START, END = "sentence_number", "start", "end"
+DOCUMENTS_SCHEMA = ("file string, line long, sentence_number long, start long, end long, "
+                    "sentence string, reason string, error string")
+"""The schema of `read_files(documents=True)`' rows: one per sentence of each line (a line
+the reader refuses: one row, its sentence_number, start and end null)."""
 
 # This Python worker's parsers by model directory; the threads loading one ahead of the
 # parse (`warm_workers`); the loads not yet added to a `loads` accumulator.
@@ -451,24 +457,44 @@ def parse_column(df: "DataFrame", model_dir: str, text_column: str = SENTENCE,
 
 
 class _ReadFile:
-    """binaryFiles' (path, bytes) → one row per line: (file, line, sentence, reason, error)."""
+    """binaryFiles' (path, bytes) → one row per line: (file, line, sentence, reason, error);
+    with documents, one per sentence of a line: (file, line, sentence_number, start, end,
+    sentence, reason, error)."""
 
-    def __init__(self, limits: sentences.SentenceLimits, tokenize: bool):
-        self.limits, self.tokenize = limits, tokenize
+    def __init__(self, limits: sentences.SentenceLimits, tokenize: bool,
+                 documents: bool = False):
+        self.limits, self.tokenize, self.documents = limits, tokenize, documents
 
     def __call__(self, item: tuple[str, bytes]) -> Iterator[tuple]:
         path, data = item
         stream = sentences.decompressed(io.BytesIO(data), path)
-        for line in sentences.read_lines(stream, self.limits, self.tokenize):
+        for line in sentences.read_lines(stream, self.limits, self.tokenize, self.documents):
             if line.error is not None:
-                yield (path, line.number, None, line.error.reason, line.error.detail)
-            else:
+                place = (None, None, None) if self.documents else ()
+                yield (path, line.number, *place, None, line.error.reason, line.error.detail)
+            elif not self.documents:
                 yield (path, line.number, " ".join(line.words or []), None, None)
+            else:
+                yield from self._document(path, line)
+
+    def _document(self, path: str, line: sentences.Line) -> Iterator[tuple]:
+        """A document line's sentences, each checked as a line of words is."""
+        from tetra_tf import text as text_lib  # pylint: disable=import-outside-toplevel
+
+        for index, sentence in enumerate(text_lib.tokenize_document(line.text), start=1):
+            place = (path, line.number, index, sentence.start, sentence.end)
+            try:
+                words = sentences.check_words(sentence.words, self.limits)
+            except sentences.SentenceError as e:
+                yield (*place, None, e.reason, e.detail)
+                continue
+            yield (*place, " ".join(words), None, None)
 
 
 def read_files(session: "SparkSession", paths: Sequence[str], max_words: int = 0,
                max_line_bytes: int = sentences.DEFAULT_MAX_LINE_BYTES,
-               tokenize: bool = False, partitions: int = 0) -> "DataFrame":
+               tokenize: bool = False, partitions: int = 0,
+               documents: bool = False) -> "DataFrame":
     """The lines of text files as rows (LINES_SCHEMA): a sentence, or a reader's refusal.
 
     Each file (plain, or .gz, .bz2, .xz, .lzma, .zst by extension; .zst needs the zstandard
@@ -487,6 +513,11 @@ def read_files(session: "SparkSession", paths: Sequence[str], max_words: int = 0
         the ``sentence`` column then holds the tokens. Default False.
       partitions: the lines are spread over this many partitions (0, the default: 4 per
         core of ``defaultParallelism``).
+      documents: each line is a document of raw text, split into sentences and PTB tokens
+        (`tetra_tf.text`): the rows are `DOCUMENTS_SCHEMA`'s, one per sentence, with its
+        ``sentence_number`` in the line (from 1), ``start`` and ``end`` (its character
+        offsets in the line) and its tokens in ``sentence``; a blank line has none.
+        Default False.
 
     Returns:
       A DataFrame of `LINES_SCHEMA`, one row per input line: ``file`` (string: the path as
@@ -515,7 +546,8 @@ def read_files(session: "SparkSession", paths: Sequence[str], max_words: int = 0
     partitions = partitions or 4 * context.defaultParallelism
     # Files are never split: more partitions only means fewer files read by each task.
     files = context.binaryFiles(",".join(paths), minPartitions=partitions)
-    lines = session.createDataFrame(files.flatMap(_ReadFile(limits, tokenize)), LINES_SCHEMA)
+    lines = session.createDataFrame(files.flatMap(_ReadFile(limits, tokenize, documents)),
+                                    DOCUMENTS_SCHEMA if documents else LINES_SCHEMA)
     return lines.repartition(partitions)
 
 

@@ -2,7 +2,8 @@ r"""Parses text files on Apache Spark: a tree per line, an error row for every o
 
   python -m tetra_tf.spark_parse --model_dir=models/tetra/1 --input='corpus/*.txt' \
       --output=out/trees [--master=spark://HOST:7077] [--format=parquet|json] [--ordered]
-      [--tokenize] [--max_words=N] [--max_line_bytes=N] [--batch_size=64] [--partitions=N]
+      [--tokenize | --documents] [--max_words=N] [--max_line_bytes=N] [--batch_size=64]
+      [--partitions=N]
 
 Input: files, folders or globs as Spark reads them (local paths, hdfs://, s3a://, gs:// with
 the cluster's connectors; --input may be repeated), one sentence per line, PTB tokens
@@ -17,6 +18,11 @@ Output: --output is a Parquet (default) or JSON-lines dataset with a row per inp
 ``error`` for a refused one (in JSON the absent fields are left out, so records are those of
 `tetra_tf.beam_parse`). Every input line is in it exactly once; a damaged compressed file
 gives its readable lines and one ``damaged`` row at the line where the damage starts.
+With --documents each line is a document of raw text, split into sentences (tetra_tf.text,
+as `python -m tetra_tf.parse --documents` splits it): a row per sentence, with
+``sentence_number`` (in the line, from 1), ``start`` and ``end`` (its character offsets in
+the line) after ``line``; a blank line has none, a refused line one row without them (not
+with --ordered).
 With --ordered, also OUTPUT-ordered/PATH.trees per input file (PATH below the input files'
 common folder): one tree per line in input order, an empty line for a refused one (an empty
 file for an input file without lines).
@@ -51,7 +57,7 @@ from tetra_tf import bulk_options, cli, extras, sentences  # noqa: E402
 FORMATS = ("parquet", "json")
 # The common options of the bulk programs (tetra_tf/bulk_options.py) this program has.
 BULK_OPTIONS = ("model_dir", "corpus_input", "corpus_output", "ordered", "tokenize",
-                "max_words", "max_line_bytes", "batch_size")
+                "documents", "max_words", "max_line_bytes", "batch_size")
 FLAGS = flags.FLAGS
 
 
@@ -161,25 +167,27 @@ def run(spark, model_dir: str, inputs: list[str], output: str, output_format: st
         ordered: bool = False, tokenize: bool = False, max_words: int = 0,
         max_line_bytes: int = sentences.DEFAULT_MAX_LINE_BYTES,
         batch_size: int = bulk_options.DEFAULT_BATCH_SIZE,
-        partitions: int = 0, overwrite: bool = False) -> dict:
-    """Reads, parses and writes (see the module doc); returns a summary: lines, parsed,
-    refused by reason, model loads [(host, pid, seconds)], seconds, ordered files."""
+        partitions: int = 0, overwrite: bool = False, documents: bool = False) -> dict:
+    """Reads, parses and writes (see the module doc); returns a summary: rows (lines, or
+    with documents sentences and refused lines), parsed, refused by reason, model loads
+    [(host, pid, seconds)], seconds, ordered files."""
     from tetra_tf import spark as tetra_spark  # pylint: disable=import-outside-toplevel
 
+    if documents and ordered:
+        raise ValueError("ordered output is one tree per line: not with documents")
     start = time.perf_counter()
     loads = tetra_spark.loads_accumulator(spark.sparkContext)
     tetra_spark.warm_workers(spark, model_dir)  # the model loads while the input is read
     lines = tetra_spark.read_files(spark, inputs, max_words, max_line_bytes, tokenize,
-                                   partitions)
+                                   partitions, documents)
     parsed = tetra_spark.parse_column(lines, model_dir, batch_size=batch_size, loads=loads)
-    results = parsed.select(tetra_spark.FILE, tetra_spark.LINE, tetra_spark.TREE,
-                            tetra_spark.SCORE, tetra_spark.REASON, tetra_spark.ERROR)
+    results = parsed.select(*output_columns(documents))
     writer = results.write.mode("overwrite" if overwrite else "errorifexists")
     if output_format == "json":
         writer.json(output)
     else:
         writer.parquet(output)
-    written = read_output(spark, output, output_format)
+    written = read_output(spark, output, output_format, documents)
     counts = collections.Counter({row[0]: row[1] for row in
                                   written.groupBy(tetra_spark.REASON).count().collect()})
     files = []
@@ -193,9 +201,22 @@ def run(spark, model_dir: str, inputs: list[str], output: str, output_format: st
             "ordered_files": files}
 
 
-def read_output(spark, output: str, output_format: str = "parquet"):
+def output_columns(documents: bool = False) -> list[str]:
+    """The output's columns: file, line (with documents: sentence_number, start, end), tree,
+    score, reason, error."""
+    from tetra_tf import spark as tetra_spark  # pylint: disable=import-outside-toplevel
+
+    place = [tetra_spark.SENTENCE_NUMBER, tetra_spark.START, tetra_spark.END] if documents \
+        else []
+    return [tetra_spark.FILE, tetra_spark.LINE, *place, *tetra_spark.PARSE_COLUMNS]
+
+
+def read_output(spark, output: str, output_format: str = "parquet", documents: bool = False):
     """The dataset `run` wrote, as a DataFrame."""
-    schema = "file string, line long, tree string, score double, reason string, error string"
+    types = {"line": "long", "sentence_number": "long", "start": "long", "end": "long",
+             "score": "double"}
+    schema = ", ".join(f"`{name}` {types.get(name, 'string')}"
+                       for name in output_columns(documents))
     if output_format == "json":
         return spark.read.schema(schema).json(output)
     return spark.read.parquet(output)
@@ -218,7 +239,7 @@ def main(argv: list[str]) -> int:
             summary = run(spark, FLAGS.model_dir, FLAGS.input, FLAGS.output, FLAGS.format,
                           FLAGS.ordered, FLAGS.tokenize, FLAGS.max_words,
                           FLAGS.max_line_bytes, FLAGS.batch_size, FLAGS.partitions,
-                          FLAGS.overwrite)
+                          FLAGS.overwrite, FLAGS.documents)
         except Exception as e:  # pylint: disable=broad-except
             print(f"error: {_job_error(e)}", file=sys.stderr)
             return cli.EXIT_FAILURE
@@ -226,7 +247,8 @@ def main(argv: list[str]) -> int:
         spark.stop()
     refused = sum(summary["refused"].values())
     processes = len({(host, pid) for host, pid, _ in summary["loads"]})
-    print(f"{summary['parsed']} of {summary['lines']} lines parsed, {refused} refused"
+    rows = "sentences and lines" if FLAGS.documents else "lines"
+    print(f"{summary['parsed']} of {summary['lines']} {rows} parsed, {refused} refused"
           + (" (" + ", ".join(f"{reason}: {n}" for reason, n in
                               sorted(summary["refused"].items())) + ")" if refused else "")
           + f" → {FLAGS.output} ({FLAGS.format}); model loaded {_times(len(summary['loads']))} "
