@@ -169,6 +169,15 @@ def test_cli_documents_flag(export_dir, parser):
     expected = [f"1\t{i}\t{s.start}\t{s.end}\t{parse.format_scored(s.result)}"
                 for i, s in enumerate(parser.parse_text(text), start=1)]
     assert result.stdout.splitlines() == expected and len(expected) == 2
+    # A bad line stops the run, saying what went out and what skipping would write.
+    result = _cli_here(f"--model_dir={export_dir}", "--documents",
+                       stdin=text.encode() + b"\ncaf\xe9\n")
+    assert result.returncode == 2 and result.stderr.splitlines() == [
+        "error: line 2: not_utf8: not UTF-8 (byte 0xE9 at byte 4); stopped: 2 trees went to "
+        "stdout before it (--on_error=skip writes an empty tree for a bad sentence, nothing "
+        "for a bad line and goes on)"]
+    result = _cli_here(f"--model_dir={export_dir}", "--documents", "--tokenize", stdin=text)
+    assert result.returncode == 2 and "leave out --tokenize" in result.stderr
 
 
 @pytest.mark.parametrize("text, line_number", [("a\n\nb\n", 2), ("a\n  \t\n", 2), ("\n", 1)])

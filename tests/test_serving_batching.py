@@ -76,6 +76,19 @@ def test_split_outputs_cuts_each_request_to_its_own_width():
     assert joined["words"].tolist() == outputs["words"].tolist()
 
 
+def test_join_outputs_pads_a_texts_slices_to_their_largest_shape():
+    # A request of texts split in two slices: [texts, sentences, words] of other shapes.
+    first = {"words": np.array([[[b"a", b"b"]]], dtype=object),
+             "num_words": np.array([[2]], np.int32), "score": np.array([[-1.5]], np.float32)}
+    second = {"words": np.array([[[b"c"], [b"d"]]], dtype=object),
+              "num_words": np.array([[1, 1]], np.int32),
+              "score": np.array([[-0.5, -2.0]], np.float32)}
+    joined = batching.join_outputs([first, second], None)
+    assert joined["words"].tolist() == [[[b"a", b"b"], [b"", b""]], [[b"c", b""], [b"d", b""]]]
+    assert joined["num_words"].tolist() == [[2, -1], [1, 1]]
+    assert joined["score"].tolist() == [[-1.5, 0.0], [-0.5, -2.0]]
+
+
 def _recording_scheduler(params, holding_payload, answer=lambda payload: payload):
     """A scheduler whose batches are recorded as (payloads, thread name); the batch that
     starts with holding_payload waits for the returned event before it finishes."""

@@ -69,6 +69,10 @@ def test_ptb_conventions():
                      "S&P", "'s", "."]
     assert [t.word for t in text.tokenize("I cannot, Mr. Smith.")] == [
         "I", "can", "not", ",", "Mr.", "Smith", "."]
+    # A quote opens at a sentence's start, whichever way it is written.
+    for opening in ('"', "''"):
+        assert [t.word for t in text.tokenize(f"{opening}Hi,{opening} he said.")] == [
+            "``", "Hi", ",", "''", "he", "said", "."]
     assert text.tokenize("") == text.tokenize(" \t") == []
 
 
@@ -177,12 +181,17 @@ PARAGRAPHS = [
 ]
 
 
+def test_the_graph_splits_and_tokenizes_hostile_documents_as_the_host():
+    texts = HOSTILE + PARAGRAPHS + [" ".join(PARAGRAPHS), "Ok. ''Hi,'' he said."]
+    assert _graph_documents(texts) == [text.tokenize_document(t) for t in texts]
+    assert _graph_documents(["", " \t"]) == [[], []]  # a batch without any sentence
+
+
 @requires_nltk_sample
 def test_the_graph_splits_and_tokenizes_documents_as_the_host():
     items = list(_gold_and_raw("test"))
     paragraphs = [" ".join(raw for _, raw in items[i:i + 7]) for i in range(0, len(items), 7)]
-    texts = HOSTILE + PARAGRAPHS + paragraphs
-    assert _graph_documents(texts) == [text.tokenize_document(t) for t in texts]
+    assert _graph_documents(paragraphs) == [text.tokenize_document(t) for t in paragraphs]
 
 
 def test_sentences_cover_the_text_and_tokens_lie_inside_their_sentence():

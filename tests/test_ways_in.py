@@ -351,5 +351,9 @@ def test_a_paragraph_gets_the_same_sentences_tokens_offsets_and_trees_everywhere
             "grpc": _grpc_text(grpc_port, texts)}
     for way, answers in ways.items():
         assert answers == expected, way
+    # A request of blank texts: no sentences, no model call to fail.
+    blank = model.signatures["parse_text"](text=tf.constant(["", " "]))
+    assert blank["num_sentences"].numpy().tolist() == [0, 0]
+    assert _rest_text(rest_port, ["", " "]) == [[], []]
     assert _cli_documents(parser, texts) == [[(s[0], s[1], s[5]) for s in document]
                                              for document in expected]

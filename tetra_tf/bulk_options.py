@@ -99,9 +99,9 @@ OPTIONS: dict[str, Option] = {option.key: option for option in (
            "into PTB tokens first (tetra_tf.text: NLTK's Treebank rules, as the SavedModel's "
            "parse_text signature)."),
     Option("documents", bool, False, "Each input line is a document of raw text: split it "
-           "into sentences and PTB tokens (tetra_tf.text); one output line per sentence: "
-           "line number, sentence number, start and end character offsets, tree "
-           "(tab-separated)."),
+           "into sentences and PTB tokens (tetra_tf.text); each sentence gets its own output "
+           "(a line, record or row) with the line's number, the sentence's number in it "
+           "(from 1) and its start and end character offsets in the line."),
     Option("batch_size", int, DEFAULT_BATCH_SIZE, "Most sentences per call of the model.",
            minimum=1),
     Option("max_words", int, 0, "A sentence with more words than this (after --tokenize) is "
@@ -184,6 +184,9 @@ def check(values: Mapping[str, Any]) -> None:
     for option in OPTIONS.values():
         if option.key in values:
             _check_value(option, values[option.key])
+    if values.get("documents") and values.get("tokenize"):
+        raise cli.UsageError("--documents splits raw text into tokens itself: leave out "
+                             "--tokenize")
     if values.get("documents") and values.get("ordered"):
         raise cli.UsageError("--ordered writes one tree per input line; with --documents a "
                              "line has a tree per sentence (leave out one of them)")

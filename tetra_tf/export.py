@@ -28,7 +28,7 @@ Signatures (no ragged inputs, which TF Serving cannot feed):
   split into sentences and PTB tokens by tetra_tf/text.py's rules run as TF ops; returns
   num_sentences [B], sentence_starts and sentence_ends [B, S], num_words [B, S], words,
   word_starts and word_ends [B, S, W] (character offsets in the text), pos_tags [B, S, W],
-  score and tree [B, S] (padding: −1, 0 for counts, "").
+  score and tree [B, S] (padding: −1 for integers, "" for strings, 0 for scores).
 
 The first two return, per sentence (W = the batch's longest sentence; padding: −1 ids, ""
 strings):
@@ -295,7 +295,7 @@ class ParserModule(tf.Module):
                 "num_sentences": tf.cast(sentences_per_text, tf.int32),
                 "sentence_starts": offsets(documents.sentence_starts),
                 "sentence_ends": offsets(documents.sentence_ends),
-                "num_words": per_text(parsed["num_words"], 0),
+                "num_words": per_text(parsed["num_words"], -1),
                 "words": per_text(parsed["words"], ""),
                 "word_starts": offsets(documents.word_starts),
                 "word_ends": offsets(documents.word_ends),

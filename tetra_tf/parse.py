@@ -19,12 +19,14 @@ log-probability of its tags, ≤ 0), a tab, then the tree. --describe prints the
 model card (encoder, training data, dev/test F1) instead of parsing.
 
 Documents (--documents): each input line is a document of raw text (a paragraph, or a
-whole file's text on one line), split into sentences and PTB tokens by tetra_tf/text.py.
+text of up to --max_line_bytes on one line), split into sentences and PTB tokens by
+tetra_tf/text.py.
 Each sentence gets one output line: the input line's number, the sentence's number in
 it (from 1), its start and end character offsets in the line, and its tree (with
 --scores, its score, then the tree), tab-separated; a blank line has no sentences and
 writes nothing. A refused sentence is a bad line as below, named "line N: sentence M";
-with --on_error=skip its output line has an empty tree.
+with --on_error=skip its output line has an empty tree, and a refused line (not_utf8,
+too_long) writes nothing (both are reported).
 
 Streaming: lines are read, parsed and written in chunks (at most 4096 lines or 8 MiB of
 text; sorted by length inside a chunk so that batches pad little), so memory does not
@@ -438,12 +440,15 @@ def main(argv) -> int:
             done = (f"{FLAGS.output} was left unchanged" if output_existed
                     else f"{FLAGS.output} was not created")
         elif e.trees_written:
-            done = (f"{e.trees_written} tree{'s' if e.trees_written != 1 else ''} (lines 1-"
-                    f"{e.trees_written}) went to stdout before it")
+            lines = "" if FLAGS.documents else f" (lines 1-{e.trees_written})"
+            done = (f"{e.trees_written} tree{'s' if e.trees_written != 1 else ''}{lines} went "
+                    "to stdout before it")
         else:
             done = "no tree went to stdout"
-        print(f"error: {e}; stopped: {done} (--on_error=skip writes an empty line for a bad "
-              "line and goes on)", file=sys.stderr)
+        skip = ("an empty tree for a bad sentence, nothing for a bad line" if FLAGS.documents
+                else "an empty line for a bad line")
+        print(f"error: {e}; stopped: {done} (--on_error=skip writes {skip} and goes on)",
+              file=sys.stderr)
         return cli.EXIT_USAGE
     except (OutputError, BrokenPipeError) as e:
         if not FLAGS.output or isinstance(e, BrokenPipeError):

@@ -69,7 +69,7 @@ LINES_SCHEMA = "file string, line long, sentence string, reason string, error st
 """The schema of `read_files`' rows (a Spark DDL string): one row per input line."""
 # With documents: a row per sentence of a line, its number in the line and its offsets.
 SENTENCE_NUMBER, START, END = "sentence_number", "start", "end"
-DOCUMENTS_SCHEMA = ("file string, line long, sentence_number long, start long, end long, "
+DOCUMENTS_SCHEMA = ("file string, line long, sentence_number long, start long, `end` long, "
                     "sentence string, reason string, error string")
 """The schema of `read_files(documents=True)`' rows: one per sentence of each line (a line
 the reader refuses: one row, its sentence_number, start and end null)."""
@@ -520,7 +520,8 @@ def read_files(session: "SparkSession", paths: Sequence[str], max_words: int = 0
         Default False.
 
     Returns:
-      A DataFrame of `LINES_SCHEMA`, one row per input line: ``file`` (string: the path as
+      A DataFrame of `LINES_SCHEMA` (with documents `DOCUMENTS_SCHEMA`: a row per sentence,
+      as above, and one per refused line), one row per input line: ``file`` (string: the path as
       Spark names it, e.g. ``file:/data/in.txt``), ``line`` (long: from 1), ``sentence``
       (string: the line's words joined by single spaces), ``reason`` and ``error``
       (strings: null for a line to parse; else one of `sentences.REASONS` (``empty``,

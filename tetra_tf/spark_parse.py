@@ -16,7 +16,8 @@ Output: --output is a Parquet (default) or JSON-lines dataset with a row per inp
 ``file``, ``line`` (1-based), then ``tree`` and ``score`` for a parsed line, or ``reason``
 (empty, not_utf8, too_long, too_many_words, too_many_pieces, damaged, rejected) and
 ``error`` for a refused one (in JSON the absent fields are left out, so records are those of
-`tetra_tf.beam_parse`). Every input line is in it exactly once; a damaged compressed file
+`tetra_tf.beam_parse`). Every input line (with --documents, every sentence and every
+refused line) is in it exactly once; a damaged compressed file
 gives its readable lines and one ``damaged`` row at the line where the damage starts.
 With --documents each line is a document of raw text, split into sentences (tetra_tf.text,
 as `python -m tetra_tf.parse --documents` splits it): a row per sentence, with

@@ -179,7 +179,7 @@ def ptb_words(surfaces: Sequence[str], starts: Sequence[int],
     previous_surface, previous_end = "", 0
     for surface, start, end in zip(surfaces, starts, ends):
         if surface in ('"', "''"):
-            opening = ((surface == '"' and start == 0) or start > previous_end
+            opening = (start == 0 or start > previous_end
                        or previous_surface in OPENING_SURFACES)
             words.append("``" if opening else "''")
         else:
@@ -331,8 +331,7 @@ def _graph_tokens_in_bytes(texts):
     flat_starts, flat_ends = starts.flat_values, ends.flat_values
     previous = tf.where(first, "", tf.roll(flat, 1, axis=0))
     previous_end = tf.where(first, tf.zeros_like(flat_ends), tf.roll(flat_ends, 1, axis=0))
-    opening = ((tf.equal(flat, '"') & tf.equal(flat_starts, 0))
-               | (flat_starts > previous_end)
+    opening = (tf.equal(flat_starts, 0) | (flat_starts > previous_end)
                | tf.reduce_any(tf.equal(previous[:, None], list(OPENING_SURFACES)), axis=1))
     is_quote = tf.equal(flat, '"') | tf.equal(flat, "''")
     words = tf.where(is_quote, tf.where(opening, "``", "''"), words)

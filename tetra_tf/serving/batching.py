@@ -432,16 +432,20 @@ def split_outputs(outputs: dict[str, np.ndarray], row_counts: Sequence[int],
 
 def join_outputs(parts: Sequence[dict[str, np.ndarray]], width: int | None
                  ) -> dict[str, np.ndarray]:
-    """Joins the outputs of a split request's slices (each cut to its own width)."""
+    """Joins the outputs of a split request's slices (each cut to its own width), padded
+    to the request's width (or, for outputs without one, such as a text's [sentences,
+    words], to the slices' largest shape)."""
     if len(parts) == 1:
         return parts[0]
     joined = {}
     for name in parts[0]:
         arrays = [p[name] for p in parts]
-        if arrays[0].ndim >= 2 and width is not None and any(
-                a.shape[1:] != arrays[0].shape[1:] for a in arrays):
-            arrays = [a if a.shape[1] == width else np.pad(
-                a, [(0, 0), (0, width - a.shape[1])] + [(0, 0)] * (a.ndim - 2),
-                constant_values=pad_value(a.dtype)) for a in arrays]
+        if arrays[0].ndim >= 2 and any(a.shape[1:] != arrays[0].shape[1:] for a in arrays):
+            target = np.max([a.shape[1:] for a in arrays], axis=0)
+            if width is not None:
+                target[0] = max(target[0], width)
+            arrays = [np.pad(a, [(0, 0)] + [(0, int(t) - size) for size, t in
+                                            zip(a.shape[1:], target)],
+                             constant_values=pad_value(a.dtype)) for a in arrays]
         joined[name] = np.concatenate(arrays, axis=0)
     return joined
