@@ -400,16 +400,15 @@ class ReadSentences(beam.DoFn):
 
     def _document(self, path: str, line: sentences.Line):
         """A document line's sentences, each checked as a line of words is."""
-        for index, sentence in enumerate(text_lib.tokenize_document(line.text), start=1):
-            try:
-                words = sentences.check_words(sentence.words, self._limits)
-            except sentences.SentenceError as e:
-                self._rejected[e.reason].inc()
+        checked = text_lib.checked_document(line.text, self._limits)
+        for index, (sentence, error) in enumerate(checked, start=1):
+            if error is not None:
+                self._rejected[error.reason].inc()
                 yield beam.pvalue.TaggedOutput(self.REJECTED, dead_letter(
-                    path, line.number, e, (index, sentence.start, sentence.end)))
+                    path, line.number, error, (index, sentence.start, sentence.end)))
                 continue
-            yield Sentence(path, line.number, " ".join(words), len(words), index,
-                           sentence.start, sentence.end)
+            yield Sentence(path, line.number, " ".join(sentence.words), len(sentence.tokens),
+                           index, sentence.start, sentence.end)
 
 
 def dead_letter(path: str, number: int, error: sentences.SentenceError,

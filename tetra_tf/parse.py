@@ -70,7 +70,7 @@ import os
 import stat
 import sys
 import tempfile
-from typing import IO, Iterator, Sequence, TextIO
+from typing import IO, Any, Iterator, Sequence, TextIO
 
 from absl import flags
 from tqdm import tqdm
@@ -248,35 +248,21 @@ def run(model_dir: str, input_file: IO, output_file: IO, tokenize: bool = False,
                                                 limits, bar.update))
             out_lines, error_lines, trees = [], [], 0
             for line in chunk:
-                result = line.error or (None if documents else next(parsed))
-                if isinstance(result, sentences.SentenceError):
-                    if on_error == "fail":
-                        output.write(out_lines)
-                        raise BadLineError(line.number, result, summary.trees + trees)
-                    summary.bad[result.reason] += 1
-                    error_lines.append(f"line {line.number}: {result}")
-                    if not documents:
-                        out_lines.append("")
-                    continue
-                if not documents:
-                    trees += 1
-                    out_lines.append(format_scored(result) if scores else result.bracketed)
-                    continue
-                for index, sentence in enumerate(next(parsed), start=1):
-                    result = sentence.result
+                for index, prefix, result in _line_results(line, parsed, documents):
                     if isinstance(result, sentences.SentenceError):
                         if on_error == "fail":
                             output.write(out_lines)
                             raise BadLineError(line.number, result, summary.trees + trees,
                                                sentence=index)
                         summary.bad[result.reason] += 1
-                        error_lines.append(f"line {line.number}: sentence {index}: {result}")
-                        out_lines.append(format_sentence(line.number, index, sentence, ""))
+                        where = f"line {line.number}: " + (f"sentence {index}: " if index else "")
+                        error_lines.append(f"{where}{result}")
+                        if prefix is not None:
+                            out_lines.append(prefix)
                         continue
                     trees += 1
-                    out_lines.append(format_sentence(
-                        line.number, index, sentence,
-                        format_scored(result) if scores else result.bracketed))
+                    out_lines.append(prefix + (format_scored(result) if scores
+                                               else result.bracketed))
             output.write(out_lines)
             summary.trees += trees
             errors.write(error_lines)
@@ -285,6 +271,21 @@ def run(model_dir: str, input_file: IO, output_file: IO, tokenize: bool = False,
     finally:
         bar.close()
     return summary
+
+
+def _line_results(line: sentences.Line, parsed: Iterator, documents: bool
+                  ) -> Iterator[tuple[int | None, str | None, Any]]:
+    """A line's results as (sentence number or None, output prefix, result): one for a line
+    that is a sentence (prefix ""), one per sentence of a document (prefix: its
+    `format_sentence` columns). A refused line's prefix is "" (an empty output line), or
+    None with documents (no output line)."""
+    if line.error is not None:
+        yield None, None if documents else "", line.error
+    elif not documents:
+        yield None, "", next(parsed)
+    else:
+        for index, sentence in enumerate(next(parsed), start=1):
+            yield index, format_sentence(line.number, index, sentence, ""), sentence.result
 
 
 def load_parser(model_dir: str):

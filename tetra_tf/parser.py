@@ -94,7 +94,7 @@ class ParseResult:
 
 
 @dataclasses.dataclass(frozen=True)
-class TextSentence:
+class TextSentence(text_lib.Sentence):
     """One sentence of a raw text and its parse (`Parser.parse_text`).
 
     Attributes:
@@ -114,15 +114,7 @@ class TextSentence:
         ```
     """
 
-    start: int
-    end: int
-    tokens: tuple[text_lib.Token, ...]
     result: ParseResult | SentenceError
-
-    @property
-    def words(self) -> list[str]:
-        """The tokens' words, as the tree's leaves hold them."""
-        return [token.word for token in self.tokens]
 
 
 class Parser:

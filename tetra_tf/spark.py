@@ -481,14 +481,13 @@ class _ReadFile:
         """A document line's sentences, each checked as a line of words is."""
         from tetra_tf import text as text_lib  # pylint: disable=import-outside-toplevel
 
-        for index, sentence in enumerate(text_lib.tokenize_document(line.text), start=1):
+        checked = text_lib.checked_document(line.text, self.limits)
+        for index, (sentence, error) in enumerate(checked, start=1):
             place = (path, line.number, index, sentence.start, sentence.end)
-            try:
-                words = sentences.check_words(sentence.words, self.limits)
-            except sentences.SentenceError as e:
-                yield (*place, None, e.reason, e.detail)
-                continue
-            yield (*place, " ".join(words), None, None)
+            if error is not None:
+                yield (*place, None, error.reason, error.detail)
+            else:
+                yield (*place, " ".join(sentence.words), None, None)
 
 
 def read_files(session: "SparkSession", paths: Sequence[str], max_words: int = 0,

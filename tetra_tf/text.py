@@ -279,6 +279,29 @@ def tokenize_document(text: str, split: bool = True) -> list[Sentence]:
             for start, end in bounds]
 
 
+def checked_document(text: str, limits: sentences.SentenceLimits
+                     ) -> list[tuple[Sentence, sentences.SentenceError | None]]:
+    """`tokenize_document`, each sentence checked as a sentence given as words is
+    (`sentences.check_words`): what the bulk readers and the servers refuse before the
+    model runs.
+
+    Args:
+      text: raw text.
+      limits: the bounds each sentence is checked against.
+
+    Returns:
+      Its sentences in order, each with None or the SentenceError that refuses it.
+    """
+    checked = []
+    for sentence in tokenize_document(text):
+        try:
+            sentences.check_words(sentence.words, limits)
+            checked.append((sentence, None))
+        except sentences.SentenceError as e:
+            checked.append((sentence, e))
+    return checked
+
+
 # --------------------------------------------------------------------------------------
 # The same rules as TensorFlow ops (RE2), for the SavedModel
 

@@ -207,16 +207,14 @@ def _check_texts(name: str, array: np.ndarray, limits: ModelLimits) -> list[list
                 raise sentences.SentenceError(
                     sentences.TOO_LONG,
                     f"{len(data)} bytes, more than max_line_bytes={limits.sentence.max_line_bytes}")
-            document = text_lib.tokenize_document(sentences.decode_utf8(data))
+            document = text_lib.checked_document(sentences.decode_utf8(data), limits.sentence)
         except sentences.SentenceError as e:
             raise RequestError(f"text {index}: {e}") from None
-        for position, sentence in enumerate(document):
-            try:
-                sentences.check_words(sentence.words, limits.sentence)
-            except sentences.SentenceError as e:
-                raise RequestError(f"text {index}: sentence {position}: {e}") from None
+        for position, (sentence, error) in enumerate(document):
+            if error is not None:
+                raise RequestError(f"text {index}: sentence {position}: {error}")
             total_words += len(sentence.tokens)
-        row_sentences.append([sentence.words for sentence in document])
+        row_sentences.append([sentence.words for sentence, _ in document])
     if total_words > limits.max_words_per_request:
         raise RequestError(f"input '{name}' has {total_words} words in all, more than "
                            f"--max_words_per_request={limits.max_words_per_request}")
