@@ -999,9 +999,18 @@ def test_new_version_is_served_without_a_restart_and_loses_no_request(tmp_path):
         # unloaded only after that request's model call had returned, i.e. at least its
         # slow_ms of sleep after it was sent. (Timestamps, not line order: access lines are
         # written by a background thread, so one can follow a line logged after it.)
-        lines = log.splitlines()
-        assert any("POST" in line and "predict 200" in line and "batch=1" in line
-                   and float(line.split()[-2].rstrip("ms")) >= slow_ms for line in lines)
+        # The slow request's line may still be on the listener's queue when its answer
+        # arrives, so it is waited for.
+        def slow_line_logged():
+            return any("POST" in line and "predict 200" in line and "batch=1" in line
+                       and float(line.split()[-2].rstrip("ms")) >= slow_ms
+                       for line in log_path.read_text().splitlines())
+
+        deadline = time.monotonic() + 30
+        while not slow_line_logged() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert slow_line_logged()
+        lines = log_path.read_text().splitlines()
 
         def logged_at(text):
             return _absl_line_time(next(line for line in lines if text in line), slow_sent_at)
