@@ -702,10 +702,12 @@ def export(checkpoint: str, export_dir: str, overwrite: bool = False,
     os.makedirs(parent, exist_ok=True)
     staging = tempfile.mkdtemp(prefix=f".{os.path.basename(export_dir)}.tmp-", dir=parent)
     try:
+        # The functions themselves, not concrete functions traced here: saving traces them
+        # again in its own context, and would then write every graph twice.
         signatures = {
-            SERVING_SIGNATURE: module.parse_sentences.get_concrete_function(),
-            PARSE_WORDS_SIGNATURE: module.parse_words.get_concrete_function(),
-            PARSE_TEXT_SIGNATURE: module.parse_text.get_concrete_function(),
+            SERVING_SIGNATURE: module.parse_sentences,
+            PARSE_WORDS_SIGNATURE: module.parse_words,
+            PARSE_TEXT_SIGNATURE: module.parse_text,
         }
         tf.saved_model.save(module, staging, signatures=signatures)
         model_card.write(staging, model_card.build(checkpoints, module))

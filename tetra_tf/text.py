@@ -306,59 +306,95 @@ def checked_document(text: str, limits: sentences.SentenceLimits
 # The same rules as TensorFlow ops (RE2), for the SavedModel
 
 
-def _character_offsets(texts, byte_offsets):
-    """Byte offsets into each text (ragged [batch, (n)]) as character offsets."""
+def _row_ids(lengths):
+    """The row of each value of rows with these lengths (int64)."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    return tf.repeat(tf.range(tf.size(lengths, out_type=tf.int64)), lengths)
+
+
+def _character_offsets(texts, byte_offsets, rows):
+    """Byte offsets into texts[rows] (flat int64) as character offsets.
+
+    One binary search over all the texts' characters laid end to end: the offset of byte b
+    is the number of characters that start before it.
+    """
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
     _, char_starts = tf.strings.unicode_decode_with_offsets(texts, "UTF-8",
                                                             errors="replace")
-    dense_chars = char_starts.to_tensor(default_value=tf.int64.max)
-    dense_bytes = byte_offsets.to_tensor(default_value=0)
-    # A character starts before byte b for each character before the one at b.
-    positions = tf.searchsorted(dense_chars, dense_bytes, side="left", out_type=tf.int64)
-    return tf.RaggedTensor.from_tensor(positions, lengths=byte_offsets.row_lengths())
+    chars_per_text = char_starts.row_lengths()
+    byte_base = tf.cumsum(tf.cast(tf.strings.length(texts), tf.int64), exclusive=True)
+    char_base = tf.cumsum(chars_per_text, exclusive=True)
+    all_starts = char_starts.flat_values + tf.gather(byte_base, _row_ids(chars_per_text))
+    queries = byte_offsets + tf.gather(byte_base, rows)
+    before = tf.searchsorted(all_starts[None, :], queries[None, :], side="left",
+                             out_type=tf.int64)[0]
+    return before - tf.gather(char_base, rows)
 
 
 _MARK_BYTES = len(MARK.encode("utf-8"))  # every marker is 3 bytes of UTF-8
 
 
-def _graph_tokens_in_bytes(texts):
-    """`graph_tokenize`, with byte offsets: (words, byte_starts, byte_ends), ragged."""
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+@dataclasses.dataclass
+class _FlatTokens:
+    """Tokens of a batch of texts, flat: words, byte offsets in their text, and how many
+    each text has. Flat tensors keep the graph small (ragged ops add dozens of nodes each,
+    and every node costs tracing and graph optimisation at export and at warm-up)."""
+    words: Any
+    byte_starts: Any
+    byte_ends: Any
+    tokens_per_text: Any
+
+
+def _split_pieces(marked, delimiters: str, kept_delimiters: str = ""):
+    """regex_split_with_offsets, flat: (pieces, starts, ends, row of each, row_starts)."""
     import tensorflow_text as tf_text  # pylint: disable=import-outside-toplevel
+
+    pieces, starts, ends = tf_text.regex_split_with_offsets(marked, delimiters,
+                                                            kept_delimiters)
+    return (pieces.flat_values, starts.flat_values, ends.flat_values,
+            _row_ids(pieces.row_lengths()), pieces.row_splits[:-1])
+
+
+def _graph_tokens(texts) -> _FlatTokens:
+    """`tokenize` of each text as TF ops, with byte offsets."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
     marked = tf.strings.regex_replace(texts, _RESERVED, "\ufffd")
     marked = tf.strings.join([BEGIN, marked, END])
     for pattern, replacement in TOKEN_RULES:
         marked = tf.strings.regex_replace(marked, pattern, replacement)
-    pieces, byte_starts, byte_ends = tf_text.regex_split_with_offsets(
+    pieces, starts, ends, rows, row_starts = _split_pieces(
         marked, f"[{_MARKS}]|[{_WS}]+", f"[{_MARKS}]")
-    is_mark = tf.strings.regex_full_match(pieces.flat_values, f"[{_MARKS}]")
-    marks = pieces.with_flat_values(tf.cast(is_mark, tf.int64))
-    before = tf.cumsum(marks, axis=1, exclusive=True) * _MARK_BYTES
-    keep = pieces.with_flat_values(tf.logical_not(is_mark))
-    surfaces = tf.ragged.boolean_mask(pieces, keep)
-    starts = tf.ragged.boolean_mask(byte_starts - before, keep)
-    ends = tf.ragged.boolean_mask(byte_ends - before, keep)
+    is_mark = tf.strings.regex_full_match(pieces, f"[{_MARKS}]")
+    marks_before = tf.cumsum(tf.cast(is_mark, tf.int64), exclusive=True)
+    # Markers before each piece in its own text: all before it, less those before its text.
+    before = (marks_before - tf.gather(marks_before, tf.gather(row_starts, rows))) * _MARK_BYTES
+    keep = tf.logical_not(is_mark)
+    surfaces = tf.boolean_mask(pieces, keep)
+    starts = tf.boolean_mask(starts - before, keep)
+    ends = tf.boolean_mask(ends - before, keep)
+    tokens_per_text = tf.math.unsorted_segment_sum(tf.cast(keep, tf.int64), rows,
+                                                   tf.size(texts, out_type=tf.int64))
 
-    flat = surfaces.flat_values
     # Whole-token rewrites as comparisons (a lookup table would be a resource that the
     # SavedModel must track; the table is small).
-    words = tf.strings.regex_replace(flat, "\u2019", "'")
+    words = tf.strings.regex_replace(surfaces, "\u2019", "'")
     for surface, word in TOKEN_REWRITES.items():
-        words = tf.where(tf.equal(flat, surface), word, words)
-    # Quotes by side, from the token before in the same sentence (byte offsets order as
+        words = tf.where(tf.equal(surfaces, surface), word, words)
+    # Quotes by side, from the token before in the same text (byte offsets order as
     # character offsets do, and "touching" is the same in both).
-    first = tf.equal(tf.range(tf.size(flat, out_type=tf.int64)),
-                     tf.gather(surfaces.row_starts(), surfaces.value_rowids()))
-    flat_starts, flat_ends = starts.flat_values, ends.flat_values
-    previous = tf.where(first, "", tf.roll(flat, 1, axis=0))
-    previous_end = tf.where(first, tf.zeros_like(flat_ends), tf.roll(flat_ends, 1, axis=0))
-    opening = (tf.equal(flat_starts, 0) | (flat_starts > previous_end)
+    token_starts = tf.cumsum(tokens_per_text, exclusive=True)
+    first = tf.equal(tf.range(tf.size(surfaces, out_type=tf.int64)),
+                     tf.gather(token_starts, _row_ids(tokens_per_text)))
+    previous = tf.where(first, "", tf.roll(surfaces, 1, axis=0))
+    previous_end = tf.where(first, tf.zeros_like(ends), tf.roll(ends, 1, axis=0))
+    opening = (tf.equal(starts, 0) | (starts > previous_end)
                | tf.reduce_any(tf.equal(previous[:, None], list(OPENING_SURFACES)), axis=1))
-    is_quote = tf.equal(flat, '"') | tf.equal(flat, "''")
+    is_quote = tf.equal(surfaces, '"') | tf.equal(surfaces, "''")
     words = tf.where(is_quote, tf.where(opening, "``", "''"), words)
-    return surfaces.with_flat_values(words), starts, ends
+    return _FlatTokens(words, starts, ends, tokens_per_text)
 
 
 def graph_tokenize(texts):
@@ -371,9 +407,18 @@ def graph_tokenize(texts):
       (words, starts, ends): ragged [batch, (tokens)] tensors of the PTB tokens and their
       character offsets, equal to `tokenize`'s for each text.
     """
-    words, byte_starts, byte_ends = _graph_tokens_in_bytes(texts)
-    return (words, _character_offsets(texts, byte_starts),
-            _character_offsets(texts, byte_ends))
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    tokens = _graph_tokens(texts)
+    rows = _row_ids(tokens.tokens_per_text)
+
+    def ragged(values):
+        return tf.RaggedTensor.from_row_lengths(values, tokens.tokens_per_text,
+                                                validate=False)
+
+    return (ragged(tokens.words),
+            ragged(_character_offsets(texts, tokens.byte_starts, rows)),
+            ragged(_character_offsets(texts, tokens.byte_ends, rows)))
 
 
 @dataclasses.dataclass
@@ -403,36 +448,46 @@ def graph_tokenize_document(texts) -> GraphDocuments:
       for each text.
     """
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
-    import tensorflow_text as tf_text  # pylint: disable=import-outside-toplevel
 
     marked = tf.strings.regex_replace(texts, SENTENCE, "\ufffd")  # 3 bytes for 3 bytes
     for pattern, replacement in SENTENCE_RULES:
         marked = tf.strings.regex_replace(marked, pattern, replacement)
     # No rule puts a sentence start at a text's start or end, or two together, so piece i
     # of a row has i markers before it.
-    pieces, marked_starts, marked_ends = tf_text.regex_split_with_offsets(marked, SENTENCE)
-    before = tf.ragged.range(pieces.row_lengths()) * _MARK_BYTES
-    keep = pieces.with_flat_values(tf.logical_not(
-        tf.strings.regex_full_match(pieces.flat_values, f"[{_WS}]*")))
-    sentence_texts = tf.ragged.boolean_mask(pieces, keep)
-    byte_starts = tf.ragged.boolean_mask(marked_starts - before, keep)
-    byte_ends = tf.ragged.boolean_mask(marked_ends - before, keep)
+    pieces, starts, ends, rows, row_starts = _split_pieces(marked, SENTENCE)
+    before = (tf.range(tf.size(pieces, out_type=tf.int64))
+              - tf.gather(row_starts, rows)) * _MARK_BYTES
+    keep = tf.logical_not(tf.strings.regex_full_match(pieces, f"[{_WS}]*"))
+    sentence_texts = tf.boolean_mask(pieces, keep)
+    sentence_starts = tf.boolean_mask(starts - before, keep)
+    sentence_ends = tf.boolean_mask(ends - before, keep)
+    sentence_rows = tf.boolean_mask(rows, keep)
+    sentences_per_text = tf.math.unsorted_segment_sum(tf.cast(keep, tf.int64), rows,
+                                                      tf.size(texts, out_type=tf.int64))
 
-    words, token_starts, token_ends = _graph_tokens_in_bytes(sentence_texts.flat_values)
-    rows = sentence_texts.row_lengths()
-    # Each token's byte offsets in its whole text, then as characters of that text.
-    sentence_start = tf.gather(byte_starts.flat_values, words.value_rowids())
-    tokens_per_text = tf.math.unsorted_segment_sum(
-        words.row_lengths(), sentence_texts.value_rowids(), tf.shape(texts, tf.int64)[0])
+    tokens = _graph_tokens(sentence_texts)
+    token_sentence = _row_ids(tokens.tokens_per_text)
+    token_rows = tf.gather(sentence_rows, token_sentence)
+    sentence_start = tf.gather(sentence_starts, token_sentence)
+    # All offsets in one search: sentence starts and ends, then token starts and ends.
+    num_sentences, num_tokens = tf.size(sentence_rows), tf.size(token_rows)
+    offsets = _character_offsets(
+        texts,
+        tf.concat([sentence_starts, sentence_ends, tokens.byte_starts + sentence_start,
+                   tokens.byte_ends + sentence_start], axis=0),
+        tf.concat([sentence_rows, sentence_rows, token_rows, token_rows], axis=0))
+    word_starts = offsets[2 * num_sentences:2 * num_sentences + num_tokens]
 
-    def in_text(token_offsets):
-        per_text = tf.RaggedTensor.from_row_lengths(token_offsets.flat_values + sentence_start,
-                                                    tokens_per_text)
-        chars = _character_offsets(texts, per_text).flat_values
-        return tf.RaggedTensor.from_row_lengths(token_offsets.with_flat_values(chars), rows)
+    def by_sentence(values):
+        return tf.RaggedTensor.from_row_lengths(values, sentences_per_text, validate=False)
+
+    def by_token(values):
+        return by_sentence(tf.RaggedTensor.from_row_lengths(values, tokens.tokens_per_text,
+                                                            validate=False))
 
     return GraphDocuments(
-        sentence_starts=_character_offsets(texts, byte_starts),
-        sentence_ends=_character_offsets(texts, byte_ends),
-        words=tf.RaggedTensor.from_row_lengths(words, rows),
-        word_starts=in_text(token_starts), word_ends=in_text(token_ends))
+        sentence_starts=by_sentence(offsets[:num_sentences]),
+        sentence_ends=by_sentence(offsets[num_sentences:2 * num_sentences]),
+        words=by_token(tokens.words),
+        word_starts=by_token(word_starts),
+        word_ends=by_token(offsets[2 * num_sentences + num_tokens:]))
