@@ -155,3 +155,82 @@ def test_binary_spans_are_the_rebuilt_trees_nodes():
                     first = words.index(node.leaves()[0])
                     expected[int(node.label()[1:])] = (first, first + len(node.leaves()) - 1)
             assert marginals.binary_spans(leaves, internals) == expected
+
+
+@pytest.mark.parametrize("max_stack_depth", [2, 8])
+def test_graph_lattice_equals_the_numpy_reference_on_a_padded_batch(max_stack_depth):
+    tf = pytest.importorskip("tensorflow")
+    rng = np.random.default_rng(max_stack_depth)
+    lengths = [0, 1, 2, 5, 7, 3]
+    width = 7
+    leaf_scores = rng.normal(0, 2, (len(lengths), width, 4))
+    internal_scores = rng.normal(0, 2, (len(lengths), width, 4))
+    lattice = marginals.GraphLattice(tf.constant(leaf_scores), tf.constant(internal_scores),
+                                     tf.constant(lengths), LEAF_DIRECTIONS,
+                                     INTERNAL_DIRECTIONS, max_stack_depth)
+    leaf_marginals, internal_marginals = lattice.direction_marginals()
+    spans = [(i, j) for i in range(width) for j in range(i, width)] + [(-1, 2), (3, 9)]
+    starts = np.array([[i for i, _ in spans]] * len(lengths))
+    ends = np.array([[j for _, j in spans]] * len(lengths))
+    nodes = lattice.node_marginals(tf.constant(starts), tf.constant(ends)).numpy()
+    for row, n in enumerate(lengths):
+        reference = marginals.Lattice(leaf_scores[row, :n], internal_scores[row, :n],
+                                      LEAF_DIRECTIONS, INTERNAL_DIRECTIONS, max_stack_depth)
+        assert lattice.log_partition[row].numpy() == pytest.approx(reference.log_partition,
+                                                                   abs=1e-9)
+        directions = reference.direction_marginals()
+        np.testing.assert_allclose(leaf_marginals[row, :n], directions[0::2], atol=1e-9)
+        np.testing.assert_allclose(internal_marginals[row, :max(n - 1, 0)], directions[1::2],
+                                   atol=1e-9)
+        assert not np.any(leaf_marginals[row, n:]) and not np.any(internal_marginals[row, n - 1:])
+        for m, (i, j) in enumerate(spans):
+            expected = np.zeros((width, 2))
+            expected[:max(n - 1, 0)] = reference.node_marginals(i, j)
+            np.testing.assert_allclose(nodes[row, m], expected, atol=1e-9,
+                                       err_msg=f"row {row}, span {i}..{j}")
+
+
+def test_graph_lattice_takes_an_empty_batch_and_no_words():
+    tf = pytest.importorskip("tensorflow")
+    for batch, width in ((0, 3), (2, 0)):
+        lattice = marginals.GraphLattice(
+            tf.zeros([batch, width, 4]), tf.zeros([batch, width, 4]), tf.zeros([batch], tf.int32),
+            LEAF_DIRECTIONS, INTERNAL_DIRECTIONS, 8)
+        leaf, internal = lattice.direction_marginals()
+        assert leaf.shape == internal.shape == (batch, width, 2)
+        assert lattice.log_partition.shape == (batch,)
+        assert lattice.node_marginals(tf.zeros([batch, 1], tf.int32),
+                                      tf.zeros([batch, 1], tf.int32)).shape == (batch, 1, width, 2)
+
+
+def test_graph_lattice_traces_once_for_any_batch_and_width():
+    """As the SavedModel runs it: one graph, dynamic batch and width, float32."""
+    tf = pytest.importorskip("tensorflow")
+    traces = []
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None, 4], tf.float32)] * 2
+                 + [tf.TensorSpec([None], tf.int32)] * 1
+                 + [tf.TensorSpec([None, None], tf.int32)] * 2)
+    def run(leaf_scores, internal_scores, lengths, starts, ends):
+        traces.append(1)
+        lattice = marginals.GraphLattice(leaf_scores, internal_scores, lengths,
+                                         LEAF_DIRECTIONS, INTERNAL_DIRECTIONS, 3)
+        return lattice.log_partition, lattice.node_marginals(starts, ends)
+
+    rng = np.random.default_rng(5)
+    for batch, width in ((3, 6), (1, 2), (2, 9)):
+        leaf_scores = rng.normal(0, 1, (batch, width, 4)).astype(np.float32)
+        internal_scores = rng.normal(0, 1, (batch, width, 4)).astype(np.float32)
+        lengths = rng.integers(1, width + 1, batch).astype(np.int32)
+        starts = np.zeros((batch, 1), np.int32)
+        ends = (lengths - 1)[:, None]
+        log_z, nodes = run(leaf_scores, internal_scores, lengths, starts, ends)
+        for row in range(batch):
+            n = lengths[row]
+            reference = marginals.Lattice(leaf_scores[row, :n], internal_scores[row, :n],
+                                          LEAF_DIRECTIONS, INTERNAL_DIRECTIONS, 3)
+            assert float(log_z[row]) == pytest.approx(reference.log_partition, rel=1e-5)
+            # The whole sentence is always a node (of one word: no fencepost makes it).
+            assert float(nodes[row, 0].numpy().sum()) == pytest.approx(1.0 if n > 1 else 0.0,
+                                                                abs=1e-5)
+    assert len(traces) == 1

@@ -18,7 +18,8 @@ leaf j; the probability that (i, j) is a node sums it over k. For a stretch the
 constraint is a floor on the depth, so each is a small DP of its own over the same
 states.
 
-This module is the NumPy (float64) reference, one sentence at a time.
+`Lattice` is the NumPy (float64) reference, one sentence at a time; `GraphLattice` is the
+same sums as TF ops for a padded batch, inside the SavedModel.
 """
 
 from __future__ import annotations
@@ -223,3 +224,257 @@ def binary_spans(leaf_directions: Sequence[int],
             waiting.pop()
         waiting[-1].append(word)
     return spans
+
+
+# --------------------------------------------------------------------------------------
+# TensorFlow: the same sums, batched, inside a graph
+
+
+def _tf():
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    return tf
+
+
+def _graph_logaddexp(a, b):
+    tf = _tf()
+    top = tf.maximum(a, b)
+    top = tf.where(tf.math.is_finite(top), top, tf.zeros_like(top))
+    return top + tf.math.log(tf.exp(a - top) + tf.exp(b - top))
+
+
+def _graph_shift(state, step: int):
+    """`_shift` on the last axis of a tensor."""
+    tf = _tf()
+    if step == 0:
+        return state
+    fill = tf.fill(tf.concat([tf.shape(state)[:-1], [abs(step)]], axis=0),
+                   tf.constant(-np.inf, state.dtype))
+    if step > 0:
+        return tf.concat([fill, state[..., :-step]], axis=-1)
+    return tf.concat([state[..., -step:], fill], axis=-1)
+
+
+def graph_direction_scores(scores, directions: Sequence[int]):
+    """`direction_scores` as TF ops: [..., V] → [..., 2]."""
+    tf = _tf()
+    scores = tf.where(tf.math.is_nan(scores), tf.constant(-np.inf, scores.dtype), scores)
+    return tf.stack([tf.reduce_logsumexp(tf.where(tf.constant(np.asarray(directions) == side),
+                                                  scores, tf.constant(-np.inf, scores.dtype)),
+                                         axis=-1)
+                     for side in (0, 1)], axis=-1)
+
+
+class GraphLattice:
+    """`Lattice` for a padded batch, as TF ops (float32 or float64, as the scores).
+
+    Rows past a sentence's end keep the depth at no cost (an r leaf, an L internal tag),
+    so every sum reads as if the row had exactly its own words. Loops run over the
+    fenceposts (bounded `tf.while_loop`s: W − 1 iterations for width W).
+
+    Attributes:
+      leaf: [B, W, 2] the leaf actions' direction scores (padded as above).
+      internal: [B, W, 2] the internal actions' (entry k for the fencepost after word k).
+      after_leaf, after_internal: [B, W, d + 1] forward log masses after each action.
+      backward_leaf, backward_internal: [B, W, d + 1] backward log masses after each.
+      log_partition: [B] (0 for empty rows).
+    """
+
+    def __init__(self, leaf_scores, internal_scores, lengths, leaf_directions: Sequence[int],
+                 internal_directions: Sequence[int], max_stack_depth: int):
+        """Args:
+          leaf_scores: float [B, W, NL].
+          internal_scores: float [B, W, NI] (entries at k ≥ length − 1 are ignored).
+          lengths: int [B], words per row.
+          leaf_directions, internal_directions: 0/1 per tag.
+          max_stack_depth: the depth cap d.
+        """
+        tf = _tf()
+        self.d = d = int(max_stack_depth)
+        leaf = graph_direction_scores(leaf_scores, leaf_directions)
+        internal = graph_direction_scores(internal_scores, internal_directions)
+        # At least one column (a padding word, kept past every row's end), so that the
+        # loops' arrays are never empty; outputs are cut back to the input's width.
+        self.input_width = tf.shape(leaf)[1]
+        extra = [[0, 0], [0, tf.maximum(1 - self.input_width, 0)], [0, 0]]
+        leaf, internal = tf.pad(leaf, extra), tf.pad(internal, extra)
+        dtype = leaf.dtype
+        self.dtype = dtype
+        self.lengths = lengths = tf.cast(lengths, tf.int32)
+        positions = tf.range(tf.shape(leaf)[1])[None, :, None]
+        neg_inf = tf.constant(-np.inf, dtype)
+        keep_leaf = tf.constant([-np.inf, 0.0], dtype)      # r: the depth stays
+        keep_internal = tf.constant([0.0, -np.inf], dtype)  # L: the depth stays
+        self.leaf = tf.where(positions < lengths[:, None, None], leaf, keep_leaf)
+        self.internal = tf.where(positions < lengths[:, None, None] - 1, internal,
+                                 keep_internal)
+        self.width = tf.shape(leaf)[1]
+        self.batch_size = tf.shape(leaf)[0]
+        self.depths = tf.range(d + 1)
+        batch = self.batch_size
+
+        start = tf.where(self.depths[None, :] == 1, self.leaf[:, 0, :1],
+                         neg_inf)  # [B, d + 1]: word 0's l
+        num_steps = tf.maximum(self.width - 1, 0)
+
+        def forward(t, state, after_internal, after_leaf):
+            state = self.advance(state, self.internal[:, t], _INTERNAL_STEPS)
+            after_internal = after_internal.write(t, state)
+            state = self.advance(state, self.leaf[:, t + 1], _LEAF_STEPS)
+            return t + 1, state, after_internal, after_leaf.write(t + 1, state)
+
+        arrays = [tf.TensorArray(dtype, size=self.width, element_shape=[None, d + 1])
+                  for _ in range(2)]
+        arrays[1] = arrays[1].write(0, start)
+        _, final, after_internal, after_leaf = tf.while_loop(
+            lambda t, *_: t < num_steps, forward, (0, start, *arrays),
+            maximum_iterations=num_steps)
+        # The last fencepost has no internal action: its entry is never read.
+        after_internal = after_internal.write(num_steps, tf.fill([batch, d + 1], neg_inf))
+        self.after_internal = tf.transpose(after_internal.stack(), [1, 0, 2])
+        self.after_leaf = tf.transpose(after_leaf.stack(), [1, 0, 2])
+        self.log_partition = tf.where(lengths > 0, final[:, 1], tf.zeros([batch], dtype))
+
+        end = tf.where(self.depths[None, :] == 1, tf.zeros([batch, d + 1], dtype), neg_inf)
+
+        def backward(t, state, backward_internal, backward_leaf):
+            state = self.retreat(state, self.leaf[:, t + 1], _LEAF_STEPS)
+            backward_internal = backward_internal.write(t, state)
+            state = self.retreat(state, self.internal[:, t], _INTERNAL_STEPS)
+            return t - 1, state, backward_internal, backward_leaf.write(t, state)
+
+        arrays = [tf.TensorArray(dtype, size=self.width, element_shape=[None, d + 1])
+                  for _ in range(2)]
+        arrays[0] = arrays[0].write(num_steps, tf.fill([batch, d + 1], neg_inf))
+        arrays[1] = arrays[1].write(num_steps, end)
+        _, _, backward_internal, backward_leaf = tf.while_loop(
+            lambda t, *_: t >= 0, backward, (num_steps - 1, end, *arrays),
+            maximum_iterations=num_steps)
+        self.backward_internal = tf.transpose(backward_internal.stack(), [1, 0, 2])
+        self.backward_leaf = tf.transpose(backward_leaf.stack(), [1, 0, 2])
+
+    def _mask(self, state, floor=1):
+        tf = _tf()
+        return tf.where(self.depths >= tf.maximum(floor, 1), state,
+                        tf.constant(-np.inf, self.dtype))
+
+    def advance(self, state, scores, steps, floor=1):
+        """[B, ..., d + 1] masses before an action → after it (depths below floor cut);
+        scores: [B, 2], that action's direction scores."""
+        tf = _tf()
+        scores = tf.reshape(scores, tf.concat(
+            [[-1], tf.ones([tf.rank(state) - 2], tf.int32), [2]], axis=0))
+        after = _graph_logaddexp(_graph_shift(state, steps[0]) + scores[..., :1],
+                                 _graph_shift(state, steps[1]) + scores[..., 1:])
+        return self._mask(after, floor)
+
+    def retreat(self, state, scores, steps):
+        """[B, ..., d + 1] masses by depth after an action → by depth before it."""
+        tf = _tf()
+        scores = tf.reshape(scores, tf.concat(
+            [[-1], tf.ones([tf.rank(state) - 2], tf.int32), [2]], axis=0))
+        state = self._mask(state)
+        return _graph_logaddexp(_graph_shift(state, -steps[0]) + scores[..., :1],
+                                _graph_shift(state, -steps[1]) + scores[..., 1:])
+
+    def direction_marginals(self):
+        """(leaf [B, W, 2], internal [B, W, 2]): each action's direction probabilities
+        (padding: 0)."""
+        tf = _tf()
+        neg_inf = tf.constant(-np.inf, self.dtype)
+        start = tf.where(self.depths == 0, tf.zeros([], self.dtype), neg_inf)
+        before_leaf = tf.concat([tf.broadcast_to(start, [self.batch_size, 1, self.d + 1]),
+                                 self.after_internal[:, :-1]], axis=1)
+
+        def marginal(before, scores, steps, after_backward, valid):
+            sides = []
+            for side, step in enumerate(steps):
+                through = self._mask(_graph_shift(before, step) + scores[..., side:side + 1]
+                                      + after_backward)
+                sides.append(tf.reduce_logsumexp(through, axis=-1))
+            probability = tf.exp(tf.stack(sides, axis=-1)
+                                 - self.log_partition[:, None, None])
+            return tf.where(valid[..., None], probability, tf.zeros([], self.dtype))
+
+        positions = tf.range(self.width)[None, :]
+        leaf = marginal(before_leaf, self.leaf, _LEAF_STEPS, self.backward_leaf,
+                        positions < self.lengths[:, None])
+        internal = marginal(self.after_leaf, self.internal, _INTERNAL_STEPS,
+                            self.backward_internal, positions < self.lengths[:, None] - 1)
+        return leaf[:, :self.input_width], internal[:, :self.input_width]
+
+    def node_marginals(self, starts, ends):
+        """[B, M, W, 2]: for each requested span (words starts[m]..ends[m]) and fencepost
+        k, the probability that k's internal tag has each direction and makes the node
+        spanning it (0 for k outside the span, for spans of one word, or out of range).
+
+        Args:
+          starts, ends: int [B, M], the spans' first and last words.
+        """
+        tf = _tf()
+        d, batch, width = self.d, self.batch_size, self.width
+        neg_inf = tf.constant(-np.inf, self.dtype)
+        starts, ends = tf.cast(starts, tf.int32), tf.cast(ends, tf.int32)
+        rows = self.depths[:, None]
+        identity = tf.where(tf.equal(self.depths, rows), tf.zeros([], self.dtype), neg_inf)
+        words = tf.range(width)[None, :, None, None]  # [1, W (start or end), 1, 1]
+        num_steps = tf.maximum(width - 1, 0)
+
+        # i → k, for every start i at once: [B, I, h, depth], floors h by row.
+        def diagonal(state):
+            return tf.linalg.diag_part(state)
+
+        def forward(t, state, records):
+            state = self.advance(state, self.internal[:, t], _INTERNAL_STEPS, floor=rows)
+            state = self.advance(state, self.leaf[:, t + 1], _LEAF_STEPS, floor=rows)
+            state = tf.where(tf.equal(words, t + 1), identity, state)
+            return t + 1, state, records.write(t + 1, diagonal(state))
+
+        state = tf.where(tf.equal(words, 0), identity,
+                         tf.fill([batch, width, d + 1, d + 1], neg_inf))
+        records = tf.TensorArray(self.dtype, size=width, element_shape=[None, None, d + 1])
+        records = records.write(0, diagonal(state))
+        _, _, records = tf.while_loop(lambda t, *_: t < num_steps, forward,
+                                      (0, state, records), maximum_iterations=num_steps)
+        before_node = tf.transpose(records.stack(), [1, 2, 0, 3])  # [B, I, K, h]
+
+        # k → j, for every end j at once: [B, J, s, depth] after each action.
+        def backward(t, state, records):
+            later = tf.where(self.depths >= rows + 1, state, neg_inf)  # leaves before j
+            state = tf.where(tf.equal(words, t + 1), identity,
+                             tf.where(words > t + 1, later, neg_inf))
+            state = self.retreat(state, self.leaf[:, t + 1], _LEAF_STEPS)
+            state = tf.where(self.depths >= rows, state, neg_inf)
+            records = records.write(t, diagonal(self._mask(state)))
+            state = self.retreat(state, self.internal[:, t], _INTERNAL_STEPS)
+            return t - 1, state, records
+
+        state = tf.fill([batch, width, d + 1, d + 1], neg_inf)
+        records = tf.TensorArray(self.dtype, size=width, element_shape=[None, None, d + 1])
+        records = records.write(num_steps, tf.fill([batch, width, d + 1], neg_inf))
+        _, _, records = tf.while_loop(lambda t, *_: t >= 0, backward,
+                                      (num_steps - 1, state, records),
+                                      maximum_iterations=num_steps)
+        after_node = tf.transpose(records.stack(), [1, 2, 0, 3])  # [B, J, K, s]
+
+        # Arriving at depth h after word i's l.
+        first = tf.where(tf.equal(self.depths, 1), self.leaf[:, :1, :1], neg_inf)
+        later = _graph_shift(self.after_internal[:, :-1], 1) + self.leaf[:, 1:, :1]
+        arrive = tf.concat([first, later], axis=1)  # [B, W, h]
+
+        safe_starts = tf.clip_by_value(starts, 0, width - 1)
+        safe_ends = tf.clip_by_value(ends, 0, width - 1)
+        reach = (tf.gather(arrive, safe_starts, batch_dims=1)[:, :, None, :]
+                 + tf.gather(before_node, safe_starts, batch_dims=1))  # [B, M, K, h]
+        after = tf.gather(after_node, safe_ends, batch_dims=1)  # [B, M, K, s]
+        finish = tf.gather(self.backward_leaf, safe_ends, batch_dims=1)[:, :, None, :]
+        settle_left = after + finish                    # s = h
+        settle_right = _graph_shift(after + finish, 1)  # s = h − 1
+        total = tf.stack(
+            [tf.reduce_logsumexp(reach + settle_left, axis=-1) + self.internal[:, None, :, 0],
+             tf.reduce_logsumexp(reach + settle_right, axis=-1) + self.internal[:, None, :, 1]],
+            axis=-1)  # [B, M, K, 2]
+        probability = tf.exp(total - self.log_partition[:, None, None, None])
+        valid = ((starts >= 0) & (starts < ends) & (ends < self.lengths[:, None]))
+        probability = tf.where(valid[:, :, None, None], probability, tf.zeros([], self.dtype))
+        return probability[:, :, :self.input_width]
