@@ -177,6 +177,74 @@ def test_tree_writer_matches_tags_to_tree_on_treebank_sample():
     assert got == [_expected_line(t) for t in taggings]
 
 
+def _preorder_constituents(tree) -> list[tuple[str, int, int]]:
+    """(label, first word, last word) of every bracket but the root and the parts of
+    speech, in the order the tree string opens them."""
+    out: list = []
+
+    def walk(node, first: int) -> int:
+        if isinstance(node[0], str):
+            return first + 1
+        index = len(out)
+        out.append(None)
+        position = first
+        for child in node:
+            position = walk(child, position)
+        out[index] = (node.label(), first, position - 1)
+        return position
+
+    walk(tree, 0)
+    return out[1:]
+
+
+def test_constituents_in_bracket_order_are_the_trees_preorder_on_treebank_sample():
+    """TreeWriter.node_spans and in_bracket_order: per-node values listed in the tree
+    string's order are each constituent's label and span, chains top first."""
+    try:
+        entries = list(treebank.read_nltk_sample("dev"))[:120]
+    except treebank.NltkSampleNotFoundError:
+        pytest.skip("NLTK treebank sample not found")
+    trees = [treebank.clean_tree(e.tree) for e in entries if e.tree is not None]
+    taggings = [tags_lib.tree_to_tags(t) for t in trees if len(t)]
+    vocabs = TagVocabularies.build(taggings)
+    labels = sorted({label for tag in (*vocabs.leaf.tags, *vocabs.internal.tags)
+                     for label in tags_lib.split_chain(tags_lib.tag_label(tag))})
+    longest = 4
+
+    def chain_ids(vocab):
+        table = np.full((len(vocab.tags), longest), -1.0)
+        for t, tag in enumerate(vocab.tags):
+            for c, label in enumerate(tags_lib.split_chain(tags_lib.tag_label(tag))):
+                table[t, c] = labels.index(label)
+        return table
+
+    leaf_ids = tf.constant(_pad([vocabs.leaf.ids(t.leaf_tags) for t in taggings], 0, np.int32))
+    internal_ids = tf.constant(_pad([vocabs.internal.ids(t.internal_tags) + [0]
+                                     for t in taggings], 0, np.int32))
+    lengths = tf.constant([len(t.words) for t in taggings], tf.int32)
+    writer = TreeWriter(vocabs)
+    starts, ends = writer.node_spans(leaf_ids, internal_ids, lengths)
+    words = tf.broadcast_to(tf.range(tf.shape(leaf_ids)[1])[None, :, None],
+                            tf.concat([tf.shape(leaf_ids), [longest]], 0))
+
+    def ordered(leaf_values, internal_values):
+        return writer.in_bracket_order(tf.cast(leaf_values, tf.float32),
+                                       tf.cast(internal_values, tf.float32),
+                                       leaf_ids, internal_ids, lengths).to_list()
+
+    label_rows = ordered(tf.gather(chain_ids(vocabs.leaf), leaf_ids),
+                         tf.gather(chain_ids(vocabs.internal), internal_ids))
+    first_rows = ordered(words, tf.broadcast_to(starts[..., None], words.shape))
+    last_rows = ordered(words, tf.broadcast_to(ends[..., None], words.shape))
+    for tagging, label_row, first_row, last_row in zip(taggings, label_rows, first_rows,
+                                                        last_rows):
+        tree = tags_lib.tags_to_tree(tagging.words, tagging.pos_tags, tagging.leaf_tags,
+                                     tagging.internal_tags)
+        got = [(labels[int(label)], int(first), int(last))
+               for label, first, last in zip(label_row, first_row, last_row)]
+        assert got == _preorder_constituents(tree)
+
+
 # --------------------------------------------------------------------------------------
 # The SavedModel
 

@@ -234,3 +234,83 @@ def test_graph_lattice_traces_once_for_any_batch_and_width():
             assert float(nodes[row, 0].numpy().sum()) == pytest.approx(1.0 if n > 1 else 0.0,
                                                                 abs=1e-5)
     assert len(traces) == 1
+
+
+LABELLED_LEAF_TAGS = ["l", "r", "l/NP", "r/NP+QP"]
+LABELLED_INTERNAL_TAGS = ["L", "R", "L/S+VP", "R/VP"]
+
+
+def _constituents(tree: nltk.Tree) -> list[tuple[str, int, int]]:
+    """(label, first word, last word) of every bracket but the root and the parts of
+    speech, in preorder."""
+    out: list = []
+
+    def walk(node, first: int) -> int:
+        if isinstance(node[0], str):  # a part of speech over its word
+            return first + 1
+        index = len(out)
+        out.append(None)
+        position = first
+        for child in node:
+            position = walk(child, position)
+        out[index] = (node.label(), first, position - 1)
+        return position
+
+    walk(tree, 0)
+    return out[1:]  # not the root
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4])
+def test_constituent_marginals_equal_brute_force_over_every_tag_sequence(n):
+    """Every valid tag sequence of a labelled vocabulary, its tree built by tags_to_tree:
+    each constituent of the decoded tree gets the probability mass of the trees that hold
+    it (same label, same span)."""
+    tf = pytest.importorskip("tensorflow")
+    from tetra_tf import tree_writer
+
+    rng = np.random.default_rng(n)
+    vocabs = tags_lib.TagVocabularies(tags_lib.TagVocabulary(LABELLED_LEAF_TAGS),
+                                      tags_lib.TagVocabulary(LABELLED_INTERNAL_TAGS),
+                                      tags_lib.TagVocabulary(["T"]))
+    leaf_directions = vocabs.leaf.directions()
+    internal_directions = vocabs.internal.directions()
+    leaf_scores = rng.normal(0, 1.5, (n, 4))
+    internal_scores = rng.normal(0, 1.5, (n, 4))  # the last row is never read
+    words = [f"w{i}" for i in range(n)]
+
+    mass: dict[tuple[str, int, int], float] = {}
+    log_weights, trees = [], []
+    for leaves in itertools.product(range(4), repeat=n):
+        for internals in itertools.product(range(4), repeat=n - 1):
+            try:
+                tree = tags_lib.tags_to_tree(words, ["T"] * n,
+                                             [LABELLED_LEAF_TAGS[t] for t in leaves],
+                                             [LABELLED_INTERNAL_TAGS[t] for t in internals])
+            except ValueError:
+                continue
+            log_weights.append(sum(leaf_scores[i, t] for i, t in enumerate(leaves))
+                               + sum(internal_scores[k, t] for k, t in enumerate(internals)))
+            trees.append(tree)
+    log_z = np.logaddexp.reduce(log_weights)
+    for log_weight, tree in zip(log_weights, trees):
+        for constituent in set(_constituents(tree)):
+            mass[constituent] = mass.get(constituent, 0.0) + np.exp(log_weight - log_z)
+
+    batch = [tf.constant(leaf_scores[None]), tf.constant(internal_scores[None])]
+    lengths = tf.constant([n])
+    best = decoding.decode(*batch, lengths, leaf_directions, internal_directions, 8)
+    writer = tree_writer.TreeWriter(vocabs)
+    starts, ends = writer.node_spans(best.leaf_tag_ids, best.internal_tag_ids, lengths)
+    lattice = marginals.GraphLattice(*batch, lengths, leaf_directions, internal_directions, 8)
+    leaf, internal = marginals.ChainMarginals(
+        vocabs.leaf.tags, vocabs.internal.tags, leaf_directions, internal_directions)(
+            lattice, *batch, best.leaf_tag_ids, best.internal_tag_ids, starts, ends)
+    got = writer.in_bracket_order(leaf, internal, best.leaf_tag_ids, best.internal_tag_ids,
+                                  lengths)[0].numpy()
+    best_tree = nltk.Tree.fromstring(writer(tf.constant([words]), tf.constant([["T"] * n]),
+                                            best.leaf_tag_ids, best.internal_tag_ids,
+                                            lengths)[0].numpy().decode())
+    expected = [mass[c] for c in _constituents(best_tree)]
+    assert len(got) == len(expected)
+    np.testing.assert_allclose(got, expected, atol=1e-6)
+    assert lattice.log_partition[0].numpy() == pytest.approx(log_z)

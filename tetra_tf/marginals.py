@@ -478,3 +478,94 @@ class GraphLattice:
         valid = ((starts >= 0) & (starts < ends) & (ends < self.lengths[:, None]))
         probability = tf.where(valid[:, :, None, None], probability, tf.zeros([], self.dtype))
         return probability[:, :, :self.input_width]
+
+
+def _chain_tables(tags: Sequence[str], labels: dict[str, int], longest: int):
+    """Per tag: its chain's label ids (padded −1 to `longest`) and a [V, E] membership."""
+    from tetra_tf import tags as tags_lib  # pylint: disable=import-outside-toplevel
+
+    elements = np.full((len(tags), max(longest, 1)), -1, np.int32)
+    member = np.zeros((len(tags), max(len(labels), 1)), np.float64)
+    for t, tag in enumerate(tags):
+        for c, label in enumerate(tags_lib.split_chain(tags_lib.tag_label(tag))):
+            elements[t, c] = labels[label]
+            member[t, labels[label]] = 1.0
+    return elements, member
+
+
+class ChainMarginals:
+    """Per node of a decoded tree, the probability of each constituent its tag opens.
+
+    A tag with the label chain A+B opens the constituents A and B over its node's span
+    (one word for a leaf tag). The probability of constituent (label, span) is the
+    probability that the span is a node of the binarized tree whose tag's chain holds the
+    label, under the lattice's distribution: for internal nodes summed over the fenceposts
+    that could make the node (`GraphLattice.node_marginals`), for leaf tags over the word's
+    two directions.
+    """
+
+    def __init__(self, leaf_tags: Sequence[str], internal_tags: Sequence[str],
+                 leaf_directions: Sequence[int], internal_directions: Sequence[int]):
+        """Args:
+          leaf_tags, internal_tags: the vocabularies' tags, by id.
+          leaf_directions, internal_directions: 0/1 per tag.
+        """
+        from tetra_tf import tags as tags_lib  # pylint: disable=import-outside-toplevel
+
+        chains = [tags_lib.split_chain(tags_lib.tag_label(tag))
+                  for tag in (*leaf_tags, *internal_tags)]
+        labels = {label: e for e, label in enumerate(sorted({l for c in chains for l in c}))}
+        self.longest_chain = max([len(chain) for chain in chains] + [1])
+        self._leaf = _chain_tables(leaf_tags, labels, self.longest_chain)
+        self._internal = _chain_tables(internal_tags, labels, self.longest_chain)
+        self._leaf_directions = np.asarray(leaf_directions, np.int32)
+        self._internal_directions = np.asarray(internal_directions, np.int32)
+
+    def _label_given_direction(self, scores, directions, member):
+        """[B, W, V] tag scores → [B, W, 2, E]: P(the tag's chain holds label e | the
+        action's direction)."""
+        tf = _tf()
+        scores = tf.where(tf.math.is_nan(scores), tf.constant(-np.inf, scores.dtype), scores)
+        sides = graph_direction_scores(scores, directions)  # [B, W, 2]
+        own_side = tf.gather(sides, directions, axis=-1)    # [B, W, V]
+        probability = tf.exp(scores - own_side)
+        probability = tf.where(tf.math.is_finite(own_side), probability,
+                               tf.zeros([], scores.dtype))
+        by_side = tf.stack([tf.where(tf.constant(directions == side), probability,
+                                     tf.zeros([], scores.dtype)) for side in (0, 1)], axis=2)
+        return tf.einsum("bwsv,ve->bwse", by_side, tf.constant(member, scores.dtype))
+
+    def __call__(self, lattice: GraphLattice, leaf_scores, internal_scores, leaf_tag_ids,
+                 internal_tag_ids, starts, ends):
+        """Returns (leaf [B, W, C], internal [B, W, C]): entry c of a word's (a
+        fencepost's) row is the probability of the c-th constituent its decoded tag opens
+        (−1 past the chain, and at positions without a node).
+
+        Args:
+          lattice: the rows' `GraphLattice` (built from the same scores).
+          leaf_scores, internal_scores: [B, W, NL], [B, W, NI], the scores it was built from.
+          leaf_tag_ids, internal_tag_ids: int32 [B, W], the decoded tags.
+          starts, ends: int32 [B, W], the first and last word of each fencepost's node.
+        """
+        tf = _tf()
+        dtype = lattice.dtype
+        leaf_directions, internal_directions = lattice.direction_marginals()
+        leaf_labels = self._label_given_direction(
+            tf.cast(leaf_scores, dtype), self._leaf_directions, self._leaf[1])
+        internal_labels = self._label_given_direction(
+            tf.cast(internal_scores, dtype), self._internal_directions, self._internal[1])
+        leaf = tf.einsum("bws,bwse->bwe", leaf_directions, leaf_labels)
+        nodes = lattice.node_marginals(starts, ends)  # [B, M = fencepost, K, 2]
+        internal = tf.einsum("bmks,bkse->bme", nodes, internal_labels)
+        positions = tf.range(tf.shape(leaf_tag_ids)[1])[None, :]
+        return (self._own(leaf, leaf_tag_ids, self._leaf[0],
+                          positions < lattice.lengths[:, None]),
+                self._own(internal, internal_tag_ids, self._internal[0],
+                          positions < lattice.lengths[:, None] - 1))
+
+    def _own(self, by_label, tag_ids, elements, valid):
+        """[B, W, E] by label → [B, W, C] for each position's own chain."""
+        tf = _tf()
+        chain = tf.gather(tf.constant(elements), tf.where(valid, tag_ids, 0))  # [B, W, C]
+        values = tf.gather(by_label, tf.maximum(chain, 0), batch_dims=2)
+        return tf.cast(tf.where((chain >= 0) & valid[..., None], values, -1.0), tf.float32)

@@ -108,6 +108,81 @@ class TreeWriter:
         self._internal_directions = vocabs.internal.directions()
         self._root_open = f"({root_label} "
 
+    def node_spans(self, leaf_tag_ids: tf.Tensor, internal_tag_ids: tf.Tensor,
+                   lengths: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        """The first and last word of each fencepost's node, int32 [B, W] each (entries past
+        a row's last fencepost are meaningless).
+
+        Args:
+          leaf_tag_ids, internal_tag_ids: int32 [B, W], a valid derivation per row.
+          lengths: int32 [B].
+        """
+        positions = tf.range(tf.shape(leaf_tag_ids)[1])
+        is_word = positions[None, :] < lengths[:, None]
+        is_fencepost = positions[None, :] < lengths[:, None] - 1
+        leaf_right = tf.gather(self._leaf_directions, tf.where(is_word, leaf_tag_ids, 0))
+        internal_right = tf.gather(self._internal_directions,
+                                   tf.where(is_fencepost, internal_tag_ids, 0))
+        # Stack depth after each leaf action (l: +1, r: 0) and each internal one (L: 0, R: −1).
+        leaf_change = tf.where(is_word, 1 - leaf_right, 0)
+        internal_change = tf.where(is_fencepost, -internal_right, 0)
+        leaf_depth = (tf.cumsum(leaf_change, axis=1)
+                      + tf.cumsum(internal_change, axis=1, exclusive=True))
+        internal_depth = leaf_depth + internal_change
+        is_left_leaf = is_word & tf.equal(leaf_right, 0)
+        is_right_leaf = is_word & tf.equal(leaf_right, 1)
+        return _subtree_spans(leaf_depth, internal_depth, is_left_leaf, is_right_leaf)
+
+    def in_bracket_order(self, leaf_values: tf.Tensor, internal_values: tf.Tensor,
+                         leaf_tag_ids: tf.Tensor, internal_tag_ids: tf.Tensor,
+                         lengths: tf.Tensor) -> tf.RaggedTensor:
+        """Per-constituent values, in the order the tree string opens their brackets.
+
+        Args:
+          leaf_values, internal_values: [B, W, C], entry c for the c-th label of the chain
+            of a word's (a fencepost's) tag.
+          leaf_tag_ids, internal_tag_ids, lengths: the derivation, as for `__call__`.
+
+        Returns:
+          [B, (constituents)]: one value per bracket of the tree but the root's and the
+          parts of speech', in the tree string's order (a preorder walk).
+        """
+        batch_size, width = tf.shape(leaf_tag_ids)[0], tf.shape(leaf_tag_ids)[1]
+        longest = tf.shape(leaf_values)[2]
+        positions = tf.range(width)[None, :]
+        is_word = positions < lengths[:, None]
+        is_fencepost = positions < lengths[:, None] - 1
+        starts, _ = self.node_spans(leaf_tag_ids, internal_tag_ids, lengths)
+        chain = tf.range(longest)[None, None, :]
+        leaf_counts = tf.gather(self._leaf_counts, tf.where(is_word, leaf_tag_ids, 0))
+        internal_counts = tf.gather(self._internal_counts,
+                                    tf.where(is_fencepost, internal_tag_ids, 0))
+        # Sort key: (row, start word, internal before leaf, fencepost descending, chain).
+        rows = tf.cast(tf.range(batch_size), tf.int64)[:, None, None]
+        wide, deep = tf.cast(width, tf.int64), tf.cast(longest, tf.int64)
+
+        def key(word, kind, fencepost):
+            return ((((rows * wide + tf.cast(word, tf.int64)[..., None]) * 2 + kind) * wide
+                     + tf.cast(fencepost, tf.int64)[..., None]) * deep
+                    + tf.cast(chain, tf.int64))
+
+        internal_keys = key(starts, 0, width - 1 - positions)
+        leaf_keys = key(tf.broadcast_to(positions, tf.shape(leaf_tag_ids)), 1,
+                        tf.zeros_like(leaf_tag_ids))
+        present = tf.concat([
+            tf.reshape((chain < internal_counts[..., None]) & is_fencepost[..., None], [-1]),
+            tf.reshape((chain < leaf_counts[..., None]) & is_word[..., None], [-1])], axis=0)
+        keys = tf.boolean_mask(tf.concat([tf.reshape(internal_keys, [-1]),
+                                          tf.reshape(leaf_keys, [-1])], axis=0), present)
+        values = tf.boolean_mask(tf.concat([tf.reshape(internal_values, [-1]),
+                                            tf.reshape(leaf_values, [-1])], axis=0), present)
+        order = tf.argsort(keys, stable=True)
+        per_row = tf.math.unsorted_segment_sum(
+            tf.ones_like(keys, tf.int32), tf.cast(keys // (wide * 2 * wide * deep), tf.int32),
+            batch_size)
+        return tf.RaggedTensor.from_row_lengths(tf.gather(values, order), per_row,
+                                                validate=False)
+
     def __call__(self, words: tf.Tensor, pos_tags: tf.Tensor, leaf_tag_ids: tf.Tensor,
                  internal_tag_ids: tf.Tensor, lengths: tf.Tensor) -> tf.Tensor:
         """Returns the trees, tf.string [B] ("" for rows without words).
@@ -124,19 +199,7 @@ class TreeWriter:
         is_fencepost = positions[None, :] < lengths[:, None] - 1
         leaf_tag_ids = tf.where(is_word, leaf_tag_ids, 0)
         internal_tag_ids = tf.where(is_fencepost, internal_tag_ids, 0)
-        leaf_right = tf.gather(self._leaf_directions, leaf_tag_ids)
-        internal_right = tf.gather(self._internal_directions, internal_tag_ids)
-
-        # Stack depth after each leaf action (l: +1, r: 0) and each internal one (L: 0, R: −1).
-        leaf_change = tf.where(is_word, 1 - leaf_right, 0)
-        internal_change = tf.where(is_fencepost, -internal_right, 0)
-        leaf_depth = (tf.cumsum(leaf_change, axis=1)
-                      + tf.cumsum(internal_change, axis=1, exclusive=True))
-        internal_depth = leaf_depth + internal_change
-        is_left_leaf = is_word & tf.equal(leaf_right, 0)
-        is_right_leaf = is_word & tf.equal(leaf_right, 1)
-
-        starts, ends = _subtree_spans(leaf_depth, internal_depth, is_left_leaf, is_right_leaf)
+        starts, ends = self.node_spans(leaf_tag_ids, internal_tag_ids, lengths)
 
         # Segment b·W + word index collects per word; segment B·W is a sink for padding.
         num_segments = batch_size * width + 1
