@@ -258,7 +258,8 @@ def test_layout_assets_and_variables(export_dir, loaded, model_dir, vocabs):
     assert _strings(loaded.leaf_tags) == vocabs.leaf.tags
     assert _strings(loaded.internal_tags) == vocabs.internal.tags
     assert _strings(loaded.pos_tags) == vocabs.pos.tags
-    assert set(loaded.signatures) == {"serving_default", "parse_words", "parse_text"}
+    assert set(loaded.signatures) == {"serving_default", "parse_words", "parse_text",
+                                      "parse_marginals"}
     # No staging directory is left next to the version directory.
     assert os.listdir(os.path.dirname(export_dir)) == ["1"]
 
@@ -308,6 +309,68 @@ def test_graph_decoding_equals_numpy_decoder(loaded, vocabs):
     np.testing.assert_array_equal(
         out["pos_tag_ids"], np.where(np.arange(leaf.shape[1]) < lengths.numpy()[:, None],
                                      logits["pos_logits"].numpy().argmax(-1), -1))
+
+
+def _label_given_side(scores, tags, label):
+    """[2]: P(a tag of each direction has `label` in its chain | that direction)."""
+    directions = tags_lib.TagVocabulary(tags).directions()
+    out = np.zeros(2)
+    for side in (0, 1):
+        own = [t for t, tag in enumerate(tags) if directions[t] == side]
+        weights = np.exp(scores[own] - np.logaddexp.reduce(scores[own]))
+        out[side] = sum(w for t, w in zip(own, weights)
+                        if label in tags_lib.split_chain(tags_lib.tag_label(tags[t])))
+    return out
+
+
+def test_parse_marginals_equal_the_numpy_lattice_on_the_exports_own_logits(loaded, vocabs):
+    """The parse_marginals signature: serving_default's outputs unchanged, and each
+    constituent's probability (and the tree's) as marginals.Lattice computes them from the
+    export's own tag log-probabilities."""
+    from tetra_tf import marginals
+
+    words = [s.split() for s in SENTENCES]
+    dense = tf.constant(_pad(words, "", object))
+    lengths = tf.constant([len(w) for w in words], tf.int32)
+    packed = loaded.tokenize(dense, lengths)
+    logits = loaded.encode(packed["input_word_ids"], packed["input_mask"],
+                           packed["input_type_ids"], packed["word_end_positions"])
+    leaf = tf.nn.log_softmax(logits["leaf_logits"]).numpy().astype(np.float64)
+    internal = tf.nn.log_softmax(logits["internal_logits"]).numpy().astype(np.float64)
+    out = {k: v.numpy() for k, v in
+           loaded.signatures["parse_marginals"](sentences=tf.constant(SENTENCES)).items()}
+    plain = loaded.signatures["serving_default"](sentences=tf.constant(SENTENCES))
+    for key, value in plain.items():
+        np.testing.assert_array_equal(out[key], value.numpy())
+    checked = 0
+    for row, sentence in enumerate(words):
+        n = len(sentence)
+        if n == 0:  # no tree
+            assert out["tree_probability"][row] == 0 and out["num_constituents"][row] == 0
+            continue
+        lattice = marginals.Lattice(leaf[row, :n], internal[row, :n], vocabs.leaf.directions(),
+                                    vocabs.internal.directions(), 6)
+        assert out["tree_probability"][row] == pytest.approx(
+            np.exp(out["score"][row] - lattice.log_partition), rel=1e-4)
+        directions = lattice.direction_marginals()
+        tree = nltk.Tree.fromstring(out["tree"][row].decode())
+        constituents = _preorder_constituents(tree)
+        assert out["num_constituents"][row] == len(constituents)
+        for (label, i, j), got in zip(constituents, out["constituent_marginals"][row]):
+            if i == j:
+                expected = directions[2 * i] @ _label_given_side(leaf[row, i],
+                                                                 vocabs.leaf.tags, label)
+            else:
+                nodes = lattice.node_marginals(i, j)
+                expected = sum(nodes[k] @ _label_given_side(internal[row, k],
+                                                            vocabs.internal.tags, label)
+                               for k in range(i, j))
+            assert got == pytest.approx(expected, abs=1e-4), (row, label, i, j)
+            # The tree holds each of its constituents: none is less likely than the tree.
+            assert out["tree_probability"][row] <= got + 1e-5
+            checked += 1
+        assert np.all(out["constituent_marginals"][row, len(constituents):] == 0)
+    assert checked > 20
 
 
 _ENCODE_INPUTS = ("input_word_ids", "input_mask", "input_type_ids", "word_end_positions")

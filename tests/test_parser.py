@@ -4,6 +4,7 @@ import os
 import random
 import threading
 import time
+import types
 
 import tetra_tf  # noqa: F401  (selects Keras 2 before TensorFlow loads)
 import tetra_tf.text
@@ -253,6 +254,40 @@ def test_parse_text_gives_each_sentence_its_tokens_offsets_and_parse(parser):
     assert blank.result.reason == sentences_lib.EMPTY
     with pytest.raises(TypeError, match="text 1 is bytes, not str"):
         parser.parse_texts(["ok", b"bytes"])
+
+
+def test_marginals_come_with_the_same_parses_one_per_constituent(parser):
+    word_lists = [["The", "cat", "sat", "on", "the", "mat", "."], ["Hi"], [], ["a", "b"]]
+    plain = parser.parse_each(word_lists)
+    with_marginals = parser.parse_each(word_lists, marginals=True, batch_size=2)
+    assert plain[0].constituents is None and plain[0].tree_probability is None
+    assert isinstance(with_marginals[2], SentenceError)  # refused as without marginals
+    for alone, result in zip(plain, with_marginals):
+        if isinstance(alone, SentenceError):
+            continue
+        assert result.bracketed == alone.bracketed and result.score == alone.score
+        tree = result.tree
+        constituents = result.constituents
+        # One per bracket but the root's and the parts of speech', in the string's order.
+        brackets = [t for t in tree.subtrees() if t is not tree and not isinstance(t[0], str)]
+        assert [c.label for c in constituents] == [t.label() for t in brackets]
+        for constituent, bracket in zip(constituents, brackets):
+            words = tree.leaves()
+            assert words[constituent.start:constituent.end + 1] == bracket.leaves()
+            # The tree holds the constituent, so it is at least as likely as the tree.
+            assert result.tree_probability - 1e-5 <= constituent.probability <= 1 + 1e-6
+    (sentence,) = parser.parse_text("The cat sat.", marginals=True)
+    assert sentence.result.constituents[0].probability > 0
+
+
+def test_marginals_of_an_export_without_the_signature_are_an_export_error(parser,
+                                                                             monkeypatch):
+    signatures = {name: signature for name, signature in parser.model.signatures.items()
+                  if name != "parse_marginals"}
+    monkeypatch.setattr(parser, "_model", types.SimpleNamespace(signatures=signatures))
+    with pytest.raises(ExportError, match="has no parse_marginals signature .* export it "
+                                          "again"):
+        parser.parse_each([["a"]], marginals=True)
 
 
 @pytest.mark.parametrize("failure", [

@@ -76,6 +76,19 @@ def test_split_outputs_cuts_each_request_to_its_own_width():
     assert joined["words"].tolist() == outputs["words"].tolist()
 
 
+def test_split_outputs_cuts_counted_outputs_to_each_requests_own_count():
+    # parse_marginals: constituent probabilities padded with 0 to the batch's most.
+    outputs = {"constituent_marginals": np.array([[0.5, 0, 0], [0.9, 0.8, 0.7],
+                                                  [0.6, 0.4, 0]], np.float32),
+               "num_constituents": np.array([1, 3, 2], np.int32)}
+    first, second = batching.split_outputs(outputs, [1, 2], [None, None], None)
+    assert first["constituent_marginals"].tolist() == [[0.5]]
+    assert second["constituent_marginals"].shape == (2, 3)
+    joined = batching.join_outputs([first, second], None)
+    np.testing.assert_array_equal(joined["constituent_marginals"],
+                                  outputs["constituent_marginals"])
+
+
 def test_join_outputs_pads_a_texts_slices_to_their_largest_shape():
     # A request of texts split in two slices: [texts, sentences, words] of other shapes.
     first = {"words": np.array([[[b"a", b"b"]]], dtype=object),

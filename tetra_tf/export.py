@@ -77,7 +77,7 @@ from absl import flags, logging  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from tetra_tf import cli, cpu, decoding, encoders, export_format, model_card
+from tetra_tf import cli, cpu, decoding, encoders, export_format, marginals, model_card
 from tetra_tf import sentences as sentences_lib
 from tetra_tf import text as text_lib
 from tetra_tf.tree_writer import TreeWriter
@@ -93,6 +93,7 @@ from tetra_tf.model_dir import load_tagger, resolve_checkpoint
 SERVING_SIGNATURE = export_format.SERVING_SIGNATURE
 PARSE_WORDS_SIGNATURE = export_format.PARSE_WORDS_SIGNATURE
 PARSE_TEXT_SIGNATURE = export_format.PARSE_TEXT_SIGNATURE
+PARSE_MARGINALS_SIGNATURE = export_format.PARSE_MARGINALS_SIGNATURE
 # Windows shorter than seq_length go through the encoder trimmed to the longest of them,
 # rounded up to a multiple of this (CPU matmuls prefer aligned sizes).
 DEFAULT_LENGTH_MULTIPLE = 8
@@ -217,22 +218,25 @@ class ParserModule(tf.Module):
             encoder_spec, encoder_spec, encoder_spec, tf.TensorSpec([None, None], tf.int32)],
             autograph=False)
 
-        def parse(ragged_words: tf.RaggedTensor) -> dict:
+        chain_marginals = marginals.ChainMarginals(vocabs.leaf.tags, vocabs.internal.tags,
+                                                   leaf_directions, internal_directions)
+
+        def parse_body(ragged_words: tf.RaggedTensor, with_marginals: bool) -> dict:
             packed = pack(ragged_words)
             logits = module.encode(*(packed[key]
                                      for key in ENCODER_INPUTS + ("word_end_positions",)))
             lengths = packed["num_words"]
-            result = decoding.decode(
-                tf.nn.log_softmax(logits["leaf_logits"]),
-                tf.nn.log_softmax(logits["internal_logits"]),
-                lengths, leaf_directions, internal_directions, max_stack_depth)
+            leaf_scores = tf.nn.log_softmax(logits["leaf_logits"])
+            internal_scores = tf.nn.log_softmax(logits["internal_logits"])
+            result = decoding.decode(leaf_scores, internal_scores, lengths, leaf_directions,
+                                     internal_directions, max_stack_depth)
             width = tf.shape(result.leaf_tag_ids)[1]
             is_word = tf.range(width)[None, :] < lengths[:, None]
             pos_tag_ids = tf.where(
                 is_word, tf.argmax(logits["pos_logits"], axis=-1, output_type=tf.int32), -1)
             words = ragged_words.to_tensor(default_value="")
             pos_tags = _lookup(module.pos_tags, pos_tag_ids)
-            return {
+            outputs = {
                 "num_words": lengths,
                 "words": words,
                 "leaf_tag_ids": result.leaf_tag_ids,
@@ -245,8 +249,36 @@ class ParserModule(tf.Module):
                 "tree": tree_writer(words, pos_tags, result.leaf_tag_ids,
                                     result.internal_tag_ids, lengths),
             }
+            if with_marginals:
+                outputs.update(constituent_marginals(
+                    leaf_scores, internal_scores, lengths, result))
+            return outputs
+
+        def constituent_marginals(leaf_scores, internal_scores, lengths, result) -> dict:
+            lattice = marginals.GraphLattice(leaf_scores, internal_scores, lengths,
+                                             leaf_directions, internal_directions,
+                                             max_stack_depth)
+            ids = (result.leaf_tag_ids, result.internal_tag_ids)
+            starts, ends = tree_writer.node_spans(*ids, lengths)
+            per_node = chain_marginals(lattice, leaf_scores, internal_scores, *ids, starts,
+                                       ends)
+            ordered = tree_writer.in_bracket_order(*per_node, *ids, lengths)
+            probability = tf.exp(result.scores - lattice.log_partition)
+            return {
+                "constituent_marginals": ordered.to_tensor(default_value=0.0),
+                "num_constituents": tf.cast(ordered.row_lengths(), tf.int32),
+                "tree_probability": tf.where(lengths > 0, probability, 0.0),
+            }
+
+        def parse(ragged_words: tf.RaggedTensor) -> dict:
+            return parse_body(ragged_words, with_marginals=False)
+
+        def parse_with_marginals(ragged_words: tf.RaggedTensor) -> dict:
+            return parse_body(ragged_words, with_marginals=True)
 
         parse = tf.function(parse, input_signature=[ragged_spec], autograph=False)
+        parse_with_marginals = tf.function(parse_with_marginals, input_signature=[ragged_spec],
+                                           autograph=False)
 
         def parse_sentences(sentences: tf.Tensor) -> dict:
             return parse(split_sentences(sentences))
@@ -313,6 +345,12 @@ class ParserModule(tf.Module):
             tokenize, input_signature=[words_spec, num_words_spec], autograph=False)
         self.parse_text = tf.function(
             parse_text, input_signature=[tf.TensorSpec([None], tf.string, "text")],
+            autograph=False)
+        def parse_marginals(sentences: tf.Tensor) -> dict:
+            return parse_with_marginals(split_sentences(sentences))
+
+        self.parse_marginals = tf.function(
+            parse_marginals, input_signature=[tf.TensorSpec([None], tf.string, "sentences")],
             autograph=False)
 
 
@@ -620,8 +658,8 @@ def write_limits(module: ParserModule, export_dir: str) -> str:
 
 def warmup_requests(sentences: tuple[str, ...] = WARMUP_SENTENCES) -> list:
     """TF Serving PredictionLog protos: each sentence alone, then all together, through
-    each signature (`serving_default` on sentences, `parse_words` on their words,
-    `parse_text` on each as a text of one sentence)."""
+    each signature (`serving_default` and `parse_marginals` on sentences, `parse_words` on
+    their words, `parse_text` on each as a text of one sentence)."""
     from tensorflow_serving.apis import (  # pylint: disable=import-outside-toplevel
         predict_pb2, prediction_log_pb2)
 
@@ -637,6 +675,7 @@ def warmup_requests(sentences: tuple[str, ...] = WARMUP_SENTENCES) -> list:
                                   dtype=object),
                 "num_words": np.array([len(words) for words in word_lists], np.int32)},
             PARSE_TEXT_SIGNATURE: {"text": np.array(batch, dtype=object)},
+            PARSE_MARGINALS_SIGNATURE: {"sentences": np.array(batch, dtype=object)},
         }
         for signature_name, inputs in inputs_by_signature.items():
             request = predict_pb2.PredictRequest()
@@ -708,6 +747,7 @@ def export(checkpoint: str, export_dir: str, overwrite: bool = False,
             SERVING_SIGNATURE: module.parse_sentences,
             PARSE_WORDS_SIGNATURE: module.parse_words,
             PARSE_TEXT_SIGNATURE: module.parse_text,
+            PARSE_MARGINALS_SIGNATURE: module.parse_marginals,
         }
         tf.saved_model.save(module, staging, signatures=signatures)
         model_card.write(staging, model_card.build(checkpoints, module))

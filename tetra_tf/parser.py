@@ -22,11 +22,13 @@ failure of the model itself raises `ModelError` at once.
 
 from __future__ import annotations
 
+import bisect
 import collections
 import concurrent.futures
 import dataclasses
 import functools
 import itertools
+import math
 import numbers
 import re
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
@@ -52,7 +54,26 @@ from tetra_tf.bulk_options import DEFAULT_BATCH_SIZE  # (no TensorFlow there: th
 # as much again at batch 1 (docs/benchmarks.md, "Parser concurrency").
 DEFAULT_CONCURRENT_CALLS = 2
 
-__all__ = ["DEFAULT_BATCH_SIZE", "ModelError", "ParseResult", "Parser", "TextSentence"]
+__all__ = ["DEFAULT_BATCH_SIZE", "Constituent", "ModelError", "ParseResult", "Parser",
+           "TextSentence"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Constituent:
+    """One constituent of a parse and how sure the model is of it.
+
+    Attributes:
+      label: its label (``NP``; each label of a unary chain is a constituent of its own).
+      start, end: its first and last word (0-based, inclusive).
+      probability: the posterior probability that the sentence has a constituent with
+        this label over these words, under the model's tag distribution restricted to
+        valid trees (`tetra_tf.marginals`).
+    """
+
+    label: str
+    start: int
+    end: int
+    probability: float
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,6 +87,10 @@ class ParseResult:
         decoder's objective; ≤ 0, higher is more confident; POS tags not included).
       pos_tags, leaf_tags: one per word.
       internal_tags: one per fencepost between words (n − 1).
+      tree_probability: with ``marginals=True``, the probability of this tree among all
+        valid trees (exp(score) over their sum); else None.
+      constituent_marginals: with ``marginals=True``, each constituent's probability, in
+        the order of `constituents`; else None.
 
     Example:
         ```python
@@ -82,6 +107,19 @@ class ParseResult:
     pos_tags: list[str]
     leaf_tags: list[str]
     internal_tags: list[str]
+    tree_probability: float | None = None
+    constituent_marginals: tuple[float, ...] | None = None
+
+    @property
+    def constituents(self) -> list[Constituent] | None:
+        """Each bracket of the tree but the root's and the parts of speech', in the order
+        the tree string opens them, with its probability; None unless parsed with
+        ``marginals=True``."""
+        if self.constituent_marginals is None:
+            return None
+        spans = _preorder_spans(self.tree)
+        return [Constituent(label, start, end, probability) for (label, start, end),
+                probability in zip(spans, self.constituent_marginals)]
 
     @functools.cached_property
     def tree(self) -> nltk.Tree:
@@ -275,8 +313,8 @@ class Parser:
     def parse_each(self, word_lists: Sequence[Sequence[str]],
                    batch_size: int = DEFAULT_BATCH_SIZE,
                    limits: SentenceLimits | None = None,
-                   progress: Callable[[int], None] | None = None
-                   ) -> list[ParseResult | SentenceError]:
+                   progress: Callable[[int], None] | None = None,
+                   marginals: bool = False) -> list[ParseResult | SentenceError]:
         """Parses sentences, each failing alone: every way in parses through this.
 
         Each sentence is checked by `sentences.check_words` against `limits`; the others go
@@ -291,6 +329,8 @@ class Parser:
           limits: the sentence limits, from `sentence_limits` lowered by the caller's own
             (default: the export's).
           progress: called with a number of sentences as they are done.
+          marginals: also each constituent's probability and the tree's
+            (`ParseResult.constituents`), by the export's ``parse_marginals`` signature.
 
         Returns:
           Per sentence, in input order: its ParseResult, or the SentenceError refusing it.
@@ -299,6 +339,7 @@ class Parser:
           ValueError: for a batch_size below 1.
           ModelError: the model itself failed (any error but the graph refusing a
             sentence); nothing is retried.
+          ExportError: marginals asked of an export without the signature.
 
         Example:
             ```python
@@ -311,11 +352,13 @@ class Parser:
                     print(result.score, result.bracketed)
             ```
         """
-        return self._parse_each(word_lists, batch_size, limits, progress, read_trees=False)
+        return self._parse_each(word_lists, batch_size, limits, progress, read_trees=False,
+                                marginals=marginals)
 
     def parse_text(self, text: str, split_sentences: bool = True,
                    batch_size: int = DEFAULT_BATCH_SIZE,
-                   limits: SentenceLimits | None = None) -> list[TextSentence]:
+                   limits: SentenceLimits | None = None,
+                   marginals: bool = False) -> list[TextSentence]:
         """Parses raw text: splits it into sentences and PTB tokens, with character offsets.
 
         The text is tokenized as the SavedModel's ``parse_text`` signature tokenizes it
@@ -328,6 +371,7 @@ class Parser:
             ``empty``).
           batch_size: most sentences per model call.
           limits: as for `parse_each`.
+          marginals: as for `parse_each`.
 
         Returns:
           Its sentences in order (none for blank text), each with its tokens and its
@@ -345,13 +389,14 @@ class Parser:
             # 11 19 (TOP (S (NP (PRP We)) (VP (VBD left)) (. .)))
             ```
         """
-        return self.parse_texts([text], split_sentences, batch_size, limits)[0]
+        return self.parse_texts([text], split_sentences, batch_size, limits,
+                                marginals=marginals)[0]
 
     def parse_texts(self, texts: Sequence[str], split_sentences: bool = True,
                     batch_size: int = DEFAULT_BATCH_SIZE,
                     limits: SentenceLimits | None = None,
-                    progress: Callable[[int], None] | None = None
-                    ) -> list[list[TextSentence]]:
+                    progress: Callable[[int], None] | None = None,
+                    marginals: bool = False) -> list[list[TextSentence]]:
         """`parse_text` for many texts, their sentences batched together.
 
         Args:
@@ -360,6 +405,7 @@ class Parser:
           batch_size: most sentences per model call.
           limits: as for `parse_each`.
           progress: called with a number of sentences as they are done.
+          marginals: as for `parse_each`.
 
         Returns:
           Per text, in input order: its sentences.
@@ -374,17 +420,20 @@ class Parser:
             documents.append(text_lib.tokenize_document(text, split=split_sentences))
         results = iter(self._parse_each(
             [sentence.words for document in documents for sentence in document],
-            batch_size, limits, progress, read_trees=False))
+            batch_size, limits, progress, read_trees=False, marginals=marginals))
         return [[TextSentence(sentence.start, sentence.end, sentence.tokens, next(results))
                  for sentence in document] for document in documents]
 
     def _parse_each(self, word_lists: Sequence[Sequence[str]], batch_size: int,
                     limits: SentenceLimits | None, progress: Callable[[int], None] | None,
-                    read_trees: bool) -> list[ParseResult | SentenceError]:
+                    read_trees: bool, marginals: bool = False
+                    ) -> list[ParseResult | SentenceError]:
         """`parse_each`; with read_trees, each batch's nltk Trees are also read on its pool
         thread, where they overlap the model calls in flight (which release the GIL)."""
         if batch_size < 1:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
+        if marginals:
+            self._marginals_signature()  # before any work: ExportError if it has none
         limits = limits or self._sentence_limits
         results: list[ParseResult | SentenceError | None] = [None] * len(word_lists)
         checked: dict[int, str] = {}  # index → its words joined by spaces
@@ -410,11 +459,11 @@ class Parser:
         def call_batch(indices: list[int]) -> list[ParseResult | SentenceError]:
             joined = [checked[index] for index in indices]
             try:
-                return self._call(joined)
+                return self._call(joined, marginals=True) if marginals else self._call(joined)
             except tf.errors.InvalidArgumentError as e:
                 if len(indices) == 1:
                     return [_refusal(e.message)]
-            return [self._parse_alone(sentence) for sentence in joined]
+            return [self._parse_alone(sentence, marginals) for sentence in joined]
 
         for indices, batch in zip(batches, _in_order(parse_batch, batches,
                                                       self.concurrent_calls)):
@@ -424,21 +473,32 @@ class Parser:
                 progress(len(indices))
         return results  # type: ignore[return-value]
 
-    def _parse_alone(self, sentence: str) -> ParseResult | SentenceError:
+    def _marginals_signature(self):
+        """The export's parse_marginals signature; ExportError if it has none."""
+        name = export_format.PARSE_MARGINALS_SIGNATURE
+        if name not in self._model.signatures:
+            raise ExportError(f"{self.export_dir} has no {name} signature (exported by an "
+                              f"older tetra-tf: export it again)")
+        return self._model.signatures[name]
+
+    def _parse_alone(self, sentence: str, marginals: bool) -> ParseResult | SentenceError:
         try:
-            return self._call([sentence])[0]
+            return (self._call([sentence], marginals=True) if marginals
+                    else self._call([sentence]))[0]
         except tf.errors.InvalidArgumentError as e:
             return _refusal(e.message)
 
-    def _call(self, joined: list[str]) -> list[ParseResult]:
-        """One model call on sentences (words joined by spaces).
+    def _call(self, joined: list[str], marginals: bool = False) -> list[ParseResult]:
+        """One model call on sentences (words joined by spaces), through the default
+        signature or, with marginals, parse_marginals.
 
         Raises:
           tf.errors.InvalidArgumentError: the graph refused the call.
           ModelError: any other failure.
         """
+        signature = self._marginals_signature() if marginals else self._serve
         try:
-            outputs = self._serve(sentences=tf.constant(joined))
+            outputs = signature(sentences=tf.constant(joined))
         except tf.errors.InvalidArgumentError:
             raise
         except Exception as e:  # noqa: BLE001 - the model itself failed
@@ -450,11 +510,20 @@ class Parser:
         pos_tags = outputs["pos_tags"].numpy()
         leaf_tags = outputs["leaf_tags"].numpy()
         internal_tags = outputs["internal_tags"].numpy()
-        return [ParseResult(bracketed=trees[row].decode("utf-8"), score=float(scores[row]),
-                            pos_tags=_decode(pos_tags[row, :n]),
-                            leaf_tags=_decode(leaf_tags[row, :n]),
-                            internal_tags=_decode(internal_tags[row, :n - 1]))
-                for row, n in enumerate(lengths)]
+        marginals = "constituent_marginals" in outputs
+        if marginals:
+            tree_probabilities = outputs["tree_probability"].numpy()
+            constituent_marginals = outputs["constituent_marginals"].numpy()
+            counts = outputs["num_constituents"].numpy()
+        return [ParseResult(
+            bracketed=trees[row].decode("utf-8"), score=float(scores[row]),
+            pos_tags=_decode(pos_tags[row, :n]), leaf_tags=_decode(leaf_tags[row, :n]),
+            internal_tags=_decode(internal_tags[row, :n - 1]),
+            tree_probability=float(tree_probabilities[row]) if marginals else None,
+            constituent_marginals=(tuple(float(p) for p in
+                                         constituent_marginals[row, :counts[row]])
+                                   if marginals else None))
+            for row, n in enumerate(lengths)]
 
     def _batches(self, joined: dict[int, str], batch_size: int) -> list[list[int]]:
         """Sentence indices in batches, shortest sentences first: each one model call.
@@ -559,6 +628,21 @@ def _assertion_text(message: str) -> str:
 def _first_line(message: str) -> str:
     lines = [line for line in message.splitlines() if line.strip()]
     return lines[0] if lines else message
+
+
+def _preorder_spans(tree: nltk.Tree) -> list[tuple[str, int, int]]:
+    """(label, first word, last word) of each bracket but the root's and the parts of
+    speech', in the order the tree string opens them (preorder)."""
+    leaves = tree.treepositions("leaves")
+    spans = []
+    for position in tree.treepositions():
+        node = tree[position]
+        if not position or not hasattr(node, "label") or not hasattr(node[0], "label"):
+            continue  # the root, a word, or a part of speech
+        first = bisect.bisect_left(leaves, position)
+        last = bisect.bisect_left(leaves, position + (math.inf,)) - 1
+        spans.append((node.label(), first, last))
+    return spans
 
 
 def _decode(values: np.ndarray) -> list[str]:

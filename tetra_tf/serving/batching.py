@@ -34,6 +34,8 @@ from typing import Any, Callable, Hashable, Sequence
 
 import numpy as np
 
+from tetra_tf import export_format
+
 # TF Serving's BatchingParameters: (field, number, wrapper type); allowed_batch_sizes is a
 # repeated int64. Fields this server does not implement parse, then are refused by name
 # (rather than silently dropped).
@@ -405,8 +407,9 @@ def split_outputs(outputs: dict[str, np.ndarray], row_counts: Sequence[int],
     """Splits a merged call's outputs back into one dict per request, in order.
 
     An output [rows, batch_width, ...] (padded to the batch's longest sentence) is cut back
-    to each request's own longest sentence (widths[i]), so that a request gets exactly
-    what it would have got alone.
+    to each request's own longest sentence (widths[i]), and one padded to the batch's
+    largest count (`export_format.COUNTED_OUTPUTS`) to the request's own, so that a request
+    gets exactly what it would have got alone.
 
     Raises:
       ValueError: an output that is not batch-major.
@@ -424,6 +427,10 @@ def split_outputs(outputs: dict[str, np.ndarray], row_counts: Sequence[int],
             if (width is not None and batch_width is not None and part.ndim >= 2
                     and part.shape[1] == batch_width):
                 part = part[:, :width]
+            count_name = export_format.COUNTED_OUTPUTS.get(name)
+            if count_name in outputs and part.ndim >= 2:
+                counts = outputs[count_name][start:start + rows]
+                part = part[:, :int(counts.max(initial=0))]
             result[name] = part
         results.append(result)
         start += rows
