@@ -10,6 +10,7 @@ import sys
 import urllib.error
 import urllib.request
 
+import numpy as np
 import pytest
 
 from conftest import REPO_ROOT, free_port, served_until_done, subprocess_env
@@ -357,3 +358,43 @@ def test_a_paragraph_gets_the_same_sentences_tokens_offsets_and_trees_everywhere
     assert _rest_text(rest_port, ["", " "]) == [[], []]
     assert _cli_documents(parser, texts) == [[(s[0], s[1], s[5]) for s in document]
                                              for document in expected]
+
+
+def test_marginals_are_the_same_from_the_parser_rest_and_grpc(ways_in_server, tiny_export_dir):
+    """parse_marginals through the server: each prediction's constituent probabilities (cut
+    to its own count) and tree probability are Parser.parse_each(marginals=True)'s."""
+    import grpc
+    import tensorflow as tf
+    from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
+
+    from tetra_tf.parser import Parser
+
+    lines = ["The cat sat on the mat .", "Hi", "a b c"]
+    expected = [(result.bracketed, result.tree_probability, result.constituent_marginals)
+                for result in Parser(tiny_export_dir).parse_each(
+                    [line.split() for line in lines], marginals=True)]
+    rest_port, grpc_port = ways_in_server
+    body = json.dumps({"signature_name": "parse_marginals", "instances": lines})
+    request = urllib.request.Request(f"http://127.0.0.1:{rest_port}/v1/models/tetra:predict",
+                                     body.encode("utf-8"), {"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=120) as response:
+        predictions = json.load(response)["predictions"]
+    # A request's constituent_marginals are cut to its own most constituents.
+    assert {len(p["constituent_marginals"]) for p in predictions} == {
+        max(len(m) for _, _, m in expected)}
+    with grpc.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
+        grpc_request = predict_pb2.PredictRequest()
+        grpc_request.model_spec.name = "tetra"
+        grpc_request.model_spec.signature_name = "parse_marginals"
+        grpc_request.inputs["sentences"].CopyFrom(tf.make_tensor_proto(lines, dtype=tf.string))
+        outputs = {name: tf.make_ndarray(proto) for name, proto in prediction_service_pb2_grpc
+                   .PredictionServiceStub(channel).Predict(grpc_request, timeout=120)
+                   .outputs.items()}
+    for row, (tree, tree_probability, marginals) in enumerate(expected):
+        for way, prediction in (("rest", predictions[row]),
+                                ("grpc", {k: v[row] for k, v in outputs.items()})):
+            count = int(prediction["num_constituents"])
+            assert prediction["tree"] in (tree, tree.encode()), way
+            assert count == len(marginals), way
+            assert np.allclose(prediction["constituent_marginals"][:count], marginals), way
+            assert np.isclose(prediction["tree_probability"], tree_probability), way
