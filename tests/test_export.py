@@ -259,7 +259,7 @@ def test_layout_assets_and_variables(export_dir, loaded, model_dir, vocabs):
     assert _strings(loaded.internal_tags) == vocabs.internal.tags
     assert _strings(loaded.pos_tags) == vocabs.pos.tags
     assert set(loaded.signatures) == {"serving_default", "parse_words", "parse_text",
-                                      "parse_marginals"}
+                                      "parse_marginals", "parse_k_best"}
     # No staging directory is left next to the version directory.
     assert os.listdir(os.path.dirname(export_dir)) == ["1"]
 
@@ -371,6 +371,46 @@ def test_parse_marginals_equal_the_numpy_lattice_on_the_exports_own_logits(loade
             checked += 1
         assert np.all(out["constituent_marginals"][row, len(constituents):] == 0)
     assert checked > 20
+
+
+def test_parse_k_best_gives_the_k_best_trees_of_the_exports_own_logits(loaded, vocabs):
+    """parse_k_best: serving_default's outputs unchanged, and the K best trees with their
+    scores, as k_best_numpy finds them from the export's tag log-probabilities."""
+    from tetra_tf import k_best
+
+    words = [s.split() for s in SENTENCES]
+    dense = tf.constant(_pad(words, "", object))
+    lengths = tf.constant([len(w) for w in words], tf.int32)
+    packed = loaded.tokenize(dense, lengths)
+    logits = loaded.encode(packed["input_word_ids"], packed["input_mask"],
+                           packed["input_type_ids"], packed["word_end_positions"])
+    leaf = tf.nn.log_softmax(logits["leaf_logits"]).numpy()
+    internal = tf.nn.log_softmax(logits["internal_logits"]).numpy()
+    out = {k: v.numpy() for k, v in
+           loaded.signatures["parse_k_best"](sentences=tf.constant(SENTENCES)).items()}
+    plain = loaded.signatures["serving_default"](sentences=tf.constant(SENTENCES))
+    for key, value in plain.items():
+        np.testing.assert_array_equal(out[key], value.numpy())
+    expected = k_best.k_best_numpy(leaf, internal, lengths.numpy(), vocabs.leaf.directions(),
+                                   vocabs.internal.directions(), export.K_BEST, 6)
+    for row, sentence in enumerate(words):
+        found = int(np.isfinite(expected.scores[row]).sum()) if sentence else 0
+        assert out["num_k_best"][row] == found
+        np.testing.assert_allclose(out["k_best_scores"][row, :found],
+                                   expected.scores[row, :found], rtol=1e-4)
+        trees = [t.decode() for t in out["k_best_trees"][row]]
+        assert trees[found:] == [""] * (export.K_BEST - found)
+        if not sentence:
+            continue
+        assert trees[0] == out["tree"][row].decode()  # the first is the best
+        pos_tags = [t.decode() for t in out["pos_tags"][row, :len(sentence)]]
+        for rank in range(found):
+            n = len(sentence)
+            leaf_tags = [vocabs.leaf.tag(int(t)) for t in expected.leaf_tag_ids[row, rank, :n]]
+            internal_tags = [vocabs.internal.tag(int(t))
+                             for t in expected.internal_tag_ids[row, rank, :n - 1]]
+            assert trees[rank] == treebank.tree_to_line(tags_lib.tags_to_tree(
+                [escape_leaf(w) for w in sentence], pos_tags, leaf_tags, internal_tags))
 
 
 _ENCODE_INPUTS = ("input_word_ids", "input_mask", "input_type_ids", "word_end_positions")

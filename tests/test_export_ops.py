@@ -87,6 +87,7 @@ def test_export_runs_as_tf_serving_s_cpp_loader_runs_it(tiny_export_dir):
             "num_words": [len(w) for w in words]},
         export_format.PARSE_TEXT_SIGNATURE: {"text": SENTENCES},
         export_format.PARSE_MARGINALS_SIGNATURE: {"sentences": SENTENCES},
+        export_format.PARSE_K_BEST_SIGNATURE: {"sentences": SENTENCES},
     }
     answered = _run(_RUN_LIKE_TF_SERVING, tiny_export_dir, json.dumps(requests))
     assert answered["modules"] == []  # nothing of tetra_tf's was imported

@@ -280,6 +280,25 @@ def test_marginals_come_with_the_same_parses_one_per_constituent(parser):
     assert sentence.result.constituents[0].probability > 0
 
 
+def test_k_best_trees_start_with_the_best_and_come_best_first(parser):
+    from tetra_tf.export import K_BEST
+
+    word_lists = [["The", "cat", "sat", "on", "the", "mat", "."], ["Hi"], []]
+    plain = parser.parse_each(word_lists)
+    results = parser.parse_each(word_lists, k_best=True)
+    assert plain[0].k_best is None and isinstance(results[2], SentenceError)
+    for alone, result in zip(plain[:2], results[:2]):
+        assert result.bracketed == alone.bracketed
+        assert result.k_best[0] == (alone.bracketed, pytest.approx(alone.score))
+        scores = [score for _, score in result.k_best]
+        assert scores == sorted(scores, reverse=True) and 1 <= len(scores) <= K_BEST
+        for tree, _ in result.k_best:
+            assert treebank.parse_tree(tree).leaves() == result.tree.leaves()
+    assert len(results[0].k_best) == K_BEST  # seven words have more trees than that
+    with pytest.raises(ValueError, match="marginals and k_best"):
+        parser.parse_each(word_lists, marginals=True, k_best=True)
+
+
 def test_marginals_of_an_export_without_the_signature_are_an_export_error(parser,
                                                                              monkeypatch):
     signatures = {name: signature for name, signature in parser.model.signatures.items()

@@ -77,7 +77,8 @@ from absl import flags, logging  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from tetra_tf import cli, cpu, decoding, encoders, export_format, marginals, model_card
+from tetra_tf import cli, cpu, decoding, encoders, export_format, k_best as k_best_lib
+from tetra_tf import marginals, model_card
 from tetra_tf import sentences as sentences_lib
 from tetra_tf import text as text_lib
 from tetra_tf.tree_writer import TreeWriter
@@ -94,6 +95,9 @@ SERVING_SIGNATURE = export_format.SERVING_SIGNATURE
 PARSE_WORDS_SIGNATURE = export_format.PARSE_WORDS_SIGNATURE
 PARSE_TEXT_SIGNATURE = export_format.PARSE_TEXT_SIGNATURE
 PARSE_MARGINALS_SIGNATURE = export_format.PARSE_MARGINALS_SIGNATURE
+PARSE_K_BEST_SIGNATURE = export_format.PARSE_K_BEST_SIGNATURE
+# Trees per sentence from parse_k_best (its work per word grows with K³).
+K_BEST = 8
 # Windows shorter than seq_length go through the encoder trimmed to the longest of them,
 # rounded up to a multiple of this (CPU matmuls prefer aligned sizes).
 DEFAULT_LENGTH_MULTIPLE = 8
@@ -221,7 +225,8 @@ class ParserModule(tf.Module):
         chain_marginals = marginals.ChainMarginals(vocabs.leaf.tags, vocabs.internal.tags,
                                                    leaf_directions, internal_directions)
 
-        def parse_body(ragged_words: tf.RaggedTensor, with_marginals: bool) -> dict:
+        def parse_body(ragged_words: tf.RaggedTensor, with_marginals: bool = False,
+                       with_k_best: bool = False) -> dict:
             packed = pack(ragged_words)
             logits = module.encode(*(packed[key]
                                      for key in ENCODER_INPUTS + ("word_end_positions",)))
@@ -252,7 +257,31 @@ class ParserModule(tf.Module):
             if with_marginals:
                 outputs.update(constituent_marginals(
                     leaf_scores, internal_scores, lengths, result))
+            if with_k_best:
+                outputs.update(k_best_trees(leaf_scores, internal_scores, lengths, words,
+                                            pos_tags))
             return outputs
+
+        def k_best_trees(leaf_scores, internal_scores, lengths, words, pos_tags) -> dict:
+            best = k_best_lib.k_best(leaf_scores, internal_scores, lengths, leaf_directions,
+                                     internal_directions, K_BEST, max_stack_depth)
+            batch, width = tf.shape(words)[0], tf.shape(words)[1]
+            found = (best.scores > -np.inf) & (lengths > 0)[:, None]  # [B, K]
+
+            def rows(ids):
+                return tf.reshape(ids, [batch * K_BEST, width])
+
+            def repeated(values):
+                return tf.repeat(values, K_BEST, axis=0)
+
+            trees = tree_writer(repeated(words), repeated(pos_tags), rows(best.leaf_tag_ids),
+                                rows(best.internal_tag_ids),
+                                tf.where(tf.reshape(found, [-1]), repeated(lengths), 0))
+            return {
+                "num_k_best": tf.reduce_sum(tf.cast(found, tf.int32), axis=1),
+                "k_best_trees": tf.reshape(trees, [batch, K_BEST]),
+                "k_best_scores": tf.where(found, tf.cast(best.scores, tf.float32), 0.0),
+            }
 
         def constituent_marginals(leaf_scores, internal_scores, lengths, result) -> dict:
             lattice = marginals.GraphLattice(leaf_scores, internal_scores, lengths,
@@ -276,9 +305,14 @@ class ParserModule(tf.Module):
         def parse_with_marginals(ragged_words: tf.RaggedTensor) -> dict:
             return parse_body(ragged_words, with_marginals=True)
 
+        def parse_with_k_best(ragged_words: tf.RaggedTensor) -> dict:
+            return parse_body(ragged_words, with_k_best=True)
+
         parse = tf.function(parse, input_signature=[ragged_spec], autograph=False)
         parse_with_marginals = tf.function(parse_with_marginals, input_signature=[ragged_spec],
                                            autograph=False)
+        parse_with_k_best = tf.function(parse_with_k_best, input_signature=[ragged_spec],
+                                        autograph=False)
 
         def parse_sentences(sentences: tf.Tensor) -> dict:
             return parse(split_sentences(sentences))
@@ -351,6 +385,13 @@ class ParserModule(tf.Module):
 
         self.parse_marginals = tf.function(
             parse_marginals, input_signature=[tf.TensorSpec([None], tf.string, "sentences")],
+            autograph=False)
+
+        def parse_k_best(sentences: tf.Tensor) -> dict:
+            return parse_with_k_best(split_sentences(sentences))
+
+        self.parse_k_best = tf.function(
+            parse_k_best, input_signature=[tf.TensorSpec([None], tf.string, "sentences")],
             autograph=False)
 
 
@@ -658,8 +699,8 @@ def write_limits(module: ParserModule, export_dir: str) -> str:
 
 def warmup_requests(sentences: tuple[str, ...] = WARMUP_SENTENCES) -> list:
     """TF Serving PredictionLog protos: each sentence alone, then all together, through
-    each signature (`serving_default` and `parse_marginals` on sentences, `parse_words` on
-    their words, `parse_text` on each as a text of one sentence)."""
+    each signature (`serving_default`, `parse_marginals` and `parse_k_best` on sentences,
+    `parse_words` on their words, `parse_text` on each as a text of one sentence)."""
     from tensorflow_serving.apis import (  # pylint: disable=import-outside-toplevel
         predict_pb2, prediction_log_pb2)
 
@@ -676,6 +717,7 @@ def warmup_requests(sentences: tuple[str, ...] = WARMUP_SENTENCES) -> list:
                 "num_words": np.array([len(words) for words in word_lists], np.int32)},
             PARSE_TEXT_SIGNATURE: {"text": np.array(batch, dtype=object)},
             PARSE_MARGINALS_SIGNATURE: {"sentences": np.array(batch, dtype=object)},
+            PARSE_K_BEST_SIGNATURE: {"sentences": np.array(batch, dtype=object)},
         }
         for signature_name, inputs in inputs_by_signature.items():
             request = predict_pb2.PredictRequest()
@@ -748,6 +790,7 @@ def export(checkpoint: str, export_dir: str, overwrite: bool = False,
             PARSE_WORDS_SIGNATURE: module.parse_words,
             PARSE_TEXT_SIGNATURE: module.parse_text,
             PARSE_MARGINALS_SIGNATURE: module.parse_marginals,
+            PARSE_K_BEST_SIGNATURE: module.parse_k_best,
         }
         tf.saved_model.save(module, staging, signatures=signatures)
         model_card.write(staging, model_card.build(checkpoints, module))

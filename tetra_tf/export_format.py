@@ -38,14 +38,16 @@ CARD_FORMAT = "tetra-tf model card v1"
 
 # Signatures: `sentences` [B] (words separated by whitespace), or `words` [B, W] with
 # `num_words` [B]; both return the same outputs. `text` [B]: raw text, each split into
-# sentences and PTB tokens with character offsets. `parse_marginals`: `sentences`, and
-# each constituent's probability besides (see tetra_tf/export.py).
+# sentences and PTB tokens with character offsets. `parse_marginals` and `parse_k_best`:
+# `sentences`, and each constituent's probability, or the k best trees, besides (see
+# tetra_tf/export.py).
 SERVING_SIGNATURE = "serving_default"
 PARSE_WORDS_SIGNATURE = "parse_words"
 PARSE_TEXT_SIGNATURE = "parse_text"
 PARSE_MARGINALS_SIGNATURE = "parse_marginals"
+PARSE_K_BEST_SIGNATURE = "parse_k_best"
 SIGNATURES = (SERVING_SIGNATURE, PARSE_WORDS_SIGNATURE, PARSE_TEXT_SIGNATURE,
-              PARSE_MARGINALS_SIGNATURE)
+              PARSE_MARGINALS_SIGNATURE, PARSE_K_BEST_SIGNATURE)
 # Outputs [B, N] padded to the batch's largest N, by the output that counts each row's N.
 COUNTED_OUTPUTS = {"constituent_marginals": "num_constituents"}
 

@@ -19,7 +19,9 @@ constraint is a floor on the depth, so each is a small DP of its own over the sa
 states.
 
 `Lattice` is the NumPy (float64) reference, one sentence at a time; `GraphLattice` is the
-same sums as TF ops for a padded batch, inside the SavedModel.
+same sums as TF ops for a padded batch, inside the SavedModel; `ChainMarginals` turns them
+into the probability of each constituent of a decoded tree (the export's
+``parse_marginals`` signature).
 """
 
 from __future__ import annotations
@@ -407,6 +409,9 @@ class GraphLattice:
         """[B, M, W, 2]: for each requested span (words starts[m]..ends[m]) and fencepost
         k, the probability that k's internal tag has each direction and makes the node
         spanning it (0 for k outside the span, for spans of one word, or out of range).
+
+        Every span start's stretch (and every end's) runs at once, in one loop of W − 1
+        steps over [B, W, d + 1, d + 1] states: O(B·W²·d²) work, W sequential steps.
 
         Args:
           starts, ends: int [B, M], the spans' first and last words.

@@ -91,6 +91,9 @@ class ParseResult:
         valid trees (exp(score) over their sum); else None.
       constituent_marginals: with ``marginals=True``, each constituent's probability, in
         the order of `constituents`; else None.
+      k_best: with ``k_best=True``, the best trees (bracketed) and their scores, best
+        first (the first is `bracketed`; at most the export's K, fewer when the sentence
+        has fewer valid tag sequences; two tag sequences may give one tree); else None.
 
     Example:
         ```python
@@ -109,6 +112,7 @@ class ParseResult:
     internal_tags: list[str]
     tree_probability: float | None = None
     constituent_marginals: tuple[float, ...] | None = None
+    k_best: tuple[tuple[str, float], ...] | None = None
 
     @property
     def constituents(self) -> list[Constituent] | None:
@@ -314,7 +318,8 @@ class Parser:
                    batch_size: int = DEFAULT_BATCH_SIZE,
                    limits: SentenceLimits | None = None,
                    progress: Callable[[int], None] | None = None,
-                   marginals: bool = False) -> list[ParseResult | SentenceError]:
+                   marginals: bool = False,
+                   k_best: bool = False) -> list[ParseResult | SentenceError]:
         """Parses sentences, each failing alone: every way in parses through this.
 
         Each sentence is checked by `sentences.check_words` against `limits`; the others go
@@ -331,6 +336,8 @@ class Parser:
           progress: called with a number of sentences as they are done.
           marginals: also each constituent's probability and the tree's
             (`ParseResult.constituents`), by the export's ``parse_marginals`` signature.
+          k_best: also the best trees after this one (`ParseResult.k_best`), by the
+            export's ``parse_k_best`` signature (not with marginals).
 
         Returns:
           Per sentence, in input order: its ParseResult, or the SentenceError refusing it.
@@ -339,7 +346,7 @@ class Parser:
           ValueError: for a batch_size below 1.
           ModelError: the model itself failed (any error but the graph refusing a
             sentence); nothing is retried.
-          ExportError: marginals asked of an export without the signature.
+          ExportError: marginals or k_best asked of an export without their signature.
 
         Example:
             ```python
@@ -353,7 +360,7 @@ class Parser:
             ```
         """
         return self._parse_each(word_lists, batch_size, limits, progress, read_trees=False,
-                                marginals=marginals)
+                                extra=_extra_signature(marginals, k_best))
 
     def parse_text(self, text: str, split_sentences: bool = True,
                    batch_size: int = DEFAULT_BATCH_SIZE,
@@ -420,20 +427,21 @@ class Parser:
             documents.append(text_lib.tokenize_document(text, split=split_sentences))
         results = iter(self._parse_each(
             [sentence.words for document in documents for sentence in document],
-            batch_size, limits, progress, read_trees=False, marginals=marginals))
+            batch_size, limits, progress, read_trees=False,
+            extra=_extra_signature(marginals, False)))
         return [[TextSentence(sentence.start, sentence.end, sentence.tokens, next(results))
                  for sentence in document] for document in documents]
 
     def _parse_each(self, word_lists: Sequence[Sequence[str]], batch_size: int,
                     limits: SentenceLimits | None, progress: Callable[[int], None] | None,
-                    read_trees: bool, marginals: bool = False
+                    read_trees: bool, extra: str | None = None
                     ) -> list[ParseResult | SentenceError]:
         """`parse_each`; with read_trees, each batch's nltk Trees are also read on its pool
         thread, where they overlap the model calls in flight (which release the GIL)."""
         if batch_size < 1:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
-        if marginals:
-            self._marginals_signature()  # before any work: ExportError if it has none
+        if extra:
+            self._signature(extra)  # before any work: ExportError if it has none
         limits = limits or self._sentence_limits
         results: list[ParseResult | SentenceError | None] = [None] * len(word_lists)
         checked: dict[int, str] = {}  # index → its words joined by spaces
@@ -459,11 +467,11 @@ class Parser:
         def call_batch(indices: list[int]) -> list[ParseResult | SentenceError]:
             joined = [checked[index] for index in indices]
             try:
-                return self._call(joined, marginals=True) if marginals else self._call(joined)
+                return self._call(joined, extra) if extra else self._call(joined)
             except tf.errors.InvalidArgumentError as e:
                 if len(indices) == 1:
                     return [_refusal(e.message)]
-            return [self._parse_alone(sentence, marginals) for sentence in joined]
+            return [self._parse_alone(sentence, extra) for sentence in joined]
 
         for indices, batch in zip(batches, _in_order(parse_batch, batches,
                                                       self.concurrent_calls)):
@@ -473,30 +481,28 @@ class Parser:
                 progress(len(indices))
         return results  # type: ignore[return-value]
 
-    def _marginals_signature(self):
-        """The export's parse_marginals signature; ExportError if it has none."""
-        name = export_format.PARSE_MARGINALS_SIGNATURE
+    def _signature(self, name: str):
+        """The export's signature `name`; ExportError if it has none of that name."""
         if name not in self._model.signatures:
             raise ExportError(f"{self.export_dir} has no {name} signature (exported by an "
                               f"older tetra-tf: export it again)")
         return self._model.signatures[name]
 
-    def _parse_alone(self, sentence: str, marginals: bool) -> ParseResult | SentenceError:
+    def _parse_alone(self, sentence: str, extra: str | None) -> ParseResult | SentenceError:
         try:
-            return (self._call([sentence], marginals=True) if marginals
-                    else self._call([sentence]))[0]
+            return (self._call([sentence], extra) if extra else self._call([sentence]))[0]
         except tf.errors.InvalidArgumentError as e:
             return _refusal(e.message)
 
-    def _call(self, joined: list[str], marginals: bool = False) -> list[ParseResult]:
+    def _call(self, joined: list[str], extra: str | None = None) -> list[ParseResult]:
         """One model call on sentences (words joined by spaces), through the default
-        signature or, with marginals, parse_marginals.
+        signature or the one named `extra` (parse_marginals, parse_k_best).
 
         Raises:
           tf.errors.InvalidArgumentError: the graph refused the call.
           ModelError: any other failure.
         """
-        signature = self._marginals_signature() if marginals else self._serve
+        signature = self._signature(extra) if extra else self._serve
         try:
             outputs = signature(sentences=tf.constant(joined))
         except tf.errors.InvalidArgumentError:
@@ -515,6 +521,11 @@ class Parser:
             tree_probabilities = outputs["tree_probability"].numpy()
             constituent_marginals = outputs["constituent_marginals"].numpy()
             counts = outputs["num_constituents"].numpy()
+        k_best = "k_best_trees" in outputs
+        if k_best:
+            k_best_trees = outputs["k_best_trees"].numpy()
+            k_best_scores = outputs["k_best_scores"].numpy()
+            k_best_counts = outputs["num_k_best"].numpy()
         return [ParseResult(
             bracketed=trees[row].decode("utf-8"), score=float(scores[row]),
             pos_tags=_decode(pos_tags[row, :n]), leaf_tags=_decode(leaf_tags[row, :n]),
@@ -522,7 +533,10 @@ class Parser:
             tree_probability=float(tree_probabilities[row]) if marginals else None,
             constituent_marginals=(tuple(float(p) for p in
                                          constituent_marginals[row, :counts[row]])
-                                   if marginals else None))
+                                   if marginals else None),
+            k_best=(tuple((tree.decode("utf-8"), float(score)) for tree, score in zip(
+                k_best_trees[row, :k_best_counts[row]], k_best_scores[row]))
+                    if k_best else None))
             for row, n in enumerate(lengths)]
 
     def _batches(self, joined: dict[int, str], batch_size: int) -> list[list[int]]:
@@ -628,6 +642,15 @@ def _assertion_text(message: str) -> str:
 def _first_line(message: str) -> str:
     lines = [line for line in message.splitlines() if line.strip()]
     return lines[0] if lines else message
+
+
+def _extra_signature(marginals: bool, k_best: bool) -> str | None:
+    """The signature that gives what is asked for besides the parse (None: the default)."""
+    if marginals and k_best:
+        raise ValueError("marginals and k_best come from different signatures: ask for one")
+    if marginals:
+        return export_format.PARSE_MARGINALS_SIGNATURE
+    return export_format.PARSE_K_BEST_SIGNATURE if k_best else None
 
 
 def _preorder_spans(tree: nltk.Tree) -> list[tuple[str, int, int]]:
