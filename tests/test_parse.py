@@ -166,7 +166,7 @@ def test_cli_documents_flag(export_dir, parser):
     text = "It rained. We left (early)."
     result = _cli_here(f"--model_dir={export_dir}", "--documents", "--scores", stdin=text)
     assert result.returncode == 0, result.stderr
-    expected = [f"1\t{i}\t{s.start}\t{s.end}\t{parse.format_scored(s.result)}"
+    expected = [f"1\t{i}\t{s.start}\t{s.end}\t{parse.format_result(s.result, scores=True)}"
                 for i, s in enumerate(parser.parse_text(text), start=1)]
     assert result.stdout.splitlines() == expected and len(expected) == 2
     # A bad line stops the run, saying what went out and what skipping would write.
@@ -178,6 +178,31 @@ def test_cli_documents_flag(export_dir, parser):
         "for a bad line and goes on)"]
     result = _cli_here(f"--model_dir={export_dir}", "--documents", "--tokenize", stdin=text)
     assert result.returncode == 2 and "leave out --tokenize" in result.stderr
+
+
+def test_cli_marginals_flag(export_dir, parser):
+    """--marginals: the tree's and each constituent's probability before the tree, as
+    Parser.parse_each(marginals=True) gives them; with --scores, after the score."""
+    lines = ["The cat sat on the mat .", "Hi", "a b"]
+    result = _cli_here(f"--model_dir={export_dir}", "--marginals", "--scores",
+                       stdin="\n".join(lines) + "\n")
+    assert result.returncode == 0, result.stderr
+    expected = parser.parse_each([line.split() for line in lines], marginals=True)
+    rows = [row.split("\t") for row in result.stdout.splitlines()]
+    assert len(rows) == len(lines)
+    for (score, tree_probability, constituents, tree), parsed in zip(rows, expected):
+        assert tree == parsed.bracketed and float(score) == pytest.approx(parsed.score,
+                                                                          abs=1e-4)
+        assert float(tree_probability) == pytest.approx(parsed.tree_probability, abs=1e-4)
+        assert [float(p) for p in constituents.split()] == pytest.approx(
+            list(parsed.constituent_marginals), abs=1e-4)
+    # With --documents: the same columns after the sentence's ids and offsets.
+    text = "It rained. We left."
+    result = _cli_here(f"--model_dir={export_dir}", "--documents", "--marginals", stdin=text)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        f"1\t{i}\t{s.start}\t{s.end}\t{parse.format_result(s.result, marginals=True)}"
+        for i, s in enumerate(parser.parse_text(text, marginals=True), start=1)]
 
 
 @pytest.mark.parametrize("text, line_number", [("a\n\nb\n", 2), ("a\n  \t\n", 2), ("\n", 1)])

@@ -65,4 +65,4 @@ def test_parse_scores_writes_score_tab_tree(tiny_export_dir):
         score, tree = line.split("\t")
         assert tree == result.bracketed
         assert math.isclose(float(score), result.score, abs_tol=1e-4)
-    assert written[0] == parse.format_scored(results[0])
+    assert written[0] == parse.format_result(results[0], scores=True)

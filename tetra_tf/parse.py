@@ -2,7 +2,7 @@ r"""Parses sentences, one per line, with an exported SavedModel; writes one tree
 
   python -m tetra_tf.parse --model_dir=models/tetra/1 [--input=FILE] [--output=FILE]
       [--tokenize | --documents] [--batch_size=64] [--on_error=fail|skip] [--errors=FILE]
-      [--max_words=N] [--max_line_bytes=N] [--scores]
+      [--max_words=N] [--max_line_bytes=N] [--scores] [--marginals]
   python -m tetra_tf.parse --model_dir=models/tetra/1 --describe
 
 Input (stdin by default, or --input=FILE; FILE.gz, .bz2, .xz and .lzma are decompressed):
@@ -15,8 +15,11 @@ off), as the SavedModel's parse_text signature splits it. Output (stdout by defa
 bracketed tree per input line, in order, ``(TOP (S ...))`` with the predicted POS tags,
 ready for EVALB. A bracket inside a leaf, such as in ``:-)``, is written as its PTB escape
 (-LRB-, -RRB-, -LSB-, -RSB-, -LCB-, -RCB-) so that every output line stays a readable tree. With --scores each line is the tree's score (the
-log-probability of its tags, ≤ 0), a tab, then the tree. --describe prints the export's
-model card (encoder, training data, dev/test F1) instead of parsing.
+log-probability of its tags, ≤ 0), a tab, then the tree. With --marginals it is the tree's
+probability among all valid trees, a tab, each constituent's probability (space-separated,
+in the order the tree opens their brackets, the root's and the parts of speech' left out),
+a tab, then the tree (after the score, with both). --describe prints the export's model
+card (encoder, training data, dev/test F1) instead of parsing.
 
 Documents (--documents): each input line is a document of raw text (a paragraph, or a
 text of up to --max_line_bytes on one line), split into sentences and PTB tokens by
@@ -154,13 +157,19 @@ def format_sentence(number: int, index: int, sentence, text: str) -> str:
     return f"{number}\t{index}\t{sentence.start}\t{sentence.end}\t{text}"
 
 
-def format_scored(result) -> str:
-    """One --scores output line (without newline): score, a tab, the one-line tree.
+def format_result(result, scores: bool = False, marginals: bool = False) -> str:
+    """One output line (without newline): the tree, after its score (--scores) and its
+    marginals (--marginals: the tree's probability, a tab, each constituent's, space-
+    separated), tab-separated.
 
     Args:
-      result: a `ParseResult` (its score and bracketed tree).
+      result: a `ParseResult` (parsed with marginals when they are asked for).
     """
-    return f"{result.score:.4f}\t{result.bracketed}"
+    columns = [f"{result.score:.4f}"] if scores else []
+    if marginals:
+        columns += [f"{result.tree_probability:.4f}",
+                    " ".join(f"{p:.4f}" for p in result.constituent_marginals)]
+    return "\t".join(columns + [result.bracketed])
 
 
 class _Writer:
@@ -187,7 +196,7 @@ def run(model_dir: str, input_file: IO, output_file: IO, tokenize: bool = False,
         max_words: int = 0, max_line_bytes: int = sentences.DEFAULT_MAX_LINE_BYTES,
         chunk_lines: int = CHUNK_LINES, output_name: str = "the output",
         errors_name: str = "--errors", scores: bool = False,
-        documents: bool = False) -> Summary:
+        documents: bool = False, marginals: bool = False) -> Summary:
     """Parses every line of input_file into output_file, chunk by chunk; returns a Summary.
 
     Args:
@@ -201,7 +210,9 @@ def run(model_dir: str, input_file: IO, output_file: IO, tokenize: bool = False,
       on_error: "fail" stops at the first bad line; "skip" writes an empty line for it
         and reports "line N: REASON: DETAIL" to errors_file (default: stderr).
       max_words, max_line_bytes: this run's own limits (they only lower the export's).
-      scores: write `format_scored` lines (score, tab, tree) instead of trees.
+      scores: write each tree's score before it (`format_result`).
+      marginals: write the tree's and each constituent's probability before the tree
+        (`format_result`).
       documents: each line is a document of raw text (`Parser.parse_texts`): one output
         line per sentence (`format_sentence`: line and sentence numbers, offsets, tree),
         none for a blank line; a refused sentence's tree is empty (with "skip"), a refused
@@ -242,7 +253,10 @@ def run(model_dir: str, input_file: IO, output_file: IO, tokenize: bool = False,
             elif documents:
                 parsed = iter(parser.parse_texts([line.text for line in good],
                                                  batch_size=batch_size, limits=limits,
-                                                 progress=bar.update))
+                                                 progress=bar.update, marginals=marginals))
+            elif marginals:
+                parsed = iter(parser.parse_each([line.words for line in good], batch_size,
+                                                limits, bar.update, marginals=True))
             else:
                 parsed = iter(parser.parse_each([line.words for line in good], batch_size,
                                                 limits, bar.update))
@@ -261,8 +275,7 @@ def run(model_dir: str, input_file: IO, output_file: IO, tokenize: bool = False,
                             out_lines.append(prefix)
                         continue
                     trees += 1
-                    out_lines.append(prefix + (format_scored(result) if scores
-                                               else result.bracketed))
+                    out_lines.append(prefix + format_result(result, scores, marginals))
             output.write(out_lines)
             summary.trees += trees
             errors.write(error_lines)
@@ -384,6 +397,9 @@ def define_flags() -> None:
     bulk_options.define_absl_flags(BULK_OPTIONS)
     flags.DEFINE_bool("scores", False, "Write each tree's score (log-probability of its tags), "
                       "a tab, then the tree.")
+    flags.DEFINE_bool("marginals", False, "Write each tree's probability among all valid "
+                      "trees, a tab, each constituent's probability (space-separated, in the "
+                      "order the tree opens their brackets), a tab, then the tree.")
     flags.DEFINE_bool("describe", False, "Print the export's model card (encoder, data, "
                       "dev/test F1) and exit.")
 
@@ -418,7 +434,7 @@ def _parse_flagged_files() -> Summary:
                    errors_file=errors_file, max_words=FLAGS.max_words,
                    max_line_bytes=FLAGS.max_line_bytes, output_name=FLAGS.output or "stdout",
                    errors_name=FLAGS.errors or "stderr", scores=FLAGS.scores,
-                   documents=FLAGS.documents)
+                   documents=FLAGS.documents, marginals=FLAGS.marginals)
 
 
 def main(argv) -> int:
