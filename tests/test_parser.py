@@ -281,7 +281,7 @@ def test_marginals_come_with_the_same_parses_one_per_constituent(parser):
 
 
 def test_k_best_trees_start_with_the_best_and_come_best_first(parser):
-    from tetra_tf.export import K_BEST
+    from tetra_tf.export_format import K_BEST
 
     word_lists = [["The", "cat", "sat", "on", "the", "mat", "."], ["Hi"], []]
     plain = parser.parse_each(word_lists)
@@ -297,6 +297,17 @@ def test_k_best_trees_start_with_the_best_and_come_best_first(parser):
     assert len(results[0].k_best) == K_BEST  # seven words have more trees than that
     with pytest.raises(ValueError, match="marginals and k_best"):
         parser.parse_each(word_lists, marginals=True, k_best=True)
+
+
+def test_marginals_refuse_a_sentence_over_their_word_bound_alone(parser):
+    from tetra_tf.export import MAX_MARGINALS_WORDS
+
+    long = [f"w{i}" for i in range(MAX_MARGINALS_WORDS + 1)]
+    results = parser.parse_each([["a", "b"], long], marginals=True)
+    assert results[0].constituents is not None
+    assert results[1].reason == sentences_lib.TOO_MANY_WORDS
+    assert str(MAX_MARGINALS_WORDS) in results[1].detail
+    assert isinstance(parser.parse_each([long])[0], ParseResult)  # no bound without them
 
 
 def test_marginals_of_an_export_without_the_signature_are_an_export_error(parser,

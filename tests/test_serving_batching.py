@@ -9,6 +9,7 @@ import time
 import numpy as np
 import pytest
 
+from tetra_tf import export_format
 from tetra_tf.serving import batching
 
 
@@ -87,6 +88,26 @@ def test_split_outputs_cuts_counted_outputs_to_each_requests_own_count():
     joined = batching.join_outputs([first, second], None)
     np.testing.assert_array_equal(joined["constituent_marginals"],
                                   outputs["constituent_marginals"])
+
+
+def test_outputs_wide_by_count_or_by_k_are_never_cut_to_a_requests_words():
+    # A merged batch whose longest sentence has 8 words, as many as parse_k_best's trees
+    # and as the second row's constituents: only the word-wide output is cut to 3 words.
+    k = export_format.K_BEST
+    outputs = {"words": np.array([[b"a", b"b", b"c"] + [b""] * (k - 3), [b"w"] * k],
+                                 dtype=object),
+               "k_best_trees": np.array([[b"t"] * k, [b"u"] * k], dtype=object),
+               "constituent_marginals": np.array([[0.5] * 4 + [0] * (k - 4), [0.9] * k],
+                                                 np.float32),
+               "num_constituents": np.array([4, k], np.int32)}
+    first, second = batching.split_outputs(outputs, [1, 1], [3, k], k)
+    assert first["words"].shape == (1, 3) and first["k_best_trees"].shape == (1, k)
+    assert first["constituent_marginals"].tolist() == [[0.5] * 4]  # its own 4, not 3
+    # A split request's slices join padded to their largest count, not to its words.
+    joined = batching.join_outputs([first, {**second, "constituent_marginals":
+                                            second["constituent_marginals"][:, :5]}], 20)
+    assert joined["words"].shape == (2, 20)
+    assert joined["constituent_marginals"].shape == (2, 5)
 
 
 def test_join_outputs_pads_a_texts_slices_to_their_largest_shape():

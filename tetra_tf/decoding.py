@@ -107,7 +107,8 @@ def _fallback_moves(max_stack_depth: int) -> np.ndarray:
     return fallback
 
 
-def _check_depth(max_stack_depth) -> int:
+def check_depth(max_stack_depth) -> int:
+    """max_stack_depth as an int; ValueError unless it is a positive integer."""
     if int(max_stack_depth) != max_stack_depth or max_stack_depth < 1:
         raise ValueError(f"max_stack_depth must be a positive integer, got {max_stack_depth}")
     return int(max_stack_depth)
@@ -158,7 +159,7 @@ def decode_numpy(
     Raises:
       ValueError: on inconsistent shapes, bad directions, or lengths outside 0..W.
     """
-    d = _check_depth(max_stack_depth)
+    d = check_depth(max_stack_depth)
     leaf_scores = np.asarray(leaf_scores)
     internal_scores = np.asarray(internal_scores)
     lengths = np.asarray(lengths)
@@ -286,7 +287,7 @@ def decode(
       scores.
     """
     tf = _tf()
-    d = _check_depth(max_stack_depth)
+    d = check_depth(max_stack_depth)
     leaf_scores = tf.convert_to_tensor(leaf_scores)
     internal_scores = tf.convert_to_tensor(internal_scores)
     dtype = tf.float64 if tf.float64 in (leaf_scores.dtype, internal_scores.dtype) \
@@ -472,7 +473,7 @@ def make_decoder(
     tf = _tf()
     leaf_directions = _check_directions(leaf_directions, None, "leaf_directions")
     internal_directions = _check_directions(internal_directions, None, "internal_directions")
-    d = _check_depth(max_stack_depth)
+    d = check_depth(max_stack_depth)
 
     def run(leaf_scores, internal_scores, lengths):
         return decode(leaf_scores, internal_scores, lengths, leaf_directions,

@@ -96,8 +96,10 @@ PARSE_WORDS_SIGNATURE = export_format.PARSE_WORDS_SIGNATURE
 PARSE_TEXT_SIGNATURE = export_format.PARSE_TEXT_SIGNATURE
 PARSE_MARGINALS_SIGNATURE = export_format.PARSE_MARGINALS_SIGNATURE
 PARSE_K_BEST_SIGNATURE = export_format.PARSE_K_BEST_SIGNATURE
-# Trees per sentence from parse_k_best (its work per word grows with K³).
-K_BEST = 8
+K_BEST = export_format.K_BEST
+# The longest sentence parse_marginals takes: its sums hold a state per span start and
+# end, memory O(batch · words² · depth).
+MAX_MARGINALS_WORDS = 256
 # Windows shorter than seq_length go through the encoder trimmed to the longest of them,
 # rounded up to a multiple of this (CPU matmuls prefer aligned sizes).
 DEFAULT_LENGTH_MULTIPLE = 8
@@ -284,6 +286,12 @@ class ParserModule(tf.Module):
             }
 
         def constituent_marginals(leaf_scores, internal_scores, lengths, result) -> dict:
+            check = tf.debugging.assert_less_equal(
+                lengths, MAX_MARGINALS_WORDS,
+                message=f"too_many_words: parse_marginals takes sentences of at most "
+                        f"{MAX_MARGINALS_WORDS} words")
+            with tf.control_dependencies([check]):
+                leaf_scores = tf.identity(leaf_scores)
             lattice = marginals.GraphLattice(leaf_scores, internal_scores, lengths,
                                              leaf_directions, internal_directions,
                                              max_stack_depth)

@@ -50,6 +50,11 @@ SIGNATURES = (SERVING_SIGNATURE, PARSE_WORDS_SIGNATURE, PARSE_TEXT_SIGNATURE,
               PARSE_MARGINALS_SIGNATURE, PARSE_K_BEST_SIGNATURE)
 # Outputs [B, N] padded to the batch's largest N, by the output that counts each row's N.
 COUNTED_OUTPUTS = {"constituent_marginals": "num_constituents"}
+# parse_k_best's trees per sentence, and its outputs of that fixed width [B, K_BEST].
+K_BEST = 8
+K_BEST_OUTPUTS = ("k_best_trees", "k_best_scores")
+# Outputs whose second dimension is not the batch's longest sentence.
+NOT_WORD_WIDE_OUTPUTS = frozenset(COUNTED_OUTPUTS) | frozenset(K_BEST_OUTPUTS)
 
 # The work bounds the graph enforces, by their names in limits.json (and the SavedModel's
 # variables of the same names).

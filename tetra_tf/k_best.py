@@ -15,6 +15,7 @@ from typing import NamedTuple, Sequence
 
 import numpy as np
 
+from tetra_tf import decoding
 from tetra_tf import tags as tags_lib
 
 
@@ -25,8 +26,9 @@ class KBestResult(NamedTuple):
       leaf_tag_ids: int32 [B, k, W], −1 past the row's words (and for missing sequences).
       internal_tag_ids: int32 [B, k, W], entry i for the fencepost after word i; −1 at
         i ≥ length − 1.
-      scores: float64 [B, k], each sequence's total score; −inf where a sentence has fewer
-        than k valid sequences (0 for the one sequence of an empty row).
+      scores: [B, k], each sequence's total score (float64 from `k_best_numpy`; the
+        scores' float type, at least float32, from `k_best`); −inf where a sentence has
+        fewer than k valid sequences (0 for the one sequence of an empty row).
       lengths: int32 [B].
     """
 
@@ -38,8 +40,9 @@ class KBestResult(NamedTuple):
 
 def _steps(directions: Sequence[int], kind: str) -> np.ndarray:
     """Per tag, its action's depth change."""
-    left, right = ((tags_lib.DEPTH_CHANGE["l"], tags_lib.DEPTH_CHANGE["r"]) if kind == "leaf"
-                   else (tags_lib.DEPTH_CHANGE["L"], tags_lib.DEPTH_CHANGE["R"]))
+    change = tags_lib.DEPTH_CHANGE
+    left, right = ((change[tags_lib.LEAF_LEFT], change[tags_lib.LEAF_RIGHT]) if kind == "leaf"
+                   else (change[tags_lib.INTERNAL_LEFT], change[tags_lib.INTERNAL_RIGHT]))
     return np.where(np.asarray(directions) == 0, left, right)
 
 
@@ -57,11 +60,13 @@ def k_best_numpy(leaf_scores, internal_scores, lengths, leaf_directions: Sequenc
       max_stack_depth: the depth cap d.
 
     Returns:
-      A KBestResult. Ties keep the order of the tags' ids, then of the depths they came
-      from; NaN scores count as −inf (a tag never chosen).
+      A KBestResult. Equal scores keep the order they were found in (by the depth they
+      came from, then its rank, then the tag's id); NaN scores count as −inf (a tag never
+      chosen).
     """
     if k < 1:
         raise ValueError(f"k must be at least 1, got {k}")
+    decoding.check_depth(max_stack_depth)
     leaf_scores = np.nan_to_num(np.asarray(leaf_scores, np.float64), nan=-np.inf)
     internal_scores = np.nan_to_num(np.asarray(internal_scores, np.float64), nan=-np.inf)
     lengths = np.asarray(lengths, np.int32)
@@ -132,21 +137,23 @@ def k_best(leaf_scores, internal_scores, lengths, leaf_directions: Sequence[int]
     and word t+1's leaf tag, so each of the four moves (L l, L r, R l, R r) first takes its
     k best tag pairs; each state then keeps the k best of its predecessors' k entries times
     the moves' k pairs (`tf.math.top_k`, ties to the lower index). Steps past a row's end
-    keep the depth at no cost. A bounded `tf.while_loop` runs forward and another back.
+    keep the depth at no cost. A bounded `tf.while_loop` runs forward and another back;
+    each step weighs 4·k² candidates per state.
 
     Returns:
       A KBestResult of tensors (scores in the scores' float type).
     """
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
-    from tetra_tf import decoding  # pylint: disable=import-outside-toplevel
-
     if k < 1:
         raise ValueError(f"k must be at least 1, got {k}")
-    d = int(max_stack_depth)
+    d = decoding.check_depth(max_stack_depth)
     leaf_scores = tf.convert_to_tensor(leaf_scores)
-    internal_scores = tf.cast(tf.convert_to_tensor(internal_scores), leaf_scores.dtype)
-    dtype = leaf_scores.dtype
+    internal_scores = tf.convert_to_tensor(internal_scores)
+    dtype = (tf.float64 if tf.float64 in (leaf_scores.dtype, internal_scores.dtype)
+             else tf.float32)
+    leaf_scores = tf.cast(leaf_scores, dtype)
+    internal_scores = tf.cast(internal_scores, dtype)
     neg_inf = tf.constant(-np.inf, dtype)
     leaf_scores = tf.where(tf.math.is_nan(leaf_scores), neg_inf, leaf_scores)
     internal_scores = tf.where(tf.math.is_nan(internal_scores), neg_inf, internal_scores)

@@ -30,9 +30,14 @@ from typing import Sequence
 
 import numpy as np
 
+from tetra_tf import decoding
+from tetra_tf import tags as tags_lib
+
 # Depth change of the left (0) and right (1) direction, for leaf and internal actions.
-_LEAF_STEPS = (1, 0)
-_INTERNAL_STEPS = (0, -1)
+_LEAF_STEPS = (tags_lib.DEPTH_CHANGE[tags_lib.LEAF_LEFT],
+               tags_lib.DEPTH_CHANGE[tags_lib.LEAF_RIGHT])
+_INTERNAL_STEPS = (tags_lib.DEPTH_CHANGE[tags_lib.INTERNAL_LEFT],
+                   tags_lib.DEPTH_CHANGE[tags_lib.INTERNAL_RIGHT])
 
 
 def _logsumexp(x: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -96,7 +101,7 @@ class Lattice:
         """
         leaf = direction_scores(np.asarray(leaf_scores, np.float64), leaf_directions)
         self.n = n = len(leaf)
-        self.max_stack_depth = d = int(max_stack_depth)
+        self.max_stack_depth = d = decoding.check_depth(max_stack_depth)
         internal = direction_scores(np.asarray(internal_scores, np.float64)[:max(n - 1, 0)],
                                     internal_directions)
         self.action_scores = np.zeros((max(2 * n - 1, 0), 2))
@@ -292,7 +297,7 @@ class GraphLattice:
           max_stack_depth: the depth cap d.
         """
         tf = _tf()
-        self.d = d = int(max_stack_depth)
+        self.d = d = decoding.check_depth(max_stack_depth)
         leaf = graph_direction_scores(leaf_scores, leaf_directions)
         internal = graph_direction_scores(internal_scores, internal_directions)
         # At least one column (a padding word, kept past every row's end), so that the
@@ -487,8 +492,6 @@ class GraphLattice:
 
 def _chain_tables(tags: Sequence[str], labels: dict[str, int], longest: int):
     """Per tag: its chain's label ids (padded −1 to `longest`) and a [V, E] membership."""
-    from tetra_tf import tags as tags_lib  # pylint: disable=import-outside-toplevel
-
     elements = np.full((len(tags), max(longest, 1)), -1, np.int32)
     member = np.zeros((len(tags), max(len(labels), 1)), np.float64)
     for t, tag in enumerate(tags):
@@ -515,8 +518,6 @@ class ChainMarginals:
           leaf_tags, internal_tags: the vocabularies' tags, by id.
           leaf_directions, internal_directions: 0/1 per tag.
         """
-        from tetra_tf import tags as tags_lib  # pylint: disable=import-outside-toplevel
-
         chains = [tags_lib.split_chain(tags_lib.tag_label(tag))
                   for tag in (*leaf_tags, *internal_tags)]
         labels = {label: e for e, label in enumerate(sorted({l for c in chains for l in c}))}

@@ -16,7 +16,7 @@ bracketed tree per input line, in order, ``(TOP (S ...))`` with the predicted PO
 ready for EVALB. A bracket inside a leaf, such as in ``:-)``, is written as its PTB escape
 (-LRB-, -RRB-, -LSB-, -RSB-, -LCB-, -RCB-) so that every output line stays a readable tree. With --scores each line is the tree's score (the
 log-probability of its tags, ≤ 0), a tab, then the tree. With --marginals it is the tree's
-probability among all valid trees, a tab, each constituent's probability (space-separated,
+probability among all valid trees (that of its tag sequence), a tab, each constituent's probability (space-separated,
 in the order the tree opens their brackets, the root's and the parts of speech' left out),
 a tab, then the tree (after the score, with both). --describe prints the export's model
 card (encoder, training data, dev/test F1) instead of parsing.
@@ -254,12 +254,9 @@ def run(model_dir: str, input_file: IO, output_file: IO, tokenize: bool = False,
                 parsed = iter(parser.parse_texts([line.text for line in good],
                                                  batch_size=batch_size, limits=limits,
                                                  progress=bar.update, marginals=marginals))
-            elif marginals:
-                parsed = iter(parser.parse_each([line.words for line in good], batch_size,
-                                                limits, bar.update, marginals=True))
             else:
                 parsed = iter(parser.parse_each([line.words for line in good], batch_size,
-                                                limits, bar.update))
+                                                limits, bar.update, marginals=marginals))
             out_lines, error_lines, trees = [], [], 0
             for line in chunk:
                 for index, prefix, result in _line_results(line, parsed, documents):

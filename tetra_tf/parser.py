@@ -87,8 +87,10 @@ class ParseResult:
         decoder's objective; ≤ 0, higher is more confident; POS tags not included).
       pos_tags, leaf_tags: one per word.
       internal_tags: one per fencepost between words (n − 1).
-      tree_probability: with ``marginals=True``, the probability of this tree among all
-        valid trees (exp(score) over their sum); else None.
+      tree_probability: with ``marginals=True``, the probability of the tag sequence that
+        builds this tree among all valid ones (exp(score) over their sum): the tree's own,
+        unless another binarization of its n-ary nodes also has some (then a lower bound);
+        else None.
       constituent_marginals: with ``marginals=True``, each constituent's probability, in
         the order of `constituents`; else None.
       k_best: with ``k_best=True``, the best trees (bracketed) and their scores, best
@@ -123,7 +125,7 @@ class ParseResult:
             return None
         spans = _preorder_spans(self.tree)
         return [Constituent(label, start, end, probability) for (label, start, end),
-                probability in zip(spans, self.constituent_marginals)]
+                probability in zip(spans, self.constituent_marginals, strict=True)]
 
     @functools.cached_property
     def tree(self) -> nltk.Tree:
@@ -347,6 +349,7 @@ class Parser:
           ModelError: the model itself failed (any error but the graph refusing a
             sentence); nothing is retried.
           ExportError: marginals or k_best asked of an export without their signature.
+          ValueError: for marginals and k_best together (they are different signatures).
 
         Example:
             ```python
@@ -628,6 +631,9 @@ def _refusal(message: str) -> SentenceError:
     if pieces:
         return SentenceError(sentences.TOO_MANY_PIECES, sentences.too_many_pieces_detail(
             int(pieces.group(1)), int(pieces.group(2))))
+    reason, _, detail = text.partition(": ")
+    if reason == sentences.TOO_MANY_WORDS and detail:  # parse_marginals' bound
+        return SentenceError(sentences.TOO_MANY_WORDS, detail)
     return SentenceError(sentences.REJECTED, text)
 
 

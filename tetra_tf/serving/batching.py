@@ -425,7 +425,8 @@ def split_outputs(outputs: dict[str, np.ndarray], row_counts: Sequence[int],
         for name, value in outputs.items():
             part = value[start:start + rows]
             if (width is not None and batch_width is not None and part.ndim >= 2
-                    and part.shape[1] == batch_width):
+                    and part.shape[1] == batch_width
+                    and name not in export_format.NOT_WORD_WIDE_OUTPUTS):
                 part = part[:, :width]
             count_name = export_format.COUNTED_OUTPUTS.get(name)
             if count_name in outputs and part.ndim >= 2:
@@ -449,7 +450,7 @@ def join_outputs(parts: Sequence[dict[str, np.ndarray]], width: int | None
         arrays = [p[name] for p in parts]
         if arrays[0].ndim >= 2 and any(a.shape[1:] != arrays[0].shape[1:] for a in arrays):
             target = np.max([a.shape[1:] for a in arrays], axis=0)
-            if width is not None:
+            if width is not None and name not in export_format.NOT_WORD_WIDE_OUTPUTS:
                 target[0] = max(target[0], width)
             arrays = [np.pad(a, [(0, 0)] + [(0, int(t) - size) for size, t in
                                             zip(a.shape[1:], target)],
