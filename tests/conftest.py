@@ -298,6 +298,27 @@ def tiny_model_dir(tmp_path_factory) -> str:
     return os.path.join(_tiny_export_root(tmp_path_factory), "model")
 
 
+def preorder_constituents(tree) -> list[tuple[str, int, int]]:
+    """(label, first word, last word) of every bracket of an nltk tree but the root's and
+    the parts of speech', in the order the tree string opens them: the tests' oracle for
+    the constituents a parse lists."""
+    out: list = []
+
+    def walk(node, first: int) -> int:
+        if isinstance(node[0], str):  # a part of speech over its word
+            return first + 1
+        index = len(out)
+        out.append(None)
+        position = first
+        for child in node:
+            position = walk(child, position)
+        out[index] = (node.label(), first, position - 1)
+        return position
+
+    walk(tree, 0)
+    return out[1:]
+
+
 def subprocess_env() -> dict[str, str]:
     """The environment for the project's programs run by tests: importable, TF quiet,
     and no TF_CONFIG (which would make training join a cluster)."""

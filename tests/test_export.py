@@ -25,7 +25,7 @@ from tetra_tf.model_dir import ModelDirError, TaggerSpec, build_tagger
 
 sys.path.insert(0, os.path.dirname(__file__))
 import tiny_model  # noqa: E402
-from conftest import run_cli  # noqa: E402
+from conftest import preorder_constituents, run_cli  # noqa: E402
 
 SENTENCES = ["The cat sat on the mat .", "Mr.  Smith   left", "", "-LRB- 1\\/2 -RRB- ``ok''",
              "Büro ünïcode 東京 ?"]
@@ -177,26 +177,6 @@ def test_tree_writer_matches_tags_to_tree_on_treebank_sample():
     assert got == [_expected_line(t) for t in taggings]
 
 
-def _preorder_constituents(tree) -> list[tuple[str, int, int]]:
-    """(label, first word, last word) of every bracket but the root and the parts of
-    speech, in the order the tree string opens them."""
-    out: list = []
-
-    def walk(node, first: int) -> int:
-        if isinstance(node[0], str):
-            return first + 1
-        index = len(out)
-        out.append(None)
-        position = first
-        for child in node:
-            position = walk(child, position)
-        out[index] = (node.label(), first, position - 1)
-        return position
-
-    walk(tree, 0)
-    return out[1:]
-
-
 def test_constituents_in_bracket_order_are_the_trees_preorder_on_treebank_sample():
     """TreeWriter.node_spans and in_bracket_order: per-node values listed in the tree
     string's order are each constituent's label and span, chains top first."""
@@ -242,7 +222,7 @@ def test_constituents_in_bracket_order_are_the_trees_preorder_on_treebank_sample
                                      tagging.internal_tags)
         got = [(labels[int(label)], int(first), int(last))
                for label, first, last in zip(label_row, first_row, last_row)]
-        assert got == _preorder_constituents(tree)
+        assert got == preorder_constituents(tree)
 
 
 # --------------------------------------------------------------------------------------
@@ -291,15 +271,21 @@ def test_serving_default_outputs_are_consistent(loaded, vocabs):
         assert out["score"][row] < 0  # a log-probability
 
 
-def test_graph_decoding_equals_numpy_decoder(loaded, vocabs):
-    words = [s.split() for s in SENTENCES]
+def _tag_log_probabilities(loaded, sentences):
+    """The export's own tag log-probabilities for sentences: (words, dense words [B, W],
+    lengths, logits, leaf [B, W, NL], internal [B, W, NI])."""
+    words = [s.split() for s in sentences]
     dense = tf.constant(_pad(words, "", object))
     lengths = tf.constant([len(w) for w in words], tf.int32)
     packed = loaded.tokenize(dense, lengths)
     logits = loaded.encode(packed["input_word_ids"], packed["input_mask"],
                            packed["input_type_ids"], packed["word_end_positions"])
-    leaf = tf.nn.log_softmax(logits["leaf_logits"]).numpy()
-    internal = tf.nn.log_softmax(logits["internal_logits"]).numpy()
+    return (words, dense, lengths, logits, tf.nn.log_softmax(logits["leaf_logits"]).numpy(),
+            tf.nn.log_softmax(logits["internal_logits"]).numpy())
+
+
+def test_graph_decoding_equals_numpy_decoder(loaded, vocabs):
+    words, dense, lengths, logits, leaf, internal = _tag_log_probabilities(loaded, SENTENCES)
     expected = decoding.decode_numpy(leaf, internal, lengths.numpy(), vocabs.leaf.directions(),
                                      vocabs.internal.directions(), 6)
     out = loaded.signatures["parse_words"](words=dense, num_words=lengths)
@@ -329,14 +315,7 @@ def test_parse_marginals_equal_the_numpy_lattice_on_the_exports_own_logits(loade
     export's own tag log-probabilities."""
     from tetra_tf import marginals
 
-    words = [s.split() for s in SENTENCES]
-    dense = tf.constant(_pad(words, "", object))
-    lengths = tf.constant([len(w) for w in words], tf.int32)
-    packed = loaded.tokenize(dense, lengths)
-    logits = loaded.encode(packed["input_word_ids"], packed["input_mask"],
-                           packed["input_type_ids"], packed["word_end_positions"])
-    leaf = tf.nn.log_softmax(logits["leaf_logits"]).numpy().astype(np.float64)
-    internal = tf.nn.log_softmax(logits["internal_logits"]).numpy().astype(np.float64)
+    words, _, _, _, leaf, internal = _tag_log_probabilities(loaded, SENTENCES)
     out = {k: v.numpy() for k, v in
            loaded.signatures["parse_marginals"](sentences=tf.constant(SENTENCES)).items()}
     plain = loaded.signatures["serving_default"](sentences=tf.constant(SENTENCES))
@@ -354,7 +333,7 @@ def test_parse_marginals_equal_the_numpy_lattice_on_the_exports_own_logits(loade
             np.exp(out["score"][row] - lattice.log_partition), rel=1e-4)
         directions = lattice.direction_marginals()
         tree = nltk.Tree.fromstring(out["tree"][row].decode())
-        constituents = _preorder_constituents(tree)
+        constituents = preorder_constituents(tree)
         assert out["num_constituents"][row] == len(constituents)
         for (label, i, j), got in zip(constituents, out["constituent_marginals"][row]):
             if i == j:
@@ -378,14 +357,7 @@ def test_parse_k_best_gives_the_k_best_trees_of_the_exports_own_logits(loaded, v
     scores, as k_best_numpy finds them from the export's tag log-probabilities."""
     from tetra_tf import k_best
 
-    words = [s.split() for s in SENTENCES]
-    dense = tf.constant(_pad(words, "", object))
-    lengths = tf.constant([len(w) for w in words], tf.int32)
-    packed = loaded.tokenize(dense, lengths)
-    logits = loaded.encode(packed["input_word_ids"], packed["input_mask"],
-                           packed["input_type_ids"], packed["word_end_positions"])
-    leaf = tf.nn.log_softmax(logits["leaf_logits"]).numpy()
-    internal = tf.nn.log_softmax(logits["internal_logits"]).numpy()
+    words, _, lengths, _, leaf, internal = _tag_log_probabilities(loaded, SENTENCES)
     out = {k: v.numpy() for k, v in
            loaded.signatures["parse_k_best"](sentences=tf.constant(SENTENCES)).items()}
     plain = loaded.signatures["serving_default"](sentences=tf.constant(SENTENCES))

@@ -6,6 +6,7 @@ import nltk
 import numpy as np
 import pytest
 
+from conftest import preorder_constituents
 from tetra_tf import decoding, marginals
 from tetra_tf import tags as tags_lib
 
@@ -240,26 +241,6 @@ LABELLED_LEAF_TAGS = ["l", "r", "l/NP", "r/NP+QP"]
 LABELLED_INTERNAL_TAGS = ["L", "R", "L/S+VP", "R/VP"]
 
 
-def _constituents(tree: nltk.Tree) -> list[tuple[str, int, int]]:
-    """(label, first word, last word) of every bracket but the root and the parts of
-    speech, in preorder."""
-    out: list = []
-
-    def walk(node, first: int) -> int:
-        if isinstance(node[0], str):  # a part of speech over its word
-            return first + 1
-        index = len(out)
-        out.append(None)
-        position = first
-        for child in node:
-            position = walk(child, position)
-        out[index] = (node.label(), first, position - 1)
-        return position
-
-    walk(tree, 0)
-    return out[1:]  # not the root
-
-
 @pytest.mark.parametrize("n", [1, 2, 3, 4])
 def test_constituent_marginals_equal_brute_force_over_every_tag_sequence(n):
     """Every valid tag sequence of a labelled vocabulary, its tree built by tags_to_tree:
@@ -293,7 +274,7 @@ def test_constituent_marginals_equal_brute_force_over_every_tag_sequence(n):
             trees.append(tree)
     log_z = np.logaddexp.reduce(log_weights)
     for log_weight, tree in zip(log_weights, trees):
-        for constituent in set(_constituents(tree)):
+        for constituent in set(preorder_constituents(tree)):
             mass[constituent] = mass.get(constituent, 0.0) + np.exp(log_weight - log_z)
 
     batch = [tf.constant(leaf_scores[None]), tf.constant(internal_scores[None])]
@@ -310,7 +291,7 @@ def test_constituent_marginals_equal_brute_force_over_every_tag_sequence(n):
     best_tree = nltk.Tree.fromstring(writer(tf.constant([words]), tf.constant([["T"] * n]),
                                             best.leaf_tag_ids, best.internal_tag_ids,
                                             lengths)[0].numpy().decode())
-    expected = [mass[c] for c in _constituents(best_tree)]
+    expected = [mass[c] for c in preorder_constituents(best_tree)]
     assert len(got) == len(expected)
     np.testing.assert_allclose(got, expected, atol=1e-6)
     assert lattice.log_partition[0].numpy() == pytest.approx(log_z)
