@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Constituent marginals: how well calibrated they are, and what they cost.
+"""Constituent marginals: how well calibrated they are, and what they and k-best cost.
 
   python bench/marginals.py --export_dir=models/tetra/1 [--splits=dev,test]
       [--before_export_dir=DIR] [--batch_size=64] [--repeats=3]
@@ -12,10 +12,10 @@ Printed from one run:
   once);
 * speed, the same sentences side by side, alternating in each repeat: the default
   signature (and, with --before_export_dir, the default signature of an export made
-  before marginals existed), and ``parse_marginals``: sentences per second and the cost of
-  the marginals per sentence;
-* growth with length: one sentence of n words (the test split's words, cut to n) at
-  batch 1, default signature vs ``parse_marginals``, for several n.
+  before marginals existed), ``parse_marginals`` and ``parse_k_best``: sentences per
+  second and what each adds per sentence;
+* growth with length: one sentence of n words (the splits' words, cut to n) at batch 1,
+  the default signature vs ``parse_marginals`` and ``parse_k_best``, for several n.
 
 Exit codes: 0 measured; 1 failure; 2 usage error.
 """
@@ -106,36 +106,39 @@ def main(argv) -> int:
     print(f"all: {all_n} constituents, {100 * all_right / all_n:.1f}% in gold; mean "
           f"marginal {100 * weighted / all_n:.1f}%")
 
-    ways = [("default", parser, False), ("marginals", parser, True)]
+    ways = [("default", parser, {}), ("marginals", parser, {"marginals": True}),
+            ("k_best", parser, {"k_best": True})]
     if FLAGS.before_export_dir:
         ways.insert(0, ("default, export before marginals", Parser(FLAGS.before_export_dir),
-                        False))
+                        {}))
     seconds = collections.defaultdict(list)
     for _ in range(FLAGS.repeats):
-        for name, way, marginals in ways:
+        for name, way, options in ways:
             seconds[name].append(timed(lambda: way.parse_each(
-                word_lists, FLAGS.batch_size, marginals=marginals)))
+                word_lists, FLAGS.batch_size, **options)))
     print(f"speed, batch {FLAGS.batch_size}, best of {FLAGS.repeats} (alternating):")
     best = {name: min(values) for name, values in seconds.items()}
     for name, value in best.items():
         print(f"  {name}: {len(word_lists) / value:.1f} sentences/s")
     if FLAGS.before_export_dir:
         print(f"  default / before: {best['default'] / best[ways[0][0]]:.3f}× the time")
-    print(f"  marginals cost {1000 * (best['marginals'] - best['default']) / len(word_lists):.2f}"
-          f" ms per sentence ({best['marginals'] / best['default']:.2f}× the default's time)")
+    for name in ("marginals", "k_best"):
+        print(f"  {name} cost {1000 * (best[name] - best['default']) / len(word_lists):.2f}"
+              f" ms per sentence ({best[name] / best['default']:.2f}× the default's time)")
 
     words = [word for sentence in word_lists for word in sentence]
     print("growth with length, one sentence at batch 1, best of "
-          f"{FLAGS.repeats} (ms): | words | default | marginals | marginals − default |")
+          f"{FLAGS.repeats} (ms): | words | default | marginals | added | k_best | added |")
     for n in LENGTHS:
         sentence = [words[:n]]
-        parser.parse_each(sentence, marginals=True)  # warm
-        default = min(timed(lambda: parser.parse_each(sentence))
-                      for _ in range(FLAGS.repeats))
-        with_marginals = min(timed(lambda: parser.parse_each(sentence, marginals=True))
-                             for _ in range(FLAGS.repeats))
-        print(f"| {n} | {1000 * default:.1f} | {1000 * with_marginals:.1f} | "
-              f"{1000 * (with_marginals - default):.1f} |")
+        row = []
+        for options in ({}, {"marginals": True}, {"k_best": True}):
+            parser.parse_each(sentence, **options)  # warm
+            row.append(min(timed(lambda: parser.parse_each(sentence, **options))
+                           for _ in range(FLAGS.repeats)))
+        default, with_marginals, with_k_best = (1000 * t for t in row)
+        print(f"| {n} | {default:.1f} | {with_marginals:.1f} | {with_marginals - default:.1f} "
+              f"| {with_k_best:.1f} | {with_k_best - default:.1f} |")
     return 0
 
 
