@@ -98,3 +98,4 @@ bench:
 	$(PYTHON) bench/serving_load.py --export_dir=$(EXPORT_DIR)
 	$(PYTHON) bench/train_step.py --train_data=$(DATA_DIR)/train
 	$(PYTHON) bench/raw_text.py --export_dir=$(EXPORT_DIR)
+	$(PYTHON) bench/marginals.py --export_dir=$(EXPORT_DIR)
