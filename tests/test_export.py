@@ -309,6 +309,17 @@ def _label_given_side(scores, tags, label):
     return out
 
 
+def _outputs_beside_the_defaults(loaded, signature_name: str) -> dict:
+    """A signature's outputs on SENTENCES, after checking that those it shares with
+    serving_default are serving_default's, unchanged."""
+    out = {k: v.numpy() for k, v in
+           loaded.signatures[signature_name](sentences=tf.constant(SENTENCES)).items()}
+    plain = loaded.signatures["serving_default"](sentences=tf.constant(SENTENCES))
+    for key, value in plain.items():
+        np.testing.assert_array_equal(out[key], value.numpy())
+    return out
+
+
 def test_parse_marginals_equal_the_numpy_lattice_on_the_exports_own_logits(loaded, vocabs):
     """The parse_marginals signature: serving_default's outputs unchanged, and each
     constituent's probability (and the tree's) as marginals.Lattice computes them from the
@@ -316,11 +327,7 @@ def test_parse_marginals_equal_the_numpy_lattice_on_the_exports_own_logits(loade
     from tetra_tf import marginals
 
     words, _, _, _, leaf, internal = _tag_log_probabilities(loaded, SENTENCES)
-    out = {k: v.numpy() for k, v in
-           loaded.signatures["parse_marginals"](sentences=tf.constant(SENTENCES)).items()}
-    plain = loaded.signatures["serving_default"](sentences=tf.constant(SENTENCES))
-    for key, value in plain.items():
-        np.testing.assert_array_equal(out[key], value.numpy())
+    out = _outputs_beside_the_defaults(loaded, "parse_marginals")
     checked = 0
     for row, sentence in enumerate(words):
         n = len(sentence)
@@ -358,11 +365,7 @@ def test_parse_k_best_gives_the_k_best_trees_of_the_exports_own_logits(loaded, v
     from tetra_tf import k_best
 
     words, _, lengths, _, leaf, internal = _tag_log_probabilities(loaded, SENTENCES)
-    out = {k: v.numpy() for k, v in
-           loaded.signatures["parse_k_best"](sentences=tf.constant(SENTENCES)).items()}
-    plain = loaded.signatures["serving_default"](sentences=tf.constant(SENTENCES))
-    for key, value in plain.items():
-        np.testing.assert_array_equal(out[key], value.numpy())
+    out = _outputs_beside_the_defaults(loaded, "parse_k_best")
     expected = k_best.k_best_numpy(leaf, internal, lengths.numpy(), vocabs.leaf.directions(),
                                    vocabs.internal.directions(), export.K_BEST, 6)
     for row, sentence in enumerate(words):

@@ -116,11 +116,11 @@ class ParseResult:
     constituent_marginals: tuple[float, ...] | None = None
     k_best: tuple[tuple[str, float], ...] | None = None
 
-    @property
+    @functools.cached_property
     def constituents(self) -> list[Constituent] | None:
         """Each bracket of the tree but the root's and the parts of speech', in the order
         the tree string opens them, with its probability; None unless parsed with
-        ``marginals=True``."""
+        ``marginals=True``. Read from the tree when first asked for."""
         if self.constituent_marginals is None:
             return None
         spans = _preorder_spans(self.tree)
