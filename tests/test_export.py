@@ -239,7 +239,11 @@ def test_layout_assets_and_variables(export_dir, loaded, model_dir, vocabs):
     assert _strings(loaded.internal_tags) == vocabs.internal.tags
     assert _strings(loaded.pos_tags) == vocabs.pos.tags
     assert set(loaded.signatures) == {"serving_default", "parse_words", "parse_text",
-                                      "parse_marginals", "parse_k_best"}
+                                      "parse_marginals", "parse_k_best", "parse_constrained"}
+    # The labels a forced span may name: every label of every tag's chain.
+    assert _strings(loaded.phrase_labels) == sorted(
+        {label for tag in vocabs.leaf.tags + vocabs.internal.tags
+         for label in tags_lib.split_chain(tags_lib.tag_label(tag))})
     # No staging directory is left next to the version directory.
     assert os.listdir(os.path.dirname(export_dir)) == ["1"]
 

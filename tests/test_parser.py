@@ -295,7 +295,7 @@ def test_k_best_trees_start_with_the_best_and_come_best_first(parser):
         for tree, _ in result.k_best:
             assert treebank.parse_tree(tree).leaves() == result.tree.leaves()
     assert len(results[0].k_best) == K_BEST  # seven words have more trees than that
-    with pytest.raises(ValueError, match="marginals and k_best"):
+    with pytest.raises(ValueError, match="marginals, k_best and constraints come from"):
         parser.parse_each(word_lists, marginals=True, k_best=True)
 
 

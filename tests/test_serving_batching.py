@@ -229,3 +229,43 @@ def test_scheduler_merges_waiting_tasks_and_runs_a_lone_one_inline():
     assert sorted(len(payloads) for payloads, _ in batches[1:]) == [4, 4]
     assert sorted(p for payloads, _ in batches[1:] for p in payloads) == list("abcdefgh")
     assert all(thread.startswith("test-batch") for _, thread in batches[1:])
+
+
+def test_constrained_requests_of_different_widths_merge_padded_with_no_constraints():
+    """parse_constrained's constraint inputs are padded as the export pads them (−1 spans,
+    "" labels and parts of speech) when requests of different widths share a model call."""
+    import types
+
+    from tetra_tf.serving.runners import BatchingRunner
+
+    calls = []
+
+    def call(signature_name, inputs):
+        calls.append((signature_name, inputs))
+        return {"forced": (inputs["forced_spans"][:, :, 0] >= 0).sum(axis=1),
+                "labels": np.array([b"|".join(row) for row in inputs["forced_labels"]],
+                                   dtype=object)}
+
+    model = types.SimpleNamespace(call=call)
+    runner = BatchingRunner(batching.BatchingParameters(max_batch_size=8), ("words",))
+    requests = [
+        {"sentences": np.array([b"a b c"], dtype=object),
+         "forced_spans": np.array([[[0, 1], [0, 2]]], np.int32),
+         "forced_labels": np.array([[b"NP", b""]], dtype=object),
+         "forbidden_spans": np.array([[[-1, -1]]], np.int32),
+         "given_pos_tags": np.array([[b"DT", b"", b""]], dtype=object)},
+        {"sentences": np.array([b"d e"], dtype=object),
+         "forced_spans": np.array([[[1, 1]]], np.int32),
+         "forced_labels": np.array([[b"VP"]], dtype=object),
+         "forbidden_spans": np.array([[[0, 1], [-1, -1]]], np.int32),
+         "given_pos_tags": np.array([[b""]], dtype=object)},
+    ]
+    tasks = [batching.Task(("parse_constrained",), 1, 0, (inputs, None)) for inputs in requests]
+    runner._run_batch(model, tasks)  # pylint: disable=protected-access
+    ((signature_name, merged),) = calls
+    assert signature_name == "parse_constrained"
+    assert merged["forced_spans"].tolist() == [[[0, 1], [0, 2]], [[1, 1], [-1, -1]]]
+    assert merged["forced_labels"].tolist() == [[b"NP", b""], [b"VP", b""]]
+    assert merged["forbidden_spans"].tolist() == [[[-1, -1], [-1, -1]], [[0, 1], [-1, -1]]]
+    assert merged["given_pos_tags"].tolist() == [[b"DT", b"", b""], [b"", b"", b""]]
+    assert [task.wait()["forced"].tolist() for task in tasks] == [[2], [1]]

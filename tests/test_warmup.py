@@ -29,7 +29,10 @@ def test_export_writes_tf_serving_warmup_records_that_replay_through_every_signa
         tiny_export_dir):
     logs = _records(tiny_export_dir)
     batches = len(export.WARMUP_SENTENCES) + 1  # each sentence alone, then all together
-    assert len(logs) == batches * len(export_format.SIGNATURES)
+    # parse_constrained: all together only.
+    assert len(logs) == batches * (len(export_format.SIGNATURES) - 1) + 1
+    assert [log.predict_log.request.model_spec.signature_name for log in logs].count(
+        export_format.PARSE_CONSTRAINED_SIGNATURE) == 1
     assert {log.WhichOneof("log_type") for log in logs} == {"predict_log"}
     model = tf.saved_model.load(tiny_export_dir)
     trees = {}
@@ -41,7 +44,8 @@ def test_export_writes_tf_serving_warmup_records_that_replay_through_every_signa
             name: tf.constant(value) for name, value in inputs.items()})
         if signature in (export_format.SERVING_SIGNATURE,
                          export_format.PARSE_MARGINALS_SIGNATURE,
-                         export_format.PARSE_K_BEST_SIGNATURE):
+                         export_format.PARSE_K_BEST_SIGNATURE,
+                         export_format.PARSE_CONSTRAINED_SIGNATURE):
             sentences = [s.decode() for s in inputs["sentences"]]
         elif signature == export_format.PARSE_TEXT_SIGNATURE:
             sentences = [s.decode() for s in inputs["text"]]

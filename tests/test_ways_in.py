@@ -398,3 +398,73 @@ def test_marginals_are_the_same_from_the_parser_rest_and_grpc(ways_in_server, ti
             assert count == len(marginals), way
             assert np.allclose(prediction["constituent_marginals"][:count], marginals), way
             assert np.isclose(prediction["tree_probability"], tree_probability), way
+
+
+def test_constrained_parses_are_the_same_from_the_parser_rest_and_grpc(ways_in_server,
+                                                                        tiny_export_dir):
+    """parse_constrained through the server: each answer is
+    Parser.parse_each(constraints=...)'s, an unsatisfiable row comes back unsatisfied with
+    no tree, and bad constraints are a 400 naming bad_constraints."""
+    import grpc
+    import tensorflow as tf
+    from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
+
+    from tetra_tf import constraints as constraints_lib
+    from tetra_tf.constraints import Constraints
+    from tetra_tf.parser import Parser
+
+    parser = Parser(tiny_export_dir)
+    lines = ["The cat sat on the mat .", "Hi", "a b c"]
+    constraint_sets = [Constraints(forced=[(0, 1, "NP"), (3, 5)], forbidden=[(2, 3)],
+                                   pos_tags=[None, "NN"] + [None] * 5),
+                       None,
+                       Constraints(forced=[(0, 1)], forbidden=[(0, 1), (1, 2)])]
+    expected = parser.parse_each([line.split() for line in lines],
+                                 constraints=constraint_sets[:2] + [None])
+    inputs = constraints_lib.as_inputs(constraint_sets)
+    rest_port, grpc_port = ways_in_server
+
+    def rest(rows):
+        instances = [{"sentences": lines[row],
+                      **{name: inputs[name][row].tolist() for name in constraints_lib.INPUTS}}
+                     for row in rows]
+        for instance in instances:
+            instance["forced_labels"] = [x.decode() for x in instance["forced_labels"]]
+            instance["given_pos_tags"] = [x.decode() for x in instance["given_pos_tags"]]
+        body = json.dumps({"signature_name": "parse_constrained", "instances": instances})
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{rest_port}/v1/models/tetra:predict", body.encode("utf-8"),
+            {"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=120) as response:
+            return json.load(response)["predictions"]
+
+    predictions = rest([0, 1, 2])
+    with grpc.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
+        grpc_request = predict_pb2.PredictRequest()
+        grpc_request.model_spec.name = "tetra"
+        grpc_request.model_spec.signature_name = "parse_constrained"
+        grpc_request.inputs["sentences"].CopyFrom(tf.make_tensor_proto(lines, dtype=tf.string))
+        for name in constraints_lib.INPUTS:
+            grpc_request.inputs[name].CopyFrom(tf.make_tensor_proto(inputs[name]))
+        outputs = {name: tf.make_ndarray(proto) for name, proto in prediction_service_pb2_grpc
+                   .PredictionServiceStub(channel).Predict(grpc_request, timeout=120)
+                   .outputs.items()}
+    for way, answers in (("rest", predictions),
+                         ("grpc", [{k: v[row] for k, v in outputs.items()} for row in range(3)])):
+        for row in range(2):
+            assert bool(answers[row]["satisfied"]), way
+            assert answers[row]["tree"] in (expected[row].bracketed,
+                                             expected[row].bracketed.encode()), way
+        assert not answers[2]["satisfied"] and answers[2]["tree"] in ("", b""), way
+    # Rows of one request padded to its widest constraints equal the same rows alone.
+    assert [p["tree"] for p in rest([0])] == [predictions[0]["tree"]]
+    assert [p["tree"] for p in rest([1])] == [predictions[1]["tree"]]
+    body = json.dumps({"signature_name": "parse_constrained", "instances": [{
+        "sentences": "a b", "forced_spans": [[0, 5]], "forced_labels": [""],
+        "forbidden_spans": [[-1, -1]], "given_pos_tags": [""]}]})
+    request = urllib.request.Request(f"http://127.0.0.1:{rest_port}/v1/models/tetra:predict",
+                                     body.encode("utf-8"), {"Content-Type": "application/json"})
+    with pytest.raises(urllib.error.HTTPError) as error:
+        urllib.request.urlopen(request, timeout=120)
+    assert error.value.code == 400
+    assert "bad_constraints: a span of forced_spans" in error.value.read().decode()

@@ -24,4 +24,8 @@ def __getattr__(name):
         from tetra_tf.parser import Parser
 
         return Parser
+    if name == "Constraints":
+        from tetra_tf.constraints import Constraints
+
+        return Constraints
     raise AttributeError(f"module 'tetra_tf' has no attribute {name!r}")

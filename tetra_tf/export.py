@@ -77,8 +77,9 @@ from absl import flags, logging  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from tetra_tf import cli, cpu, decoding, encoders, export_format, k_best as k_best_lib
-from tetra_tf import marginals, model_card
+from tetra_tf import chart_decoding, cli, constraints as constraints_lib, cpu, decoding
+from tetra_tf import encoders, export_format, k_best as k_best_lib, marginals, model_card
+from tetra_tf import tags as tags_lib
 from tetra_tf import sentences as sentences_lib
 from tetra_tf import text as text_lib
 from tetra_tf.tree_writer import TreeWriter
@@ -96,10 +97,14 @@ PARSE_WORDS_SIGNATURE = export_format.PARSE_WORDS_SIGNATURE
 PARSE_TEXT_SIGNATURE = export_format.PARSE_TEXT_SIGNATURE
 PARSE_MARGINALS_SIGNATURE = export_format.PARSE_MARGINALS_SIGNATURE
 PARSE_K_BEST_SIGNATURE = export_format.PARSE_K_BEST_SIGNATURE
+PARSE_CONSTRAINED_SIGNATURE = export_format.PARSE_CONSTRAINED_SIGNATURE
 K_BEST = export_format.K_BEST
 # The longest sentence parse_marginals takes: its sums hold a state per span start and
 # end, memory O(batch · words² · depth).
 MAX_MARGINALS_WORDS = 256
+# The longest sentence parse_constrained takes: its chart holds a cell per span, and its
+# work grows with words³.
+MAX_CONSTRAINED_WORDS = 256
 # Windows shorter than seq_length go through the encoder trimmed to the longest of them,
 # rounded up to a multiple of this (CPU matmuls prefer aligned sizes).
 DEFAULT_LENGTH_MULTIPLE = 8
@@ -181,6 +186,11 @@ class ParserModule(tf.Module):
         self.leaf_tags = _string_variable(vocabs.leaf.tags, "leaf_tags")
         self.internal_tags = _string_variable(vocabs.internal.tags, "internal_tags")
         self.pos_tags = _string_variable(vocabs.pos.tags, "pos_tags")
+        graph_rules = constraints_lib.GraphRules(
+            [tags_lib.split_chain(tags_lib.tag_label(tag)) for tag in vocabs.leaf.tags],
+            [tags_lib.split_chain(tags_lib.tag_label(tag)) for tag in vocabs.internal.tags])
+        # The labels a forced span may name (each label of every tag's chain).
+        self.phrase_labels = _string_variable(graph_rules.labels or [""], "phrase_labels")
         if tokenizer.max_pieces_per_word is None:
             raise ValueError("the exported tokenizer needs a max_pieces_per_word cap")
         # The work bounds the graph enforces, for clients (also in assets.extra/limits.json).
@@ -228,21 +238,32 @@ class ParserModule(tf.Module):
                                                    leaf_directions, internal_directions)
 
         def parse_body(ragged_words: tf.RaggedTensor, with_marginals: bool = False,
-                       with_k_best: bool = False) -> dict:
+                       with_k_best: bool = False, constraint_inputs: dict | None = None
+                       ) -> dict:
             packed = pack(ragged_words)
             logits = module.encode(*(packed[key]
                                      for key in ENCODER_INPUTS + ("word_end_positions",)))
             lengths = packed["num_words"]
             leaf_scores = tf.nn.log_softmax(logits["leaf_logits"])
             internal_scores = tf.nn.log_softmax(logits["internal_logits"])
-            result = decoding.decode(leaf_scores, internal_scores, lengths, leaf_directions,
-                                     internal_directions, max_stack_depth)
+            if constraint_inputs is None:
+                result = decoding.decode(leaf_scores, internal_scores, lengths,
+                                         leaf_directions, internal_directions,
+                                         max_stack_depth)
+            else:
+                result = constrained_decode(leaf_scores, internal_scores, lengths,
+                                            constraint_inputs)
             width = tf.shape(result.leaf_tag_ids)[1]
             is_word = tf.range(width)[None, :] < lengths[:, None]
             pos_tag_ids = tf.where(
                 is_word, tf.argmax(logits["pos_logits"], axis=-1, output_type=tf.int32), -1)
+            if constraint_inputs is not None:
+                pos_tag_ids = given_pos_tag_ids(
+                    pos_tag_ids, constraint_inputs[constraints_lib.GIVEN_POS_TAGS], lengths)
             words = ragged_words.to_tensor(default_value="")
             pos_tags = _lookup(module.pos_tags, pos_tag_ids)
+            tree_lengths = (lengths if constraint_inputs is None
+                            else tf.where(result.satisfied, lengths, 0))
             outputs = {
                 "num_words": lengths,
                 "words": words,
@@ -254,8 +275,12 @@ class ParserModule(tf.Module):
                 "pos_tags": pos_tags,
                 "score": tf.cast(result.scores, tf.float32),
                 "tree": tree_writer(words, pos_tags, result.leaf_tag_ids,
-                                    result.internal_tag_ids, lengths),
+                                    result.internal_tag_ids, tree_lengths),
             }
+            if constraint_inputs is not None:
+                # A sentence no tree satisfies gets no tree (tags −1, tree "", score 0).
+                outputs["satisfied"] = result.satisfied
+                outputs["score"] = tf.where(result.satisfied, outputs["score"], 0.0)
             if with_marginals:
                 outputs.update(constituent_marginals(
                     leaf_scores, internal_scores, lengths, result))
@@ -263,6 +288,42 @@ class ParserModule(tf.Module):
                 outputs.update(k_best_trees(leaf_scores, internal_scores, lengths, words,
                                             pos_tags))
             return outputs
+
+        def constrained_decode(leaf_scores, internal_scores, lengths, inputs: dict):
+            forced_spans = inputs[constraints_lib.FORCED_SPANS]
+            forced_labels = inputs[constraints_lib.FORCED_LABELS]
+            forbidden_spans = inputs[constraints_lib.FORBIDDEN_SPANS]
+            checks = graph_rules.checks(forced_spans, forced_labels, forbidden_spans, lengths)
+            checks.append(tf.debugging.assert_less_equal(
+                lengths, MAX_CONSTRAINED_WORDS,
+                message=f"too_many_words: parse_constrained takes sentences of at most "
+                        f"{MAX_CONSTRAINED_WORDS} words"))
+            with tf.control_dependencies(checks):
+                leaf_scores = tf.identity(leaf_scores)
+            rules = graph_rules(forced_spans, forced_labels, forbidden_spans)
+            return chart_decoding.chart_decode(leaf_scores, internal_scores, lengths,
+                                               leaf_directions, internal_directions, rules,
+                                               max_stack_depth)
+
+        def given_pos_tag_ids(predicted, given, lengths):
+            """The predicted ids, replaced where a part of speech is given."""
+            width = tf.shape(predicted)[1]
+            given = tf.pad(given, [[0, 0], [0, tf.maximum(width - tf.shape(given)[1], 0)]])
+            positions = tf.range(tf.shape(given)[1])[None, :]
+            matches = tf.equal(given[..., None], module.pos_tags[None, None, :])
+            known = tf.reduce_any(matches, axis=-1)
+            is_given = tf.not_equal(given, "")
+            checks = [
+                tf.debugging.Assert(tf.reduce_all(~is_given | known), [
+                    f"{sentences_lib.BAD_CONSTRAINTS}: a given part of speech is not one the "
+                    f"model knows"]),
+                tf.debugging.Assert(tf.reduce_all(~is_given | (positions < lengths[:, None])), [
+                    f"{sentences_lib.BAD_CONSTRAINTS}: a part of speech is given past its "
+                    f"sentence's last word"]),
+            ]
+            with tf.control_dependencies(checks):
+                ids = tf.argmax(tf.cast(matches, tf.int32), axis=-1, output_type=tf.int32)
+            return tf.where(is_given[:, :width], ids[:, :width], predicted)
 
         def k_best_trees(leaf_scores, internal_scores, lengths, words, pos_tags) -> dict:
             best = k_best_lib.k_best(leaf_scores, internal_scores, lengths, leaf_directions,
@@ -315,6 +376,14 @@ class ParserModule(tf.Module):
 
         def parse_with_k_best(ragged_words: tf.RaggedTensor) -> dict:
             return parse_body(ragged_words, with_k_best=True)
+
+        def parse_with_constraints(ragged_words: tf.RaggedTensor, forced_spans, forced_labels,
+                                   forbidden_spans, given_pos_tags) -> dict:
+            return parse_body(ragged_words, constraint_inputs={
+                constraints_lib.FORCED_SPANS: forced_spans,
+                constraints_lib.FORCED_LABELS: forced_labels,
+                constraints_lib.FORBIDDEN_SPANS: forbidden_spans,
+                constraints_lib.GIVEN_POS_TAGS: given_pos_tags})
 
         parse = tf.function(parse, input_signature=[ragged_spec], autograph=False)
         parse_with_marginals = tf.function(parse_with_marginals, input_signature=[ragged_spec],
@@ -401,6 +470,19 @@ class ParserModule(tf.Module):
         self.parse_k_best = tf.function(
             parse_k_best, input_signature=[tf.TensorSpec([None], tf.string, "sentences")],
             autograph=False)
+
+        def parse_constrained(sentences, forced_spans, forced_labels, forbidden_spans,
+                              given_pos_tags) -> dict:
+            return parse_with_constraints(split_sentences(sentences), forced_spans,
+                                          forced_labels, forbidden_spans, given_pos_tags)
+
+        self.parse_constrained = tf.function(parse_constrained, input_signature=[
+            tf.TensorSpec([None], tf.string, "sentences"),
+            tf.TensorSpec([None, None, 2], tf.int32, constraints_lib.FORCED_SPANS),
+            tf.TensorSpec([None, None], tf.string, constraints_lib.FORCED_LABELS),
+            tf.TensorSpec([None, None, 2], tf.int32, constraints_lib.FORBIDDEN_SPANS),
+            tf.TensorSpec([None, None], tf.string, constraints_lib.GIVEN_POS_TAGS),
+        ], autograph=False)
 
 
 class WindowTagger:
@@ -708,7 +790,8 @@ def write_limits(module: ParserModule, export_dir: str) -> str:
 def warmup_requests(sentences: tuple[str, ...] = WARMUP_SENTENCES) -> list:
     """TF Serving PredictionLog protos: each sentence alone, then all together, through
     each signature (`serving_default`, `parse_marginals` and `parse_k_best` on sentences,
-    `parse_words` on their words, `parse_text` on each as a text of one sentence)."""
+    `parse_words` on their words, `parse_text` on each as a text of one sentence), and
+    `parse_constrained` on all together (its chart's graph is the same at every size)."""
     from tensorflow_serving.apis import (  # pylint: disable=import-outside-toplevel
         predict_pb2, prediction_log_pb2)
 
@@ -727,6 +810,10 @@ def warmup_requests(sentences: tuple[str, ...] = WARMUP_SENTENCES) -> list:
             PARSE_MARGINALS_SIGNATURE: {"sentences": np.array(batch, dtype=object)},
             PARSE_K_BEST_SIGNATURE: {"sentences": np.array(batch, dtype=object)},
         }
+        if len(batch) > 1:
+            inputs_by_signature[PARSE_CONSTRAINED_SIGNATURE] = {
+                "sentences": np.array(batch, dtype=object),
+                **constraints_lib.as_inputs([None] * len(batch))}
         for signature_name, inputs in inputs_by_signature.items():
             request = predict_pb2.PredictRequest()
             request.model_spec.signature_name = signature_name
@@ -799,6 +886,7 @@ def export(checkpoint: str, export_dir: str, overwrite: bool = False,
             PARSE_TEXT_SIGNATURE: module.parse_text,
             PARSE_MARGINALS_SIGNATURE: module.parse_marginals,
             PARSE_K_BEST_SIGNATURE: module.parse_k_best,
+            PARSE_CONSTRAINED_SIGNATURE: module.parse_constrained,
         }
         tf.saved_model.save(module, staging, signatures=signatures)
         model_card.write(staging, model_card.build(checkpoints, module))

@@ -40,6 +40,8 @@ import tensorflow_text  # noqa: F401  (registers the tokenizer's ops the SavedMo
 
 from tetra_tf import cpu, export_format, sentences
 from tetra_tf import text as text_lib
+from tetra_tf.constraints import Constraints
+from tetra_tf import constraints as constraints_lib
 
 if TYPE_CHECKING:
     import nltk
@@ -54,8 +56,11 @@ from tetra_tf.bulk_options import DEFAULT_BATCH_SIZE  # (no TensorFlow there: th
 # as much again at batch 1 (docs/benchmarks.md, "Parser concurrency").
 DEFAULT_CONCURRENT_CALLS = 2
 
-__all__ = ["DEFAULT_BATCH_SIZE", "Constituent", "ModelError", "ParseResult", "Parser",
-           "TextSentence"]
+__all__ = ["DEFAULT_BATCH_SIZE", "Constituent", "Constraints", "ModelError", "ParseResult",
+           "Parser", "TextSentence"]
+# Why parse_constrained found no tree for a sentence.
+_UNSATISFIABLE_DETAIL = ("no tree the model can build has every forced span (with its "
+                         "label) and none of the forbidden ones")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -261,6 +266,18 @@ class Parser:
         """The export's bounds on one sentence; front ends may only lower them."""
         return self._sentence_limits
 
+    @functools.cached_property
+    def phrase_labels(self) -> list[str]:
+        """The phrase labels the model puts on constituents (what a forced span may name)."""
+        if not hasattr(self._model, "phrase_labels"):
+            return []
+        return [label for label in _decode(self._model.phrase_labels.numpy()) if label]
+
+    @functools.cached_property
+    def pos_tag_names(self) -> list[str]:
+        """The parts of speech the model predicts (what `Constraints.pos_tags` may name)."""
+        return _decode(self._model.pos_tags.numpy())
+
     def parse(self, words: Sequence[str]) -> nltk.Tree:
         """Parses one sentence of pre-tokenized words into a tree.
 
@@ -321,7 +338,9 @@ class Parser:
                    limits: SentenceLimits | None = None,
                    progress: Callable[[int], None] | None = None,
                    marginals: bool = False,
-                   k_best: bool = False) -> list[ParseResult | SentenceError]:
+                   k_best: bool = False,
+                   constraints: Sequence[Constraints | None] | None = None
+                   ) -> list[ParseResult | SentenceError]:
         """Parses sentences, each failing alone: every way in parses through this.
 
         Each sentence is checked by `sentences.check_words` against `limits`; the others go
@@ -340,16 +359,23 @@ class Parser:
             (`ParseResult.constituents`), by the export's ``parse_marginals`` signature.
           k_best: also the best trees after this one (`ParseResult.k_best`), by the
             export's ``parse_k_best`` signature (not with marginals).
+          constraints: per sentence, the `Constraints` its parse must respect (None: none),
+            by the export's ``parse_constrained`` signature (not with marginals or k_best):
+            each gets the best tree that has every forced span and no forbidden one, or a
+            SentenceError, ``bad_constraints`` (checked before the model runs) or
+            ``unsatisfiable`` (no tree has them all).
 
         Returns:
           Per sentence, in input order: its ParseResult, or the SentenceError refusing it.
 
         Raises:
-          ValueError: for a batch_size below 1.
+          ValueError: for a batch_size below 1, or constraints not one per sentence.
           ModelError: the model itself failed (any error but the graph refusing a
             sentence); nothing is retried.
-          ExportError: marginals or k_best asked of an export without their signature.
-          ValueError: for marginals and k_best together (they are different signatures).
+          ExportError: marginals, k_best or constraints asked of an export without their
+            signature.
+          ValueError: for more than one of marginals, k_best and constraints (they are
+            different signatures).
 
         Example:
             ```python
@@ -362,8 +388,13 @@ class Parser:
                     print(result.score, result.bracketed)
             ```
         """
+        if constraints is not None and len(constraints) != len(word_lists):
+            raise ValueError(f"constraints has {len(constraints)} entries for "
+                             f"{len(word_lists)} sentences")
         return self._parse_each(word_lists, batch_size, limits, progress, read_trees=False,
-                                extra=_extra_signature(marginals, k_best))
+                                extra=_extra_signature(marginals, k_best,
+                                                       constraints is not None),
+                                constraints=constraints)
 
     def parse_text(self, text: str, split_sentences: bool = True,
                    batch_size: int = DEFAULT_BATCH_SIZE,
@@ -437,7 +468,8 @@ class Parser:
 
     def _parse_each(self, word_lists: Sequence[Sequence[str]], batch_size: int,
                     limits: SentenceLimits | None, progress: Callable[[int], None] | None,
-                    read_trees: bool, extra: str | None = None
+                    read_trees: bool, extra: str | None = None,
+                    constraints: Sequence[Constraints | None] | None = None
                     ) -> list[ParseResult | SentenceError]:
         """`parse_each`; with read_trees, each batch's nltk Trees are also read on its pool
         thread, where they overlap the model calls in flight (which release the GIL)."""
@@ -448,9 +480,14 @@ class Parser:
         limits = limits or self._sentence_limits
         results: list[ParseResult | SentenceError | None] = [None] * len(word_lists)
         checked: dict[int, str] = {}  # index → its words joined by spaces
+        constraint_sets: dict[int, Constraints] = {}
         for index, words in enumerate(word_lists):
             try:
-                checked[index] = " ".join(sentences.check_words(words, limits))
+                words = sentences.check_words(words, limits)
+                if constraints is not None:
+                    constraint_sets[index] = self._checked_constraints(constraints[index],
+                                                                       len(words))
+                checked[index] = " ".join(words)
             except SentenceError as e:
                 results[index] = e
         if progress is not None and len(checked) < len(word_lists):
@@ -469,12 +506,14 @@ class Parser:
 
         def call_batch(indices: list[int]) -> list[ParseResult | SentenceError]:
             joined = [checked[index] for index in indices]
+            sets = [constraint_sets[index] for index in indices] if constraint_sets else None
             try:
-                return self._call(joined, extra) if extra else self._call(joined)
+                return self._call(joined, extra, sets) if extra else self._call(joined)
             except tf.errors.InvalidArgumentError as e:
                 if len(indices) == 1:
                     return [_refusal(e.message)]
-            return [self._parse_alone(sentence, extra) for sentence in joined]
+            return [self._parse_alone(sentence, extra, [c] if sets else None)
+                    for sentence, c in zip(joined, sets or [None] * len(joined))]
 
         for indices, batch in zip(batches, _in_order(parse_batch, batches,
                                                       self.concurrent_calls)):
@@ -491,23 +530,44 @@ class Parser:
                               f"older tetra-tf: export it again)")
         return self._model.signatures[name]
 
-    def _parse_alone(self, sentence: str, extra: str | None) -> ParseResult | SentenceError:
+    def _parse_alone(self, sentence: str, extra: str | None,
+                     constraints: list[Constraints] | None = None
+                     ) -> ParseResult | SentenceError:
         try:
-            return (self._call([sentence], extra) if extra else self._call([sentence]))[0]
+            return (self._call([sentence], extra, constraints) if extra
+                    else self._call([sentence]))[0]
         except tf.errors.InvalidArgumentError as e:
             return _refusal(e.message)
 
-    def _call(self, joined: list[str], extra: str | None = None) -> list[ParseResult]:
+    def _checked_constraints(self, constraints: Any, num_words: int) -> Constraints:
+        """A sentence's constraints, checked against it and the model (SentenceError
+        ``bad_constraints`` if they do not fit)."""
+        if constraints is None:
+            return Constraints()
+        if not isinstance(constraints, Constraints):
+            raise SentenceError(sentences.BAD_CONSTRAINTS, f"expected a tetra_tf.Constraints "
+                                                           f"or None, got {type(constraints).__name__}")
+        constraints.check(num_words, self.phrase_labels, self.pos_tag_names)
+        return constraints
+
+    def _call(self, joined: list[str], extra: str | None = None,
+              constraints: list[Constraints] | None = None
+              ) -> list[ParseResult | SentenceError]:
         """One model call on sentences (words joined by spaces), through the default
-        signature or the one named `extra` (parse_marginals, parse_k_best).
+        signature or the one named `extra` (parse_marginals, parse_k_best, or
+        parse_constrained with each sentence's checked `constraints`).
 
         Raises:
           tf.errors.InvalidArgumentError: the graph refused the call.
           ModelError: any other failure.
         """
         signature = self._signature(extra) if extra else self._serve
+        inputs = {"sentences": tf.constant(joined)}
+        if constraints is not None:
+            inputs.update({name: tf.constant(value) for name, value in
+                           constraints_lib.as_inputs(constraints).items()})
         try:
-            outputs = signature(sentences=tf.constant(joined))
+            outputs = signature(**inputs)
         except tf.errors.InvalidArgumentError:
             raise
         except Exception as e:  # noqa: BLE001 - the model itself failed
@@ -529,7 +589,10 @@ class Parser:
             k_best_trees = outputs["k_best_trees"].numpy()
             k_best_scores = outputs["k_best_scores"].numpy()
             k_best_counts = outputs["num_k_best"].numpy()
-        return [ParseResult(
+        satisfied = (outputs["satisfied"].numpy() if "satisfied" in outputs
+                     else np.ones(len(lengths), bool))
+        return [SentenceError(sentences.UNSATISFIABLE, _UNSATISFIABLE_DETAIL)
+                if not satisfied[row] else ParseResult(
             bracketed=trees[row].decode("utf-8"), score=float(scores[row]),
             pos_tags=_decode(pos_tags[row, :n]), leaf_tags=_decode(leaf_tags[row, :n]),
             internal_tags=_decode(internal_tags[row, :n - 1]),
@@ -632,8 +695,9 @@ def _refusal(message: str) -> SentenceError:
         return SentenceError(sentences.TOO_MANY_PIECES, sentences.too_many_pieces_detail(
             int(pieces.group(1)), int(pieces.group(2))))
     reason, _, detail = text.partition(": ")
-    if reason == sentences.TOO_MANY_WORDS and detail:  # parse_marginals' bound
-        return SentenceError(sentences.TOO_MANY_WORDS, detail)
+    # parse_marginals' and parse_constrained's bound; the graph's checks of constraints.
+    if reason in (sentences.TOO_MANY_WORDS, sentences.BAD_CONSTRAINTS) and detail:
+        return SentenceError(reason, detail)
     return SentenceError(sentences.REJECTED, text)
 
 
@@ -650,12 +714,15 @@ def _first_line(message: str) -> str:
     return lines[0] if lines else message
 
 
-def _extra_signature(marginals: bool, k_best: bool) -> str | None:
+def _extra_signature(marginals: bool, k_best: bool, constrained: bool = False) -> str | None:
     """The signature that gives what is asked for besides the parse (None: the default)."""
-    if marginals and k_best:
-        raise ValueError("marginals and k_best come from different signatures: ask for one")
+    if marginals + k_best + constrained > 1:
+        raise ValueError("marginals, k_best and constraints come from different signatures: "
+                         "ask for one")
     if marginals:
         return export_format.PARSE_MARGINALS_SIGNATURE
+    if constrained:
+        return export_format.PARSE_CONSTRAINED_SIGNATURE
     return export_format.PARSE_K_BEST_SIGNATURE if k_best else None
 
 

@@ -163,10 +163,14 @@ TOO_MANY_WORDS = "too_many_words"    # more words than a front end's max_words
 """More words than a front end's `max_words`."""
 TOO_MANY_PIECES = "too_many_pieces"  # more subword pieces than the export takes in one call
 """More subword pieces than the export takes in one call (its `max_pieces_per_call`)."""
+BAD_CONSTRAINTS = "bad_constraints"  # constraints on a parse that do not fit its sentence
+"""Constraints on a parse (`tetra_tf.constraints`) that are malformed or contradict each other."""
+UNSATISFIABLE = "unsatisfiable"      # well-formed constraints that no tree satisfies
+"""Constraints on a parse that no tree the model can build satisfies."""
 REJECTED = "rejected"                # the model refused it for another reason
 """The model's graph refused the sentence for another reason."""
 REASONS = (EMPTY, NOT_UTF8, TOO_LONG, DAMAGED, BAD_WORDS, TOO_MANY_WORDS, TOO_MANY_PIECES,
-           REJECTED)
+           BAD_CONSTRAINTS, UNSATISFIABLE, REJECTED)
 """Every reason code, in this order."""
 _REASON_IN_MESSAGE = re.compile(r"\b(" + "|".join(REASONS) + r"): ")
 MAX_DETAIL_CHARS = 300

@@ -7,6 +7,7 @@ from typing import Callable
 
 import numpy as np
 
+from tetra_tf import export_format
 from tetra_tf.serving import batching
 from tetra_tf.serving.admission import Prepared
 from tetra_tf.serving.errors import RequestError
@@ -46,10 +47,11 @@ class BatchingRunner:
     def __init__(self, params: batching.BatchingParameters, word_inputs: tuple[str, ...],
                  metrics: Metrics | None = None) -> None:
         """Args:
-          word_inputs: inputs of word rows, padded with "" to the widest when merged.
+          word_inputs: inputs of word rows, padded with "" to the widest when merged
+            (parse_constrained's constraint inputs are padded so too, with −1 or "").
         """
         self.params = params
-        self._word_inputs = set(word_inputs)
+        self._word_inputs = set(word_inputs) | set(export_format.CONSTRAINT_INPUTS)
         self._metrics = metrics
         self._lock = threading.Lock()
         self._schedulers: dict[tuple[str, int], batching.BatchScheduler] = {}

@@ -174,7 +174,7 @@ class ServedModel:
         """
         requests = read_warmup_requests(self.export_dir)
         if not requests:
-            requests = [(signature_name, {name: _warm_up_array(spec) for name, spec
+            requests = [(signature_name, {name: _warm_up_array(spec, name) for name, spec
                                           in self._input_specs[signature_name].items()})
                         for signature_name in self.signature_names]
         for signature_name, inputs in requests:
@@ -247,11 +247,15 @@ def read_warmup_requests(export_dir: str) -> list[tuple[str, dict[str, np.ndarra
     return requests
 
 
-def _warm_up_array(spec: Any) -> np.ndarray:
+def _warm_up_array(spec: Any, name: str = "") -> np.ndarray:
     """A one-row input for a TensorSpec: "warm-up" for strings, 1 for numbers (each unknown
-    dimension 1)."""
+    dimension 1); parse_constrained's constraint inputs hold their padding (none)."""
     shape = [1 if size is None else size for size in spec.shape.as_list()] \
         if spec.shape.rank is not None else [1]
+    if name in export_format.CONSTRAINT_INPUTS:
+        return np.full(shape, b"" if spec.dtype.name == "string" else -1,
+                       dtype=object if spec.dtype.name == "string"
+                       else spec.dtype.as_numpy_dtype)
     if spec.dtype.name == "string":
         return np.full(shape, b"warm-up", dtype=object)
     return np.ones(shape, dtype=spec.dtype.as_numpy_dtype)
