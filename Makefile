@@ -99,3 +99,4 @@ bench:
 	$(PYTHON) bench/train_step.py --train_data=$(DATA_DIR)/train
 	$(PYTHON) bench/raw_text.py --export_dir=$(EXPORT_DIR)
 	$(PYTHON) bench/marginals.py --export_dir=$(EXPORT_DIR)
+	$(PYTHON) bench/constraints.py --export_dir=$(EXPORT_DIR)
