@@ -91,17 +91,21 @@ def as_rules(rule_lists, width_rules):
 
 
 def random_rules(rng, n):
+    """Up to five rules on random spans, some on a span an earlier rule has."""
     rules = []
-    for _ in range(rng.integers(0, 4)):
-        first = int(rng.integers(0, n))
-        last = int(rng.integers(first, n))
-        rules.append((first, last, rng.random(4) < 0.6, rng.random(4) < 0.6,
+    for _ in range(rng.integers(0, 6)):
+        if rules and rng.random() < 0.25:
+            first, last = rules[-1][:2]
+        else:
+            first = int(rng.integers(0, n))
+            last = int(rng.integers(first, n))
+        rules.append((first, last, rng.random(4) < 0.7, rng.random(4) < 0.7,
                       bool(rng.random() < 0.5)))
     return rules
 
 
 @pytest.mark.parametrize("seed,max_stack_depth", [(0, 8), (1, 8), (2, 3), (3, 2), (4, 1),
-                                                  (5, 8)])
+                                                  (5, 8), (6, 8), (7, 4)])
 def test_chart_equals_brute_force_under_random_span_rules(seed, max_stack_depth):
     rng = np.random.default_rng(seed)
     width, batch = 7, 8
@@ -112,7 +116,7 @@ def test_chart_equals_brute_force_under_random_span_rules(seed, max_stack_depth)
     rule_lists = [random_rules(rng, max(n, 1)) if n else [] for n in lengths]
     result = chart_decoding.chart_decode(leaf_scores, internal_scores, lengths,
                                          LEAF_DIRECTIONS, INTERNAL_DIRECTIONS,
-                                         as_rules(rule_lists, 3), max_stack_depth)
+                                         as_rules(rule_lists, 5), max_stack_depth)
     assert result.scores[0] == 0 and result.satisfied[0]
     unsatisfied = 0
     for row in range(1, batch):

@@ -213,6 +213,25 @@ def test_the_graph_refuses_what_the_host_would_and_answers_unsatisfiable_rows_wi
             (Constraints(forbidden=[(1, 5)]), "a span of forbidden_spans is not within"),
             (Constraints(forced=[(0, 0, "NOPE")]), "a forced label is not one the model knows"),
             (Constraints(pos_tags=["NOPE", None]), "a given part of speech is not one"),
-            (Constraints(pos_tags=["DT", None, "DT"]), "a part of speech is given past its")):
+            (Constraints(pos_tags=["DT", None, "DT"]), "a part of speech is given past the")):
         with pytest.raises(tf.errors.InvalidArgumentError, match="bad_constraints: " + message):
             call(None, constraints)
+
+
+def test_a_call_whose_constraints_would_need_too_many_score_cells_is_refused(parser):
+    """The graph bounds the work of its score tables before making them (a hostile request
+    of many padding spans must not take the server's memory)."""
+    from tetra_tf.export import MAX_CONSTRAINT_SCORE_CELLS
+
+    signature = parser.model.signatures["parse_constrained"]
+    tags = max(len(parser.model.leaf_tags.numpy()), len(parser.model.internal_tags.numpy()))
+    spans = MAX_CONSTRAINT_SCORE_CELLS // (2 * 3 * tags)  # two sentences of up to 3 words
+    inputs = constraints_lib.as_inputs([None, None])
+    inputs["forbidden_spans"] = -np.ones((2, spans, 2), np.int32)
+    call = {k: tf.constant(v) for k, v in inputs.items()}
+    with pytest.raises(tf.errors.InvalidArgumentError, match="bad_constraints: the constraints "
+                                                             "of the call need more than"):
+        signature(sentences=tf.constant(["a b c", "d e"]), **call)
+    call["forbidden_spans"] = tf.constant(-np.ones((2, spans // 2, 2), np.int32))
+    out = signature(sentences=tf.constant(["a b c", "d e"]), **call)
+    assert out["satisfied"].numpy().tolist() == [True, True]

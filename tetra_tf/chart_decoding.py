@@ -137,12 +137,22 @@ def _rule_tables(scores: tf.Tensor, directions, allowed: tf.Tensor, rules: SpanR
                  in_sentence: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
     """Per rule (0: none), position and direction, the best allowed tag's score and id:
     [B, 1 + R, W, 2] each. A rule allows what every rule on its span allows."""
-    same_span = ((rules.starts[:, :, None] == rules.starts[:, None, :])
-                 & (rules.ends[:, :, None] == rules.ends[:, None, :])
-                 & in_sentence[:, None, :])  # [B, R, R]
-    allowed = tf.reduce_all(~same_span[..., None] | allowed[:, None, :, :], axis=2)
+    batch_size, num_rules = tf.shape(allowed)[0], tf.shape(allowed)[1]
     num_tags = tf.shape(scores)[2]
-    allowed = tf.concat([tf.ones([tf.shape(scores)[0], 1, num_tags], tf.bool), allowed],
+    # Rules on one span of one sentence share a key (a rule outside its sentence has its own):
+    # each takes the AND of its key's allowed tags, in O(rules · tags).
+    width = tf.cast(tf.shape(scores)[1], tf.int64) + 1
+    rows = tf.cast(tf.range(batch_size), tf.int64)[:, None]
+    keys = tf.where(in_sentence,
+                    (rows * width + tf.cast(rules.starts, tf.int64)) * width
+                    + tf.cast(rules.ends, tf.int64),
+                    -1 - tf.reshape(tf.range(tf.cast(batch_size * num_rules, tf.int64)),
+                                    [batch_size, num_rules]))
+    unique_keys, groups = tf.unique(tf.reshape(keys, [-1]))
+    flat = tf.reshape(tf.cast(allowed, tf.int32), [-1, num_tags])
+    combined = tf.math.unsorted_segment_min(flat, groups, tf.size(unique_keys))
+    allowed = tf.reshape(tf.gather(combined, groups) > 0, [batch_size, num_rules, num_tags])
+    allowed = tf.concat([tf.ones([batch_size, 1, num_tags], tf.bool), allowed],
                         axis=1)  # [B, 1 + R, V]
     directions = tf.constant(np.asarray(directions), tf.int32)
     best, ids = [], []
@@ -170,15 +180,36 @@ def _cell_rules(rules: SpanRules, in_sentence: tf.Tensor, width: tf.Tensor) -> t
 
 def _crossing(rules: SpanRules, brackets: tf.Tensor, width: tf.Tensor) -> tf.Tensor:
     """bool [B, W, W]: whether the span of width w + 1 starting at word a crosses a bracket
-    rule's span."""
-    first = tf.range(width)[None, :, None]                           # a
-    last = first + tf.range(width)[:, None, None]                    # a + w
-    first, last = first[None], last[None]                            # [1, W, W, 1]
-    starts = rules.starts[:, None, None, :]
-    ends = rules.ends[:, None, None, :]
-    crosses = (((first < starts) & (starts <= last) & (last < ends))
-               | ((starts < first) & (first <= ends) & (ends < last)))
-    return tf.reduce_any(crosses & brackets[:, None, None, :], axis=-1)
+    rule's span, by counting brackets in 2-D prefix sums over (start, end): O(B·W²) for
+    any number of brackets."""
+    batch_size, num_rules = tf.shape(rules.starts)[0], tf.shape(rules.starts)[1]
+    rows = tf.broadcast_to(tf.range(batch_size)[:, None], [batch_size, num_rules])
+    where = tf.where(brackets)
+    counts = tf.scatter_nd(
+        tf.stack([tf.gather_nd(rows, where), tf.gather_nd(rules.starts, where),
+                  tf.gather_nd(rules.ends, where)], axis=1),
+        tf.ones([tf.shape(where)[0]], tf.int32), [batch_size, width, width])  # [b, i, j]
+    # Brackets (i, j) with i ≤ row and j ≥ column (columns 0..W, W empty), and with
+    # i ≤ row and j ≤ column.
+    starts_up_to = tf.cumsum(counts, axis=1)
+    ends_from = tf.pad(tf.cumsum(starts_up_to, axis=2, reverse=True), [[0, 0], [0, 0], [0, 1]])
+    ends_up_to = tf.cumsum(starts_up_to, axis=2)
+    first = tf.broadcast_to(tf.range(width)[None, :], [width, width])  # a, per [w, a]
+    last = tf.minimum(first + tf.range(width)[:, None], width - 1)     # e = a + w
+    before = tf.maximum(first - 1, 0)
+
+    def at(grid, row, column):
+        indices = tf.broadcast_to(tf.stack([row, column], axis=-1)[None],
+                                  [batch_size, width, width, 2])
+        return tf.gather_nd(grid, indices, batch_dims=1)
+
+    # a < i ≤ e < j: starts in (a, e], ends after e.
+    inside_then_out = at(ends_from, last, last + 1) - at(ends_from, first, last + 1)
+    # i < a ≤ j < e: starts before a, ends in [a, e).
+    before_then_in = tf.where(
+        first > 0,
+        at(ends_up_to, before, tf.maximum(last - 1, 0)) - at(ends_up_to, before, before), 0)
+    return (inside_then_out > 0) | (before_then_in > 0)
 
 
 def _fill_chart(leaf_table: tf.Tensor, internal_table: tf.Tensor, cell_rules: tf.Tensor,

@@ -217,8 +217,8 @@ class GraphRules:
             inside = (first >= 0) & (first <= last) & (last < lengths[:, None])
             checks.append(tf.debugging.Assert(
                 tf.reduce_all(padding | inside),
-                [f"{sentences.BAD_CONSTRAINTS}: a span of {name} is not within its "
-                 f"sentence's words (first, last; -1, -1 pads)"]))
+                [f"{sentences.BAD_CONSTRAINTS}: a span of {name} is not within the words "
+                 f"of its sentence (first, last; -1, -1 pads)"]))
         known = tf.reduce_any(tf.equal(forced_labels[..., None],
                                        tf.constant(self.labels + [""], tf.string)), axis=-1)
         checks.append(tf.debugging.Assert(

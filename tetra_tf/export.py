@@ -105,6 +105,9 @@ MAX_MARGINALS_WORDS = 256
 # The longest sentence parse_constrained takes: its chart holds a cell per span, and its
 # work grows with words³.
 MAX_CONSTRAINED_WORDS = 256
+# parse_constrained scores every tag for every span rule at every word: a call may hold at
+# most this many (sentences × words × tags × (rules + 1)), 256 MB of float32 per table.
+MAX_CONSTRAINT_SCORE_CELLS = 2 ** 26
 # Windows shorter than seq_length go through the encoder trimmed to the longest of them,
 # rounded up to a multiple of this (CPU matmuls prefer aligned sizes).
 DEFAULT_LENGTH_MULTIPLE = 8
@@ -298,8 +301,19 @@ class ParserModule(tf.Module):
                 lengths, MAX_CONSTRAINED_WORDS,
                 message=f"too_many_words: parse_constrained takes sentences of at most "
                         f"{MAX_CONSTRAINED_WORDS} words"))
+            shape = tf.shape(internal_scores, out_type=tf.int64)
+            cells = (shape[0] * shape[1]
+                     * tf.maximum(tf.shape(leaf_scores, out_type=tf.int64)[2], shape[2])
+                * (1 + tf.cast(tf.shape(forced_spans)[1] + tf.shape(forbidden_spans)[1],
+                               tf.int64)))
+            checks.append(tf.debugging.Assert(cells <= MAX_CONSTRAINT_SCORE_CELLS, [
+                f"{sentences_lib.BAD_CONSTRAINTS}: the constraints of the call need more "
+                f"than {MAX_CONSTRAINT_SCORE_CELLS} score cells (sentences x words x tags "
+                f"x (spans + 1)): send fewer sentences or spans per call"]))
             with tf.control_dependencies(checks):
-                leaf_scores = tf.identity(leaf_scores)
+                leaf_scores, internal_scores, forced_spans, forbidden_spans = (
+                    tf.identity(x) for x in (leaf_scores, internal_scores, forced_spans,
+                                             forbidden_spans))
             rules = graph_rules(forced_spans, forced_labels, forbidden_spans)
             return chart_decoding.chart_decode(leaf_scores, internal_scores, lengths,
                                                leaf_directions, internal_directions, rules,
@@ -318,8 +332,8 @@ class ParserModule(tf.Module):
                     f"{sentences_lib.BAD_CONSTRAINTS}: a given part of speech is not one the "
                     f"model knows"]),
                 tf.debugging.Assert(tf.reduce_all(~is_given | (positions < lengths[:, None])), [
-                    f"{sentences_lib.BAD_CONSTRAINTS}: a part of speech is given past its "
-                    f"sentence's last word"]),
+                    f"{sentences_lib.BAD_CONSTRAINTS}: a part of speech is given past the "
+                    f"last word of its sentence"]),
             ]
             with tf.control_dependencies(checks):
                 ids = tf.argmax(tf.cast(matches, tf.int32), axis=-1, output_type=tf.int32)

@@ -545,8 +545,9 @@ class Parser:
         if constraints is None:
             return Constraints()
         if not isinstance(constraints, Constraints):
-            raise SentenceError(sentences.BAD_CONSTRAINTS, f"expected a tetra_tf.Constraints "
-                                                           f"or None, got {type(constraints).__name__}")
+            raise SentenceError(sentences.BAD_CONSTRAINTS,
+                                f"expected a tetra_tf.Constraints or None, got "
+                                f"{type(constraints).__name__}")
         constraints.check(num_words, self.phrase_labels, self.pos_tag_names)
         return constraints
 
