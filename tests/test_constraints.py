@@ -25,6 +25,8 @@ POS_TAGS = ["DT", "NN", "VBD"]
     (Constraints(forbidden=[(-1, 1)]), "forbidden span (-1, 1) is not within"),
     (Constraints(forced=[(0, 1, "XP")]), "label 'XP', which the model does not know"),
     (Constraints(forced=[(0, 1), (1, 2)]), "forced spans (0, 1) and (1, 2) cross"),
+    (Constraints(forced=[(0, 2), (0, 1), (0, 1), (1, 1), (1, 2)]),
+     "forced spans (0, 1) and (1, 2) cross"),
     (Constraints(forced=[(0, 1)], forbidden=[(0, 1)]), "(0, 1) is both forced and forbidden"),
     (Constraints(pos_tags=["DT"]), "pos_tags has 1 entries for 3 words"),
     (Constraints(pos_tags=["DT", "XX", None]), "word 1: part of speech 'XX' is not one"),
@@ -159,6 +161,7 @@ def test_constrained_trees_score_no_better_than_the_best_and_keep_given_pos_tags
                     for _, pos in tree.pos()]
         constraint_sets.append(Constraints(base.forced, base.forbidden, pos_tags))
     results = parser.parse_each(word_lists, constraints=constraint_sets, batch_size=7)
+    assert sum(isinstance(result, ParseResult) for result in results) >= 20
     for alone, constraints, result in zip(plain, constraint_sets, results):
         if isinstance(result, SentenceError):
             continue
@@ -235,3 +238,34 @@ def test_a_call_whose_constraints_would_need_too_many_score_cells_is_refused(par
     call["forbidden_spans"] = tf.constant(-np.ones((2, spans // 2, 2), np.int32))
     out = signature(sentences=tf.constant(["a b c", "d e"]), **call)
     assert out["satisfied"].numpy().tolist() == [True, True]
+    # Labels wider than their spans would make a rule each, past the bound's count.
+    call = {k: tf.constant(v) for k, v in inputs.items()}
+    call["forced_labels"] = tf.constant(np.full((2, 1000), b"", object))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="bad_constraints: forced_labels "
+                                                             "must have an entry per span"):
+        signature(sentences=tf.constant(["a b c", "d e"]), **call)
+
+
+@pytest.mark.parametrize("name", constraints_lib.INPUTS)
+def test_each_constraint_input_needs_a_row_per_sentence(parser, name):
+    """A single row would otherwise be broadcast to every sentence of the call."""
+    inputs = {k: tf.constant(v) for k, v in constraints_lib.as_inputs([None, None]).items()}
+    inputs[name] = inputs[name][:1]
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match=f"bad_constraints: {name} must have a row per sentence"):
+        parser.model.signatures["parse_constrained"](sentences=tf.constant(["a b", "c"]),
+                                                     **inputs)
+
+
+def test_a_call_whose_chart_would_be_too_large_is_refused(parser):
+    from tetra_tf.export import MAX_CHART_CELLS, MAX_CONSTRAINED_WORDS
+
+    words = [f"w{i}" for i in range(MAX_CONSTRAINED_WORDS)]
+    depth = parser.max_stack_depth
+    sentences_per_call = MAX_CHART_CELLS // (len(words) ** 2 * 2 * depth) + 1
+    inputs = {k: tf.constant(v) for k, v in
+              constraints_lib.as_inputs([None] * sentences_per_call).items()}
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match="too_many_words: the chart of the call needs more than"):
+        parser.model.signatures["parse_constrained"](
+            sentences=tf.constant([" ".join(words)] * sentences_per_call), **inputs)

@@ -12,7 +12,9 @@ A user who already knows part of a sentence's structure gives it as `Constraints
   the tree, not its brackets.
 
 Words are numbered from 0 and spans include both ends, as in `parser.Constituent`; a
-one-word span is a phrase over that word (``(NP (PRP It))``), not its part of speech.
+one-word span is a phrase over that word (``(NP (PRP It))``), not its part of speech. The
+root (``TOP``) is not a constituent: forcing (0, n − 1) asks for a labelled node over the
+whole sentence under it, and forbidding that span forbids such a node.
 
 The decoder takes forced and forbidden spans as span rules of the chart decoder
 (`tetra_tf.chart_decoding`): exact, O(n³) per sentence, on request only. `Constraints.check`
@@ -93,14 +95,17 @@ class Constraints:
             if span.label is not None and span.label not in known:
                 _refuse(f"forced span ({span.start}, {span.end}) has label {span.label!r}, "
                         f"which the model does not know")
-        forced = sorted(self.forced, key=lambda s: (s.start, -s.end))
-        for i, outer in enumerate(forced):
-            for inner in forced[i + 1:]:
-                if inner.start > outer.end:
-                    break
-                if inner.end > outer.end:
-                    _refuse(f"forced spans ({outer.start}, {outer.end}) and ({inner.start}, "
-                            f"{inner.end}) cross: no tree holds both")
+        # Outermost first: each span must nest in the innermost open one it starts in.
+        open_spans: list[tuple[int, int]] = []
+        for start, end in sorted({(s.start, s.end) for s in self.forced},
+                                 key=lambda span: (span[0], -span[1])):
+            while open_spans and open_spans[-1][1] < start:
+                open_spans.pop()
+            if open_spans and end > open_spans[-1][1]:
+                outer = open_spans[-1]
+                _refuse(f"forced spans ({outer[0]}, {outer[1]}) and ({start}, {end}) cross: "
+                        f"no tree holds both")
+            open_spans.append((start, end))
         both = {(s.start, s.end) for s in self.forced} & {(s.start, s.end)
                                                          for s in self.forbidden}
         if both:
@@ -204,6 +209,25 @@ class GraphRules:
 
         self._leaf_holds = holds(leaf_chains)
         self._internal_holds = holds(internal_chains)
+
+    @staticmethod
+    def shape_checks(batch_size, forced_spans, forced_labels, forbidden_spans,
+                     given_pos_tags) -> list:
+        """Assertions that every constraint input has a row per sentence and the forced
+        labels one entry per forced span: InvalidArgumentError "bad_constraints: ..."
+        otherwise (a row broadcast to every sentence would constrain them all)."""
+        import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+        checks = [tf.debugging.Assert(tf.equal(tf.shape(x)[0], batch_size), [
+            f"{sentences.BAD_CONSTRAINTS}: {name} must have a row per sentence"])
+            for name, x in ((FORCED_SPANS, forced_spans), (FORCED_LABELS, forced_labels),
+                            (FORBIDDEN_SPANS, forbidden_spans),
+                            (GIVEN_POS_TAGS, given_pos_tags))]
+        checks.append(tf.debugging.Assert(
+            tf.reduce_all(tf.equal(tf.shape(forced_labels), tf.shape(forced_spans)[:2])),
+            [f"{sentences.BAD_CONSTRAINTS}: {FORCED_LABELS} must have an entry per span of "
+             f"{FORCED_SPANS}"]))
+        return checks
 
     def checks(self, forced_spans, forced_labels, forbidden_spans, lengths) -> list:
         """Assertions that every span lies in its sentence (or is padding) and every forced

@@ -108,6 +108,9 @@ MAX_CONSTRAINED_WORDS = 256
 # parse_constrained scores every tag for every span rule at every word: a call may hold at
 # most this many (sentences × words × tags × (rules + 1)), 256 MB of float32 per table.
 MAX_CONSTRAINT_SCORE_CELLS = 2 ** 26
+# ... and its chart holds a cell per sentence, span start, span width, direction and depth
+# (64 MB of float32 at most; any one sentence of up to MAX_CONSTRAINED_WORDS fits).
+MAX_CHART_CELLS = 2 ** 24
 # Windows shorter than seq_length go through the encoder trimmed to the longest of them,
 # rounded up to a multiple of this (CPU matmuls prefer aligned sizes).
 DEFAULT_LENGTH_MULTIPLE = 8
@@ -304,12 +307,17 @@ class ParserModule(tf.Module):
             shape = tf.shape(internal_scores, out_type=tf.int64)
             cells = (shape[0] * shape[1]
                      * tf.maximum(tf.shape(leaf_scores, out_type=tf.int64)[2], shape[2])
-                * (1 + tf.cast(tf.shape(forced_spans)[1] + tf.shape(forbidden_spans)[1],
-                               tf.int64)))
+                     * (1 + tf.shape(forced_spans, out_type=tf.int64)[1]
+                        + tf.shape(forbidden_spans, out_type=tf.int64)[1]))
             checks.append(tf.debugging.Assert(cells <= MAX_CONSTRAINT_SCORE_CELLS, [
                 f"{sentences_lib.BAD_CONSTRAINTS}: the constraints of the call need more "
                 f"than {MAX_CONSTRAINT_SCORE_CELLS} score cells (sentences x words x tags "
                 f"x (spans + 1)): send fewer sentences or spans per call"]))
+            chart_cells = shape[0] * shape[1] * shape[1] * 2 * max_stack_depth
+            checks.append(tf.debugging.Assert(chart_cells <= MAX_CHART_CELLS, [
+                f"{sentences_lib.TOO_MANY_WORDS}: the chart of the call needs more than "
+                f"{MAX_CHART_CELLS} cells (sentences x words x words x 2 x depth): send "
+                f"fewer or shorter sentences per call"]))
             with tf.control_dependencies(checks):
                 leaf_scores, internal_scores, forced_spans, forbidden_spans = (
                     tf.identity(x) for x in (leaf_scores, internal_scores, forced_spans,
@@ -487,8 +495,11 @@ class ParserModule(tf.Module):
 
         def parse_constrained(sentences, forced_spans, forced_labels, forbidden_spans,
                               given_pos_tags) -> dict:
-            return parse_with_constraints(split_sentences(sentences), forced_spans,
-                                          forced_labels, forbidden_spans, given_pos_tags)
+            inputs = (forced_spans, forced_labels, forbidden_spans, given_pos_tags)
+            with tf.control_dependencies(graph_rules.shape_checks(tf.shape(sentences)[0],
+                                                                  *inputs)):
+                sentences, *inputs = (tf.identity(x) for x in (sentences,) + inputs)
+            return parse_with_constraints(split_sentences(sentences), *inputs)
 
         self.parse_constrained = tf.function(parse_constrained, input_signature=[
             tf.TensorSpec([None], tf.string, "sentences"),
