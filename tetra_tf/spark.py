@@ -461,8 +461,9 @@ def parse_column(df: "DataFrame", model_dir: str, text_column: str = SENTENCE,
       left out; `ParseResult.constituent_marginals`), ``reason`` (string: one of
       `sentences.REASONS`) and ``error`` (string: the refusal's detail, without the
       ``reason: `` prefix). A parsed row has tree and score (and the marginals), with
-      reason and error null; a refused row the reverse. Reasons the parse gives: ``empty`` (a null or blank text),
-      ``too_many_words``, ``too_many_pieces``, ``rejected`` (the model refused it alone);
+      reason and error null; a refused row the reverse. Reasons the parse gives:
+      ``empty`` (a null or blank text), ``too_many_words``, ``too_many_pieces``,
+      ``rejected`` (the model refused it alone);
       rows passed through keep theirs (``not_utf8``, ``too_long``, ``damaged``, ... from
       `read_files`).
 
