@@ -20,13 +20,16 @@ FACTORY_NAME = "tetra_tf"
 """The component's name for `nlp.add_pipe`."""
 DEFAULT_DISABLE_TAGGER = False
 """Whether `token.tag_` is left alone, unless configured (benepar's default: it is not)."""
+DEFAULT_MARGINALS = False
+"""Whether constituents get their probabilities, unless configured (they cost time)."""
 
 
 @Language.factory(FACTORY_NAME, assigns=["token.tag"],
                   default_config={"batch_size": None,
-                                  "disable_tagger": DEFAULT_DISABLE_TAGGER})
+                                  "disable_tagger": DEFAULT_DISABLE_TAGGER,
+                                  "marginals": DEFAULT_MARGINALS})
 def make_tetra_tf(nlp: Language, name: str, model_dir: str, batch_size: Optional[int],
-                  disable_tagger: bool) -> "TetraTfComponent":
+                  disable_tagger: bool, marginals: bool) -> "TetraTfComponent":
     """The ``tetra_tf`` factory, called by ``nlp.add_pipe("tetra_tf", config={...})``.
 
     Args:
@@ -37,6 +40,8 @@ def make_tetra_tf(nlp: Language, name: str, model_dir: str, batch_size: Optional
             `tetra_tf.bulk_options.DEFAULT_BATCH_SIZE`).
         disable_tagger: leave ``token.tag_`` alone instead of writing the parser's POS
             tags into it (benepar's option of the same name).
+        marginals: also give constituents and sentences their probabilities
+            (``Span._.constituent_probability``, ``Span._.tree_probability``).
 
     Returns:
         The component (`tetra_tf.spacy_component.TetraTfComponent`).
@@ -48,4 +53,4 @@ def make_tetra_tf(nlp: Language, name: str, model_dir: str, batch_size: Optional
     """
     from tetra_tf.spacy_component import TetraTfComponent  # pylint: disable=import-outside-toplevel
 
-    return TetraTfComponent(nlp, name, model_dir, batch_size, disable_tagger)
+    return TetraTfComponent(nlp, name, model_dir, batch_size, disable_tagger, marginals)

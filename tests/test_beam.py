@@ -253,6 +253,14 @@ def test_metrics_add_up(pipeline_run, corpus):
     assert len(errors) == len(EXPECTED_REJECTED)
 
 
+def test_without_marginals_records_have_no_marginals(pipeline_run):
+    _, records, errors, _ = pipeline_run
+    assert {frozenset(record) for record in records} == {
+        frozenset({"file", "line", "tree", "score"})}
+    assert {frozenset(error) for error in errors} == {
+        frozenset({"file", "line", "reason", "error"})}
+
+
 def test_ordered_output_has_one_line_per_input_line(pipeline_run, corpus):
     _, records, _, output = pipeline_run
     trees = {_key(corpus, r): r["tree"] for r in records}
@@ -403,12 +411,15 @@ def test_read_sentences_splits_documents_into_checked_sentences(tmp_path):
 
 def test_documents_give_a_record_per_sentence_as_the_parse_cli_does(export_dir, parser,
                                                                     tmp_path, capsys):
+    """A record per sentence, as the parse CLI gives; with --marginals, each record also
+    has the Parser's marginals for its sentence."""
     texts = ["It rained. We left (early).", "", "He said \u201cno.\u201d Then he went."]
     path = tmp_path / "docs.txt"
     path.write_text("\n".join(texts) + "\n", encoding="utf-8")
     output = tmp_path / "out" / "trees"
     assert cli.guarded(beam_parse.main, [f"--model_dir={export_dir}", f"--input={path}",
-                                         f"--output={output}", "--documents"]) == 0
+                                         f"--output={output}", "--documents",
+                                         "--marginals"]) == 0
     records = sorted(_read_jsonl(f"{output}-*-of-*.jsonl"),
                      key=lambda r: (r["line"], r["sentence_number"]))
     assert not _read_jsonl(f"{output}-errors-*.jsonl")
@@ -418,6 +429,13 @@ def test_documents_give_a_record_per_sentence_as_the_parse_cli_does(export_dir, 
     assert [(r["line"], r["sentence_number"], r["start"], r["end"], r["tree"])
             for r in records] == \
         expected and len(expected) == 4
+    marginals = [s.result for document in parser.parse_texts(texts, marginals=True)
+                 for s in document]
+    for record, result in zip(records, marginals, strict=True):
+        assert record["tree_probability"] == pytest.approx(result.tree_probability, abs=1e-6)
+        assert record["constituent_marginals"] == pytest.approx(
+            list(result.constituent_marginals), abs=1e-6)
+        assert len(record["constituent_marginals"]) == len(result.constituents) > 0
     capsys.readouterr()
     assert cli.guarded(beam_parse.main, [f"--model_dir={export_dir}", f"--input={path}",
                                          f"--output={output}", "--documents",

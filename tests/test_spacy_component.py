@@ -312,6 +312,50 @@ def test_pipe_batches_sentences_of_many_docs_shortest_together(nlp, tiny_export_
     assert any(len({owners[s] for s in call}) > 1 for call in calls)
 
 
+def test_marginals_give_spans_the_parsers_probabilities_only_when_asked(nlp):
+    """Each constituent span gets its outermost label's probability, each sentence its
+    tree's, as Parser.parse_each(marginals=True) gives them; without marginals, None."""
+    component = nlp.get_pipe("tetra_tf")
+    plain = [nlp(text) for text in TEXTS]
+    component.marginals = True  # as config={"marginals": True} sets it; the model loaded once
+    try:
+        docs = [nlp(text) for text in TEXTS]
+    finally:
+        component.marginals = False
+    sents = [(sent, plain_sent) for doc, plain_doc in zip(docs, plain)
+             for sent, plain_sent in zip(doc.sents, plain_doc.sents) if _word_tokens(sent)]
+    results = component.parser.parse_each(
+        [sentence_words(_word_tokens(sent)) for sent, _ in sents], marginals=True)
+    chains = 0
+    for (sent, plain_sent), result in zip(sents, results, strict=True):
+        assert plain_sent._.tree_probability is None
+        assert all(span._.constituent_probability is None
+                   for span in plain_sent._.constituents)
+        assert sent._.parse_string == plain_sent._.parse_string
+        assert sent._.tree_probability == pytest.approx(result.tree_probability, abs=1e-5)
+        indices = [token.i for token in _word_tokens(sent)]
+        outermost = {}  # a chain's outermost bracket opens first
+        for constituent in result.constituents:
+            outermost.setdefault((indices[constituent.start], indices[constituent.end] + 1),
+                                 constituent)
+        with_probability = set()
+        for span in sent._.constituents:
+            expected = outermost.get((span.start, span.end))
+            if expected is None:  # a word without a label, or a TOP root
+                assert span._.constituent_probability is None
+                continue
+            with_probability.add((span.start, span.end))
+            assert span._.labels[0] == expected.label
+            # (1e-5: the same sentences batched otherwise sum in another order)
+            assert span._.constituent_probability == pytest.approx(expected.probability,
+                                                                   abs=1e-5)
+            chains += len(span._.labels) > 1
+            if span._.parent is not None:  # not the sentence's root
+                assert span._.tree_probability is None
+        assert with_probability == set(outermost)
+    assert chains  # unary chains were checked
+
+
 def test_doc_without_sentence_boundaries_names_the_fix(tiny_export_dir):
     nlp = spacy.blank("en")
     nlp.add_pipe("tetra_tf", config={"model_dir": tiny_export_dir})
@@ -374,7 +418,8 @@ def test_bad_config_is_reported(tiny_export_dir, tmp_path):
         nlp.add_pipe("tetra_tf", config={"model_dir": str(tmp_path)})
     with pytest.raises(Exception, match="model_dir"):
         spacy.blank("en").add_pipe("tetra_tf")
-    for key, value in (("disable_tagger", "maybe"), ("batch_size", "many")):
+    for key, value in (("disable_tagger", "maybe"), ("batch_size", "many"),
+                       ("marginals", "maybe")):
         with pytest.raises(Exception, match=key):  # spaCy checks the factory's annotations
             spacy.blank("en").add_pipe("tetra_tf", config={"model_dir": tiny_export_dir,
                                                            key: value})
@@ -482,3 +527,5 @@ def test_default_batch_size_is_every_way_in_s(tiny_export_dir):
     component = nlp.add_pipe("tetra_tf", config={"model_dir": tiny_export_dir})
     assert nlp.get_pipe_config("tetra_tf")["batch_size"] is None
     assert component.batch_size == DEFAULT_BATCH_SIZE
+    assert nlp.get_pipe_config("tetra_tf")["marginals"] is False
+    assert component.marginals is False

@@ -290,6 +290,8 @@ def test_odd_lines_get_the_parsers_tree_or_reason(spark, tiny_export_dir, tmp_pa
 
 def test_documents_give_a_row_per_sentence_as_the_parse_cli_does(spark, tiny_export_dir,
                                                                   tmp_path):
+    """A row per sentence, as the parse CLI gives; with marginals (asked for in this run),
+    each parsed row also has the Parser's marginals for its sentence, a refused row null."""
     from tetra_tf.parser import Parser
 
     texts = ["It rained. We left (early).", "", "He said \u201cno.\u201d Then he went.",
@@ -299,8 +301,9 @@ def test_documents_give_a_row_per_sentence_as_the_parse_cli_does(spark, tiny_exp
     output = str(tmp_path / "out")
     summary = spark_parse.run(spark, tiny_export_dir, [str(corpus)], output,
                               output_format="json", max_words=8, partitions=2,
-                              documents=True)
-    rows = spark_parse.read_output(spark, output, "json", documents=True).collect()
+                              documents=True, marginals=True)
+    rows = spark_parse.read_output(spark, output, "json", documents=True,
+                                   marginals=True).collect()
     found = sorted(((r.line, r.sentence_number, r.start, r.end, r.tree, r.reason)
                     for r in rows), key=lambda row: (row[0], row[1] or 0))
     parser = Parser(tiny_export_dir)
@@ -313,6 +316,20 @@ def test_documents_give_a_row_per_sentence_as_the_parse_cli_does(spark, tiny_exp
                                 (5, None, None, None, None, sentences.NOT_UTF8)]
     assert len(expected) == 4  # the blank line 2 has no sentence
     assert summary["lines"] == len(found) == 7 and summary["parsed"] == 5
+    by_tree = {(r.line, r.sentence_number): r for r in rows}
+    results = [(number, index, s.result) for number, document in enumerate(
+        parser.parse_texts(texts[:3] + ["Fine."], marginals=True), start=1)
+        for index, s in enumerate(document, start=1) if (number, index) != (4, 2)]
+    assert len(results) == 5
+    for number, index, result in results:
+        row = by_tree[(number, index)]
+        assert row.tree == result.bracketed
+        assert row.tree_probability == pytest.approx(result.tree_probability, abs=1e-6)
+        assert row.constituent_marginals == pytest.approx(
+            list(result.constituent_marginals), abs=1e-6)
+    for key in ((4, 2), (5, None)):  # refused: no marginals
+        assert by_tree[key].tree_probability is None
+        assert by_tree[key].constituent_marginals is None
 
 
 def test_a_model_failure_fails_the_job(spark, corpus, tmp_path):
@@ -390,6 +407,18 @@ def test_parse_texts_applies_the_sentence_contract():
     parser = _RecordingParser()  # the export's limit: 60 words are at least 60 pieces
     (result,) = tetra_spark.parse_texts(parser, ["w " * 60])
     assert result.reason == sentences.TOO_MANY_PIECES and parser.calls == []
+
+
+def test_parse_column_adds_the_marginals_columns_only_when_asked(spark, tiny_export_dir):
+    df = spark.createDataFrame([(1, "a b")], "id long, sentence string")
+    plain = tetra_spark.parse_column(df, tiny_export_dir)  # lazy: no job runs
+    assert plain.columns == ["id", "sentence", *tetra_spark.PARSE_COLUMNS]
+    with_marginals = tetra_spark.parse_column(df, tiny_export_dir, marginals=True)
+    assert [(f.name, f.dataType.simpleString()) for f in with_marginals.schema.fields] == [
+        ("id", "bigint"), ("sentence", "string"), ("tree", "string"), ("score", "double"),
+        ("tree_probability", "double"), ("constituent_marginals", "array<double>"),
+        ("reason", "string"), ("error", "string")]
+    assert spark_parse.output_columns() == ["file", "line", *tetra_spark.PARSE_COLUMNS]
 
 
 def test_parse_column_checks_its_column(spark, tiny_export_dir):

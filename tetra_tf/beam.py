@@ -12,7 +12,11 @@ pipeline of one's own.
 
 Every input line ends in exactly one of the two outputs: a parsed record
 ``{"file", "line", "tree", "score"}`` or a dead letter ``{"file", "line", "reason", "error"}``
-(reasons: `sentences.REASONS`). With `ordered`, each input file also gets
+(reasons: `sentences.REASONS`). With `marginals`, a parsed record also has
+``"tree_probability"`` (the tree's probability among all valid trees) and
+``"constituent_marginals"`` (each constituent's probability, in the order the tree string
+opens their brackets), as `Parser.parse_each(marginals=True)` gives them (`ParseResult`);
+dead letters are the same either way. With `ordered`, each input file also gets
 ``OUTPUT-ordered/<its path below the input files' common folder>.trees``: one tree per input
 line, in input order, an empty line where the input line was rejected (EVALB-ready when none
 was); an input file without lines gets an empty one. `bulk_options.OrderedWriter` writes
@@ -59,7 +63,7 @@ from tetra_tf import text as text_lib
 from tetra_tf.bulk_options import DEFAULT_BATCH_SIZE
 
 if TYPE_CHECKING:  # tetra_tf.parser loads TensorFlow: only the workers that parse import it
-    from tetra_tf.parser import Parser
+    from tetra_tf.parser import ParseResult, Parser
 
 METRICS_NAMESPACE = "tetra_tf"
 """The Beam metrics namespace of the pipeline's counters (see `counters`)."""
@@ -113,6 +117,10 @@ class ParseOptions(NamedTuple):
       batch_size: most sentences per model call (default `DEFAULT_BATCH_SIZE`, 64).
       ordered: also write each input file's trees in input order (see the module doc).
         Default False.
+      marginals: also give each parsed record ``tree_probability`` and
+        ``constituent_marginals`` (see the module doc); a sentence longer than the
+        export's parse_marginals signature takes is then a ``too_many_words`` dead letter.
+        Default False.
 
     Example:
         ```python
@@ -132,6 +140,7 @@ class ParseOptions(NamedTuple):
     max_line_bytes: int = sentences.DEFAULT_MAX_LINE_BYTES  # longer lines are dead letters
     batch_size: int = DEFAULT_BATCH_SIZE  # most sentences per model call
     ordered: bool = False
+    marginals: bool = False  # records also get tree_probability and constituent_marginals
 
 
 def _counter(name: str):
@@ -144,7 +153,8 @@ class ParseModelHandler(ModelHandler[Sentence, PredictionResult, "Parser"]):
     Loads a `tetra_tf.parser.Parser` once per worker process (RunInference shares it between
     the process's threads) and parses each batch with its `parse_each`, which owns the
     failure policy: a sentence it refuses gets an inference of ``{"error": SentenceError}``
-    instead of ``{"tree", "score"}``; a failure of the model itself raises, and fails the
+    instead of ``{"tree", "score"}`` (with marginals also ``"tree_probability"`` and
+    ``"constituent_marginals"``); a failure of the model itself raises, and fails the
     job.
 
     Batches hold at most batch_size sentences and the words the export takes in one call
@@ -170,7 +180,8 @@ class ParseModelHandler(ModelHandler[Sentence, PredictionResult, "Parser"]):
     """
 
     def __init__(self, model_dir: str, batch_size: int = DEFAULT_BATCH_SIZE,
-                 max_words: int = 0, max_batch_words: int | None = None):
+                 max_words: int = 0, max_batch_words: int | None = None,
+                 marginals: bool = False):
         """Makes the handler; the model is loaded later, on the workers (`load_model`).
 
         Args:
@@ -182,6 +193,8 @@ class ParseModelHandler(ModelHandler[Sentence, PredictionResult, "Parser"]):
           max_batch_words: most words per batch; by default what the export takes in one
             call (its max_pieces_per_call // max_pieces_per_word), or batch_size * 64 for
             an export that does not publish them.
+          marginals: parse with `Parser.parse_each(marginals=True)`: each inference also
+            has the tree's probability and each constituent's (see `run_inference`).
 
         Raises:
           tetra_tf.errors.ExportError: the export's limits file (assets.extra/limits.json)
@@ -196,6 +209,7 @@ class ParseModelHandler(ModelHandler[Sentence, PredictionResult, "Parser"]):
                          max_batch_weight=max_batch_words, element_size_fn=sentence_words)
         self._model_dir = model_dir
         self._max_words = max_words
+        self._marginals = marginals
 
     def load_model(self) -> Parser:
         """Loads the parser; RunInference calls it once per worker process.
@@ -224,9 +238,10 @@ class ParseModelHandler(ModelHandler[Sentence, PredictionResult, "Parser"]):
         Returns:
           A `PredictionResult` per sentence, in batch order: ``example`` the `Sentence`,
           ``inference`` either ``{"tree": str, "score": float}`` (the one-line bracketed
-          tree and its log-probability) or ``{"error": SentenceError}`` for a sentence
-          refused alone (``too_many_words``, ``too_many_pieces``, ``rejected``). A refused
-          sentence is never raised.
+          tree and its log-probability; with marginals also ``"tree_probability": float``
+          and ``"constituent_marginals": [float, ...]``, see `parse_fields`) or
+          ``{"error": SentenceError}`` for a sentence refused alone (``too_many_words``,
+          ``too_many_pieces``, ``rejected``). A refused sentence is never raised.
 
         Raises:
           tetra_tf.errors.ModelError: the model itself failed; the bundle fails, and after
@@ -234,12 +249,15 @@ class ParseModelHandler(ModelHandler[Sentence, PredictionResult, "Parser"]):
         """
         if not batch:
             return []
+        # marginals only when asked for: without them the call is the one it always was.
+        extra = {"marginals": True} if self._marginals else {}
         results = model.parse_each([sentence.text.split(" ") for sentence in batch],
                                    batch_size=len(batch),
-                                   limits=model.sentence_limits.lowered(self._max_words))
+                                   limits=model.sentence_limits.lowered(self._max_words),
+                                   **extra)
         return [PredictionResult(sentence, {"error": result}
                                  if isinstance(result, sentences.SentenceError)
-                                 else {"tree": result.bracketed, "score": result.score})
+                                 else parse_fields(result, self._marginals))
                 for sentence, result in zip(batch, results)]
 
     def get_num_bytes(self, batch: Sequence[Sentence]) -> int:
@@ -260,6 +278,25 @@ class ParseModelHandler(ModelHandler[Sentence, PredictionResult, "Parser"]):
           `METRICS_NAMESPACE` (``"tetra_tf"``), the pipeline's own counters' namespace.
         """
         return METRICS_NAMESPACE
+
+
+def parse_fields(result: ParseResult, marginals: bool = False) -> dict[str, Any]:
+    """A parsed sentence's fields in its record.
+
+    Args:
+      result: the sentence's `tetra_tf.parser.ParseResult`.
+      marginals: also its marginals (result was parsed with ``marginals=True``).
+
+    Returns:
+      ``{"tree": str, "score": float}`` (the one-line bracketed tree, its
+      log-probability); with marginals also ``"tree_probability": float`` and
+      ``"constituent_marginals": [float, ...]`` (`ParseResult`'s, as a list).
+    """
+    fields = {"tree": result.bracketed, "score": result.score}
+    if marginals:
+        fields.update(tree_probability=result.tree_probability,
+                      constituent_marginals=list(result.constituent_marginals))
+    return fields
 
 
 def sentence_words(sentence: Sentence) -> int:
@@ -448,7 +485,7 @@ class SplitResults(beam.DoFn):
 
     Outputs:
       - main: a record ``{"file": str, "line": int, "tree": str, "score": float}`` per
-        parsed sentence.
+        parsed sentence (and the inference's marginals, when it has them).
       - REJECTED: a `dead_letter` per sentence `ParseModelHandler` refused (reason
         ``too_many_words``, ``too_many_pieces`` or ``rejected``).
     """
@@ -466,7 +503,7 @@ class SplitResults(beam.DoFn):
         """Turns one of `ParseModelHandler.run_inference`'s results into its record.
 
         Args:
-          result: example a `Sentence`, inference ``{"tree", "score"}`` or ``{"error"}``.
+          result: example a `Sentence`, inference `parse_fields` or ``{"error"}``.
 
         Yields:
           The parsed record, or ``TaggedOutput(REJECTED, dead letter)``.
@@ -484,7 +521,7 @@ class SplitResults(beam.DoFn):
         if sentence.sentence_number:
             record.update(sentence_number=sentence.sentence_number, start=sentence.start,
                           end=sentence.end)
-        yield {**record, "tree": inference["tree"], "score": inference["score"]}
+        yield {**record, **inference}
 
 
 def _create(path: str) -> BinaryIO:
@@ -549,11 +586,13 @@ def build(pipeline: beam.Pipeline, options: ParseOptions,
       pipeline: the Beam pipeline to add the transforms to.
       options: what to read, how to parse, where to write.
       handler: the model handler (tests inject failing ones); by default a
-        `ParseModelHandler` of options.model_dir with options.batch_size and max_words.
+        `ParseModelHandler` of options.model_dir with options.batch_size, max_words and
+        marginals (a handler given is used as it is: its own marginals count).
 
     Returns:
       ``{"parsed": PCollection, "rejected": PCollection}`` of dicts, every input line in
-      exactly one: parsed ``{"file": str, "line": int, "tree": str, "score": float}``;
+      exactly one: parsed ``{"file": str, "line": int, "tree": str, "score": float}``
+      (with options.marginals also ``tree_probability`` and ``constituent_marginals``);
       rejected ``{"file": str, "line": int, "reason": str, "error": str}`` with reason one
       of `sentences.REASONS` (``empty``, ``not_utf8``, ``too_long``, ``damaged`` and
       ``too_many_words`` from reading; ``too_many_pieces`` and ``rejected`` from the model)
@@ -582,7 +621,7 @@ def build(pipeline: beam.Pipeline, options: ParseOptions,
     if options.documents and options.ordered:
         raise ValueError("ordered output is one tree per line: not with documents")
     handler = handler or ParseModelHandler(options.model_dir, options.batch_size,
-                                           options.max_words)
+                                           options.max_words, marginals=options.marginals)
     matched = (pipeline
                | "Patterns" >> beam.Create(list(options.inputs))
                | "Match" >> fileio.MatchAll(EmptyMatchTreatment.DISALLOW))

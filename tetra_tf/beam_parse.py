@@ -2,7 +2,7 @@ r"""Parses a corpus with an Apache Beam pipeline: a tree per line, dead letters 
 
   python -m tetra_tf.beam_parse --model_dir=models/tetra/1 --input='corpus/*.txt' \
       --output=out/trees [--tokenize | --documents] [--max_words=400] [--max_line_bytes=N]
-      [--ordered] [Beam pipeline options]
+      [--ordered] [--marginals] [Beam pipeline options]
 
 Input: files or globs (--input may be repeated; .gz and other compressions by extension),
 one sentence per line, PTB tokens separated by whitespace (or raw text with --tokenize), as
@@ -21,6 +21,10 @@ compressed input at a time. Output, sharded as Beam writes it:
                                       files' common folder), one tree per line in input
                                       order, an empty line for a rejected one (an empty file
                                       for an input file without lines)
+
+With --marginals each parsed record also has "tree_probability" (the tree's probability
+among all valid trees) and "constituent_marginals" (each constituent's probability, in the
+order the tree opens their brackets), as Parser.parse_each(marginals=True) gives them.
 
 With --documents each line is a document of raw text, split into sentences (tetra_tf.text,
 as `python -m tetra_tf.parse --documents` splits it): each sentence is a record or a dead
@@ -56,7 +60,7 @@ LOCAL_RUNNER = "FnApiRunner"
 
 # The common options of the bulk programs (tetra_tf/bulk_options.py) this program has.
 BULK_OPTIONS = ("model_dir", "corpus_input", "corpus_output", "tokenize", "documents",
-                "max_words", "max_line_bytes", "batch_size", "ordered")
+                "max_words", "max_line_bytes", "batch_size", "ordered", "marginals")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -108,7 +112,8 @@ def parse_args(argv: list[str]):
     options = beam.ParseOptions(
         model_dir=args.model_dir, inputs=args.corpus_input, output=args.corpus_output,
         tokenize=args.tokenize, documents=args.documents, max_words=args.max_words,
-        max_line_bytes=args.max_line_bytes, batch_size=args.batch_size, ordered=args.ordered)
+        max_line_bytes=args.max_line_bytes, batch_size=args.batch_size, ordered=args.ordered,
+        marginals=args.marginals)
     return options, pipeline_options
 
 

@@ -79,6 +79,13 @@ _ORDERED_HELP = ("Also write OUTPUT-ordered/PATH.trees per input file (PATH belo
                  "files' common folder): one tree per line in input order, an empty line for a "
                  "refused line; an empty file for an input file without lines.")
 
+_MARGINALS_HELP = ("Also give each parsed sentence its tree's probability among all valid "
+                   "trees (tree_probability) and each constituent's probability "
+                   "(constituent_marginals: one per bracket, in the order the tree opens "
+                   "them, the root's and the parts of speech' left out), from the export's "
+                   "parse_marginals signature; a sentence longer than that signature takes "
+                   "is then refused (too_many_words).")
+
 OPTIONS: dict[str, Option] = {option.key: option for option in (
     Option("model_dir", str, None, "The exported SavedModel (tetra_tf.export's --export_dir, "
            "e.g. models/tetra/1); on a cluster, at a path every worker reads (gs://, a "
@@ -116,6 +123,8 @@ OPTIONS: dict[str, Option] = {option.key: option for option in (
     Option("errors", str, None, "With --on_error=skip: write one 'line N: REASON: DETAIL' "
            "line per refused input line here (default: stderr)."),
     Option("ordered", bool, False, _ORDERED_HELP),
+    # The corpus programs' marginals (parse.py's --marginals is its own: a line format).
+    Option("marginals", bool, False, _MARGINALS_HELP),
 )}
 
 

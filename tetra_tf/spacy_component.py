@@ -29,6 +29,7 @@ added.
 | `model_dir` | (required) | the export to parse with |
 | `batch_size` | `None`: 64, every way in's default | sentences per call of the model |
 | `disable_tagger` | `False` | leave `token.tag_` alone instead of writing the parser's POS tags (benepar's option of the same name) |
+| `marginals` | `False` | also set `_.constituent_probability` and `_.tree_probability` (parses with `Parser.parse_each(marginals=True)`) |
 
 ### What the component sets
 
@@ -43,9 +44,22 @@ added.
 | `Token.tag_` | the parser's POS tag of each word (unless `disable_tagger`) |
 | `Span._.parse_score` | a sentence's score (the log-probability of its tags); `None` for other spans |
 | `Span._.parse_error` | for a sentence the parser refused, `"REASON: detail"` (see `tetra_tf.sentences`); else `None` |
+| `Span._.constituent_probability` | with `marginals`, a constituent's probability (that of its outermost label, see below); `None` without `marginals`, for a word without a label, a sentence's `TOP` root and any span that is no constituent |
+| `Span._.tree_probability` | with `marginals`, a sentence's tree's probability among all valid trees (`ParseResult.tree_probability`); `None` for other spans and without `marginals` |
 | `Doc._.tetra_score` | the sum of its sentences' scores |
 
-`parse_score`, `parse_error` and `tetra_score` are tetra-tf's own; the others are benepar's.
+`parse_score`, `parse_error`, `constituent_probability`, `tree_probability` and
+`tetra_score` are tetra-tf's own; the others are benepar's.
+
+**Marginals.** With `marginals`, each sentence is parsed with
+`Parser.parse_each(marginals=True)`: the same trees, and the probability of each of their
+constituents (`ParseResult.constituents`: a label over a span of words). A unary chain
+(`(S (VP ...))` over the same words) is one span with several `_.labels`; its
+`_.constituent_probability` is that of its outermost label, `_.labels[0]` (the chain's
+inner labels' probabilities are in `ParseResult.constituents`, not on the span). A
+sentence whose root is `TOP` (several children) gets `None` there: the root is in every
+tree, so the parser gives it no probability. A sentence over the export's
+`parse_marginals` bound (256 words) is then refused (`too_many_words`).
 
 A span whose tokens are not one constituent raises `NonConstituentError`: reading
 `_.labels`, `_.parse_string` or `_.parent` raises at once, and `_.constituents` and
@@ -114,7 +128,7 @@ from __future__ import annotations
 
 import functools
 import sys
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import nltk
 from spacy.language import Language
@@ -229,7 +243,8 @@ class TetraTfComponent:
     """
 
     def __init__(self, nlp: Language, name: str, model_dir: str,
-                 batch_size: int | None = None, disable_tagger: bool = False):
+                 batch_size: int | None = None, disable_tagger: bool = False,
+                 marginals: bool = False):
         """Loads the export and registers the Doc/Span/Token attributes.
 
         Args:
@@ -240,6 +255,8 @@ class TetraTfComponent:
                 `tetra_tf.bulk_options.DEFAULT_BATCH_SIZE`).
             disable_tagger: leave `token.tag_` alone instead of writing the parser's POS
                 tags into it (benepar's option).
+            marginals: also set `Span._.constituent_probability` and
+                `Span._.tree_probability` (see the module's Marginals).
 
         Raises:
             ValueError: batch_size is not positive.
@@ -260,6 +277,8 @@ class TetraTfComponent:
         """Sentences per call of the model."""
         self.disable_tagger = disable_tagger
         """Whether `token.tag_` is left alone."""
+        self.marginals = marginals
+        """Whether sentences are parsed with their marginals."""
         self.parser = Parser(model_dir)
         """The export's `tetra_tf.parser.Parser`."""
         self.error_handler: ErrorHandler = raise_error
@@ -336,7 +355,8 @@ class TetraTfComponent:
                     jobs.append((index, words))
         try:
             results = self.parser.parse_each([sentence_words(words) for _, words in jobs],
-                                             batch_size=self.batch_size) if jobs else []
+                                             batch_size=self.batch_size,
+                                             marginals=self.marginals) if jobs else []
         except ModelError as e:
             error_handler(self.name, self, ready, e)
             return []
@@ -345,7 +365,8 @@ class TetraTfComponent:
             if isinstance(result, sentences.SentenceError):
                 data[index]["refused"][f"{words[0].i}:{words[-1].i + 1}"] = str(result)
             else:
-                _add_sentence(data[index], words, result.tree, result.score)
+                _add_sentence(data[index], words, result.tree, result.score,
+                              result.constituent_marginals, result.tree_probability)
         for doc, doc_data in zip(ready, data):
             doc._.set(DATA_ATTRIBUTE, doc_data)
             if not self.disable_tagger:
@@ -367,15 +388,29 @@ def _set_tags(doc: Doc, tags: list[str]) -> None:
 def _empty_data(num_tokens: int) -> dict[str, Any]:
     return {"starts": [], "ends": [], "labels": [], "parents": [], "subtree_ends": [],
             "index": {}, "pos": [""] * num_tokens, "words": [""] * num_tokens,
-            "sentence_scores": {}, "score": 0.0, "refused": {}}
+            "sentence_scores": {}, "score": 0.0, "refused": {}, "probabilities": [],
+            "tree_probabilities": {}}
 
 
 def _add_sentence(data: dict[str, Any], words: list[Token], tree: nltk.Tree,
-                  score: float) -> None:
-    """Appends a sentence's constituents (TOP dropped; unary chains merged) to `data`."""
+                  score: float, marginals: Sequence[float] | None = None,
+                  tree_probability: float | None = None) -> None:
+    """Appends a sentence's constituents (TOP dropped; unary chains merged) to `data`.
+
+    Args:
+        data: the doc's parse data (`_empty_data`).
+        words: the sentence's word tokens, one per leaf.
+        tree: its tree (`ParseResult.tree`).
+        score: its score.
+        marginals: its constituents' probabilities (`ParseResult.constituent_marginals`:
+            one per bracket of the tree string but the root's and the POS tags', in
+            order); each position gets its outermost label's. None: no marginals.
+        tree_probability: its tree's probability (with marginals).
+    """
     token_indices = [token.i for token in words]
     word_counts = _word_counts(tree)
     first = len(data["starts"])
+    bracket = 0  # the next phrase bracket's index in marginals' order
     # Explicit stack (no recursion: long sentences make deep trees). Entries: node, labels
     # gathered so far, parent position, first word index. TOP's label is kept only when the
     # sentence's top node is unlabeled (TOP has several children), so that it stays a tree.
@@ -383,12 +418,22 @@ def _add_sentence(data: dict[str, Any], words: list[Token], tree: nltk.Tree,
     stack: list[tuple[Any, list[str], int, int]] = [(tree, root_labels, -1, 0)]
     while stack:
         node, labels, parent, word = stack.pop()
+        # The bracket of the outermost label (TOP, the root, has none); preorder, as the
+        # tree string opens them.
+        outermost = None
+        if node is not tree and _is_phrase(node):
+            outermost, bracket = bracket, bracket + 1
         # A unary chain, down to a word's preterminal, is one constituent with several labels.
         while _is_phrase(node) and len(node) == 1:
             node = node[0]
             if _is_phrase(node):
                 labels = labels + [node.label()]
+                if outermost is None:  # the root's chain: its first label below TOP
+                    outermost = bracket
+                bracket += 1
         position = len(data["starts"])
+        data["probabilities"].append(None if marginals is None or outermost is None
+                                     else marginals[outermost])
         data["starts"].append(token_indices[word])
         data["labels"].append(labels)
         data["parents"].append(parent)
@@ -416,6 +461,8 @@ def _add_sentence(data: dict[str, Any], words: list[Token], tree: nltk.Tree,
         data["index"][f"{data['starts'][position]}:{data['ends'][position]}"] = position
     data["sentence_scores"][str(first)] = score
     data["score"] += score
+    if tree_probability is not None:
+        data["tree_probabilities"][str(first)] = tree_probability
 
 
 def _is_phrase(node) -> bool:
@@ -696,6 +743,56 @@ def get_parse_score(span: Span) -> float | None:
     return data["sentence_scores"].get(str(position))
 
 
+def get_constituent_probability(span: Span) -> float | None:
+    """`Span._.constituent_probability`: a constituent's probability (with marginals).
+
+    Args:
+        span: any span of a parsed doc.
+
+    Returns:
+        With the component's `marginals`, the probability of the span's constituent:
+        that of its outermost label (`_.labels[0]`) over its words, under the model
+        (`tetra_tf.parser.Constituent`). None without marginals, for a word without a
+        label, a sentence's `TOP` root, a span with no parse and a span that is no
+        constituent (never raises NonConstituentError).
+
+    Raises:
+        ValueError: the doc was not parsed by the component.
+
+    Example:
+        ```python
+        for constituent in sent._.constituents:  # with config {"marginals": True, ...}
+            print(constituent._.labels, constituent._.constituent_probability)
+        ```
+    """
+    position = _position(span, required=False)
+    if position is None:
+        return None
+    probabilities = _data(span.doc).get("probabilities")  # none in data of older versions
+    return None if probabilities is None else probabilities[position]
+
+
+def get_tree_probability(span: Span) -> float | None:
+    """`Span._.tree_probability`: a sentence's tree's probability (with marginals).
+
+    Args:
+        span: any span of a parsed doc.
+
+    Returns:
+        With the component's `marginals`, the probability of the sentence's tree among
+        all valid trees (`ParseResult.tree_probability`) if the span is a parsed
+        sentence's root constituent; else None (never raises NonConstituentError).
+
+    Raises:
+        ValueError: the doc was not parsed by the component.
+    """
+    position = _position(span, required=False)
+    data = _data(span.doc)
+    if position is None or data["parents"][position] >= 0:
+        return None
+    return data.get("tree_probabilities", {}).get(str(position))
+
+
 def get_doc_score(doc: Doc) -> float | None:
     """`Doc._.tetra_score`: the sum of the doc's sentences' scores.
 
@@ -721,14 +818,16 @@ def install_extensions() -> None:
     Called by the component; registering replaces benepar's attributes of the same names
     (`force=True`). Does nothing if they are registered already.
     """
-    if Doc.has_extension(DATA_ATTRIBUTE) and Span.has_extension("parse_error"):
+    if Doc.has_extension(DATA_ATTRIBUTE) and Span.has_extension("tree_probability"):
         return
     Doc.set_extension(DATA_ATTRIBUTE, default=None, force=True)
     Doc.set_extension("tetra_score", getter=get_doc_score, force=True)
     for name, getter in (("labels", get_labels), ("parse_string", get_parse_string),
                          ("constituents", get_constituents), ("parent", get_parent),
                          ("children", get_children), ("parse_score", get_parse_score),
-                         ("parse_error", get_parse_error)):
+                         ("parse_error", get_parse_error),
+                         ("constituent_probability", get_constituent_probability),
+                         ("tree_probability", get_tree_probability)):
         Span.set_extension(name, getter=getter, force=True)
     for name, getter in (("labels", get_labels), ("parse_string", get_parse_string),
                          ("parent", get_parent)):

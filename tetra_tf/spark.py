@@ -10,6 +10,11 @@ Example:
     # reason and error (why a row was refused; null for a parsed row)
     ```
 
+With ``marginals=True`` the rows also get ``tree_probability`` (the tree's probability
+among all valid trees) and ``constituent_marginals`` (each constituent's probability, in
+the order the tree string opens their brackets), after score, from
+`Parser.parse_each(marginals=True)`; both null for a refused row.
+
 The sentence contract is `tetra_tf.sentences`': a row's text becomes words with
 `sentences.text_to_words` (or it is refused with one of `sentences.REASONS`); the model
 refuses a sentence alone with a reason too. Each row gets exactly one of (tree, score) and
@@ -63,6 +68,11 @@ TREE, SCORE, REASON, ERROR = "tree", "score", "reason", "error"
 PARSE_COLUMNS = (TREE, SCORE, REASON, ERROR)
 """The columns `parse_column` adds, in this order: ``tree`` (string), ``score`` (double),
 ``reason`` (string) and ``error`` (string)."""
+# With marginals, after score.
+TREE_PROBABILITY, CONSTITUENT_MARGINALS = "tree_probability", "constituent_marginals"
+MARGINALS_COLUMNS = (TREE_PROBABILITY, CONSTITUENT_MARGINALS)
+"""The columns `parse_column(marginals=True)` adds after ``score``: ``tree_probability``
+(double) and ``constituent_marginals`` (array<double>)."""
 # The rows `read_files` makes: one per input line.
 FILE, LINE, SENTENCE = "file", "line", "sentence"
 LINES_SCHEMA = "file string, line long, sentence string, reason string, error string"
@@ -274,9 +284,21 @@ def warm_workers(session: "SparkSession", model_dir: str) -> None:
             _StartLoading(model_dir), "id long").collect()
 
 
+def parse_columns(marginals: bool = False) -> tuple[str, ...]:
+    """The columns `parse_column` adds, in order.
+
+    Args:
+      marginals: as `parse_column`'s.
+
+    Returns:
+      `PARSE_COLUMNS`; with marginals, `MARGINALS_COLUMNS` after ``score``.
+    """
+    return (TREE, SCORE, *(MARGINALS_COLUMNS if marginals else ()), REASON, ERROR)
+
+
 def parse_texts(parser: "Parser", texts: Sequence[str | None],
-                batch_size: int = DEFAULT_BATCH_SIZE, max_words: int = 0, tokenize: bool = False
-                ) -> list[tuple[str, float] | sentences.SentenceError]:
+                batch_size: int = DEFAULT_BATCH_SIZE, max_words: int = 0, tokenize: bool = False,
+                marginals: bool = False) -> list[tuple | sentences.SentenceError]:
     """Parses texts with a parser, each failing alone: what `parse_column` does per batch.
 
     Each text becomes words with `sentences.text_to_words` (checked against the parser's
@@ -292,10 +314,14 @@ def parse_texts(parser: "Parser", texts: Sequence[str | None],
         only the export's own limit (``too_many_pieces``).
       tokenize: each text is raw: split it into PTB tokens (`sentences.ptb_tokenize`)
         instead of on whitespace. Default False.
+      marginals: parse with `Parser.parse_each(marginals=True)` and give each parsed text
+        its marginals too. Default False.
 
     Returns:
       One item per text, in input order: ``(tree, score)`` (the one-line bracketed tree,
-      and its log-probability as a float), or the `sentences.SentenceError` refusing it:
+      and its log-probability as a float; with marginals ``(tree, score,
+      tree_probability, constituent_marginals)``, the last a list of floats, as
+      `ParseResult` has them), or the `sentences.SentenceError` refusing it:
       its ``reason`` is ``empty``, ``too_many_words`` or ``too_many_pieces`` from the
       contract, or what `Parser.parse_each` refuses alone (e.g. ``rejected``). A refused
       sentence is returned, never raised.
@@ -332,9 +358,17 @@ def parse_texts(parser: "Parser", texts: Sequence[str | None],
         except sentences.SentenceError as e:
             results[index] = e
     if words:
-        for index, result in zip(todo, parser.parse_each(words, batch_size, limits)):
-            results[index] = (result if isinstance(result, sentences.SentenceError)
-                              else (result.bracketed, float(result.score)))
+        # marginals only when asked for: without them the call is the one it always was.
+        extra = {"marginals": True} if marginals else {}
+        for index, result in zip(todo, parser.parse_each(words, batch_size, limits, **extra)):
+            if isinstance(result, sentences.SentenceError):
+                results[index] = result
+            elif marginals:
+                results[index] = (result.bracketed, float(result.score),
+                                  float(result.tree_probability),
+                                  list(result.constituent_marginals))
+            else:
+                results[index] = (result.bracketed, float(result.score))
     return results
 
 
@@ -342,10 +376,10 @@ class _ParsePartition:
     """mapInArrow's function: Arrow batches of rows → the same rows with the parse columns."""
 
     def __init__(self, model_dir: str, text_column: str, batch_size: int, max_words: int,
-                 tokenize: bool, loads: "Accumulator | None"):
+                 tokenize: bool, loads: "Accumulator | None", marginals: bool = False):
         self.model_dir, self.text_column = model_dir, text_column
         self.batch_size, self.max_words, self.tokenize = batch_size, max_words, tokenize
-        self.loads = loads
+        self.loads, self.marginals = loads, marginals
 
     def __call__(self, batches: Iterable["pa.RecordBatch"]) -> Iterator["pa.RecordBatch"]:
         import pyarrow as pa  # pylint: disable=import-outside-toplevel
@@ -358,30 +392,37 @@ class _ParsePartition:
             given_errors = (batch.column(names.index(ERROR)).to_pylist() if ERROR in names
                             else [None] * len(texts))
             todo = [i for i, reason in enumerate(given) if reason is None]
-            trees: list[str | None] = [None] * len(texts)
-            scores: list[float | None] = [None] * len(texts)
+            # A parse's values (tree, score[, tree_probability, constituent_marginals]) by
+            # row; None for a row not parsed.
+            parses: list[tuple | None] = [None] * len(texts)
             reasons, errors = list(given), list(given_errors)
             if todo:
                 parser = get_parser(self.model_dir, self.loads)
                 parsed = parse_texts(parser, [texts[i] for i in todo], self.batch_size,
-                                     self.max_words, self.tokenize)
+                                     self.max_words, self.tokenize, self.marginals)
                 for index, result in zip(todo, parsed):
                     if isinstance(result, sentences.SentenceError):
                         reasons[index], errors[index] = result.reason, result.detail
                     else:
-                        trees[index], scores[index] = result
-            kept = [name for name in names if name not in PARSE_COLUMNS]
+                        parses[index] = result
+            types = [pa.string(), pa.float64()] + ([pa.float64(), pa.list_(pa.float64())]
+                                                   if self.marginals else [])
+            values = [pa.array([None if row is None else row[i] for row in parses], kind)
+                      for i, kind in enumerate(types)]
+            columns = parse_columns(self.marginals)
+            kept = [name for name in names if name not in columns]
             yield pa.RecordBatch.from_arrays(
-                [batch.column(names.index(name)) for name in kept]
-                + [pa.array(trees, pa.string()), pa.array(scores, pa.float64()),
-                   pa.array(reasons, pa.string()), pa.array(errors, pa.string())],
-                names=kept + list(PARSE_COLUMNS))
+                [batch.column(names.index(name)) for name in kept] + values
+                + [pa.array(reasons, pa.string()), pa.array(errors, pa.string())],
+                names=kept + list(columns))
 
 
 def parse_column(df: "DataFrame", model_dir: str, text_column: str = SENTENCE,
                  batch_size: int = DEFAULT_BATCH_SIZE, max_words: int = 0,
-                 tokenize: bool = False, loads: "Accumulator | None" = None) -> "DataFrame":
-    """df with the parse of its text_column: tree, score, reason, error (see the module doc).
+                 tokenize: bool = False, loads: "Accumulator | None" = None,
+                 marginals: bool = False) -> "DataFrame":
+    """df with the parse of its text_column: tree, score, reason, error (see the module doc);
+    with marginals also tree_probability and constituent_marginals.
 
     Lazy, as any DataFrame transformation: nothing is parsed (and model_dir is not read)
     until an action runs. Each Python worker loads the model once (`get_parser`); each
@@ -405,15 +446,24 @@ def parse_column(df: "DataFrame", model_dir: str, text_column: str = SENTENCE,
         instead of on whitespace. Default False.
       loads: a `loads_accumulator`, to count the model loads; None (the default): not
         counted.
+      marginals: also give each row ``tree_probability`` and ``constituent_marginals``
+        (from `Parser.parse_each(marginals=True)`); a sentence longer than the export's
+        parse_marginals signature takes is then refused (``too_many_words``). Default
+        False.
 
     Returns:
-      A DataFrame of the same rows: df's columns (any of its own ``tree``, ``score``,
-      ``reason``, ``error`` columns dropped), then ``tree`` (string: the one-line bracketed
-      tree), ``score`` (double: its log-probability, ≤ 0), ``reason`` (string: one of
+      A DataFrame of the same rows: df's columns (any of its own columns named as the
+      ones added, `parse_columns`, dropped), then ``tree`` (string: the one-line bracketed
+      tree), ``score`` (double: its log-probability, ≤ 0), with marginals
+      ``tree_probability`` (double: the tree's probability among all valid trees) and
+      ``constituent_marginals`` (array<double>: each constituent's probability, in the
+      order the tree string opens their brackets, the root's and the parts of speech'
+      left out; `ParseResult.constituent_marginals`), ``reason`` (string: one of
       `sentences.REASONS`) and ``error`` (string: the refusal's detail, without the
-      ``reason: `` prefix). A parsed row has tree and score, with reason and error null; a
-      refused row the reverse. Reasons the parse gives: ``empty`` (a null or blank text),
-      ``too_many_words``, ``too_many_pieces``, ``rejected`` (the model refused it alone);
+      ``reason: `` prefix). A parsed row has tree and score (and the marginals), with
+      reason and error null; a refused row the reverse. Reasons the parse gives:
+      ``empty`` (a null or blank text), ``too_many_words``, ``too_many_pieces``,
+      ``rejected`` (the model refused it alone);
       rows passed through keep theirs (``not_utf8``, ``too_long``, ``damaged``, ... from
       `read_files`).
 
@@ -434,22 +484,23 @@ def parse_column(df: "DataFrame", model_dir: str, text_column: str = SENTENCE,
         ```
     """
     from pyspark.sql.types import (  # pylint: disable=import-outside-toplevel
-        DoubleType, StringType, StructField, StructType)
+        ArrayType, DoubleType, StringType, StructField, StructType)
 
     if text_column not in df.columns:
         raise ValueError(f"no column {text_column!r} (columns: {', '.join(df.columns)})")
     column_type = df.schema[text_column].dataType
     if not isinstance(column_type, StringType):
         raise ValueError(f"column {text_column!r} is {column_type.simpleString()}, not string")
-    fields = [field for field in df.schema.fields if field.name not in PARSE_COLUMNS]
-    schema = StructType(fields + [StructField(TREE, StringType()),
-                                  StructField(SCORE, DoubleType()),
-                                  StructField(REASON, StringType()),
-                                  StructField(ERROR, StringType())])
+    columns = parse_columns(marginals)
+    types = {TREE: StringType(), SCORE: DoubleType(), TREE_PROBABILITY: DoubleType(),
+             CONSTITUENT_MARGINALS: ArrayType(DoubleType()), REASON: StringType(),
+             ERROR: StringType()}
+    fields = [field for field in df.schema.fields if field.name not in columns]
+    schema = StructType(fields + [StructField(name, types[name]) for name in columns])
     with warnings.catch_warnings():  # mapInArrow passes Arrow batches: pandas is not used
         warnings.filterwarnings("ignore", message=".*PySpark does not yet fully support pandas")
         return df.mapInArrow(_ParsePartition(model_dir, text_column, batch_size, max_words,
-                                             tokenize, loads), schema)
+                                             tokenize, loads, marginals), schema)
 
 
 # --------------------------------------------------------------------------------------

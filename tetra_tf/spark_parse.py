@@ -3,7 +3,7 @@ r"""Parses text files on Apache Spark: a tree per line, an error row for every o
   python -m tetra_tf.spark_parse --model_dir=models/tetra/1 --input='corpus/*.txt' \
       --output=out/trees [--master=spark://HOST:7077] [--format=parquet|json] [--ordered]
       [--tokenize | --documents] [--max_words=N] [--max_line_bytes=N] [--batch_size=64]
-      [--partitions=N]
+      [--partitions=N] [--marginals]
 
 Input: files, folders or globs as Spark reads them (local paths, hdfs://, s3a://, gs:// with
 the cluster's connectors; --input may be repeated), one sentence per line, PTB tokens
@@ -24,6 +24,10 @@ as `python -m tetra_tf.parse --documents` splits it): a row per sentence, with
 ``sentence_number`` (in the line, from 1), ``start`` and ``end`` (its character offsets in
 the line) after ``line``; a blank line has none, a refused line one row without them (not
 with --ordered).
+With --marginals a row also has ``tree_probability`` (double: the tree's probability among
+all valid trees) and ``constituent_marginals`` (array of doubles: each constituent's
+probability, in the order the tree opens their brackets) after ``score``, null for a
+refused line, as Parser.parse_each(marginals=True) gives them.
 With --ordered, also OUTPUT-ordered/PATH.trees per input file (PATH below the input files'
 common folder): one tree per line in input order, an empty line for a refused one (an empty
 file for an input file without lines).
@@ -58,7 +62,7 @@ from tetra_tf import bulk_options, cli, extras, sentences  # noqa: E402
 FORMATS = ("parquet", "json")
 # The common options of the bulk programs (tetra_tf/bulk_options.py) this program has.
 BULK_OPTIONS = ("model_dir", "corpus_input", "corpus_output", "ordered", "tokenize",
-                "documents", "max_words", "max_line_bytes", "batch_size")
+                "documents", "max_words", "max_line_bytes", "batch_size", "marginals")
 FLAGS = flags.FLAGS
 
 
@@ -168,10 +172,12 @@ def run(spark, model_dir: str, inputs: list[str], output: str, output_format: st
         ordered: bool = False, tokenize: bool = False, max_words: int = 0,
         max_line_bytes: int = sentences.DEFAULT_MAX_LINE_BYTES,
         batch_size: int = bulk_options.DEFAULT_BATCH_SIZE,
-        partitions: int = 0, overwrite: bool = False, documents: bool = False) -> dict:
+        partitions: int = 0, overwrite: bool = False, documents: bool = False,
+        marginals: bool = False) -> dict:
     """Reads, parses and writes (see the module doc); returns a summary: rows (lines, or
     with documents sentences and refused lines), parsed, refused by reason, model loads
-    [(host, pid, seconds)], seconds, ordered files."""
+    [(host, pid, seconds)], seconds, ordered files. With marginals the rows also have
+    tree_probability and constituent_marginals (`tetra_spark.parse_column`'s)."""
     from tetra_tf import spark as tetra_spark  # pylint: disable=import-outside-toplevel
 
     if documents and ordered:
@@ -181,14 +187,15 @@ def run(spark, model_dir: str, inputs: list[str], output: str, output_format: st
     tetra_spark.warm_workers(spark, model_dir)  # the model loads while the input is read
     lines = tetra_spark.read_files(spark, inputs, max_words, max_line_bytes, tokenize,
                                    partitions, documents)
-    parsed = tetra_spark.parse_column(lines, model_dir, batch_size=batch_size, loads=loads)
-    results = parsed.select(*output_columns(documents))
+    parsed = tetra_spark.parse_column(lines, model_dir, batch_size=batch_size, loads=loads,
+                                      marginals=marginals)
+    results = parsed.select(*output_columns(documents, marginals))
     writer = results.write.mode("overwrite" if overwrite else "errorifexists")
     if output_format == "json":
         writer.json(output)
     else:
         writer.parquet(output)
-    written = read_output(spark, output, output_format, documents)
+    written = read_output(spark, output, output_format, documents, marginals)
     counts = collections.Counter({row[0]: row[1] for row in
                                   written.groupBy(tetra_spark.REASON).count().collect()})
     files = []
@@ -202,22 +209,24 @@ def run(spark, model_dir: str, inputs: list[str], output: str, output_format: st
             "ordered_files": files}
 
 
-def output_columns(documents: bool = False) -> list[str]:
+def output_columns(documents: bool = False, marginals: bool = False) -> list[str]:
     """The output's columns: file, line (with documents: sentence_number, start, end), tree,
-    score, reason, error."""
+    score (with marginals: tree_probability, constituent_marginals), reason, error."""
     from tetra_tf import spark as tetra_spark  # pylint: disable=import-outside-toplevel
 
     place = [tetra_spark.SENTENCE_NUMBER, tetra_spark.START, tetra_spark.END] if documents \
         else []
-    return [tetra_spark.FILE, tetra_spark.LINE, *place, *tetra_spark.PARSE_COLUMNS]
+    return [tetra_spark.FILE, tetra_spark.LINE, *place, *tetra_spark.parse_columns(marginals)]
 
 
-def read_output(spark, output: str, output_format: str = "parquet", documents: bool = False):
+def read_output(spark, output: str, output_format: str = "parquet", documents: bool = False,
+                marginals: bool = False):
     """The dataset `run` wrote, as a DataFrame."""
     types = {"line": "long", "sentence_number": "long", "start": "long", "end": "long",
-             "score": "double"}
+             "score": "double", "tree_probability": "double",
+             "constituent_marginals": "array<double>"}
     schema = ", ".join(f"`{name}` {types.get(name, 'string')}"
-                       for name in output_columns(documents))
+                       for name in output_columns(documents, marginals))
     if output_format == "json":
         return spark.read.schema(schema).json(output)
     return spark.read.parquet(output)
@@ -240,7 +249,7 @@ def main(argv: list[str]) -> int:
             summary = run(spark, FLAGS.model_dir, FLAGS.input, FLAGS.output, FLAGS.format,
                           FLAGS.ordered, FLAGS.tokenize, FLAGS.max_words,
                           FLAGS.max_line_bytes, FLAGS.batch_size, FLAGS.partitions,
-                          FLAGS.overwrite, FLAGS.documents)
+                          FLAGS.overwrite, FLAGS.documents, FLAGS.marginals)
         except Exception as e:  # pylint: disable=broad-except
             print(f"error: {_job_error(e)}", file=sys.stderr)
             return cli.EXIT_FAILURE
