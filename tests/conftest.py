@@ -279,17 +279,28 @@ def tiny_export_dir(tmp_path_factory) -> str:
     return os.path.join(_tiny_export_root(tmp_path_factory), "tetra", "1")
 
 
-@pytest.fixture(scope="session")
-def tiny_mpnet_export_dir(tmp_path_factory) -> str:
-    """A SavedModel of tests/tiny_model.py's random MPNet model (shared, read-only)."""
+def _tiny_mpnet_export_root(tmp_path_factory) -> str:
     import tiny_model
     from tetra_tf import export
 
     def build(root):
-        tiny_model.make_model_dir(os.path.join(root, "model"), model_type="mpnet")
+        tiny_model.make_model_dir(os.path.join(root, "model"), max_stack_depth=6,
+                                  model_type="mpnet")
         export.export(os.path.join(root, "model"), os.path.join(root, "tetra", "1"))
 
-    return os.path.join(built_once(tmp_path_factory, "tiny_mpnet_export", build), "tetra", "1")
+    return built_once(tmp_path_factory, "tiny_mpnet_export", build)
+
+
+@pytest.fixture(scope="session")
+def tiny_mpnet_export_dir(tmp_path_factory) -> str:
+    """A SavedModel of tests/tiny_model.py's random MPNet model (shared, read-only)."""
+    return os.path.join(_tiny_mpnet_export_root(tmp_path_factory), "tetra", "1")
+
+
+@pytest.fixture(scope="session")
+def tiny_mpnet_model_dir(tmp_path_factory) -> str:
+    """The model directory `tiny_mpnet_export_dir` was exported from (shared, read-only)."""
+    return os.path.join(_tiny_mpnet_export_root(tmp_path_factory), "model")
 
 
 @pytest.fixture(scope="session")
