@@ -496,11 +496,20 @@ def _gives_the_keras_taggers_logits(model_dir, export_path):
     return tagger, batches
 
 
+@pytest.fixture(scope="module")
+def mixed_layers_and_word_pairs(tmp_path_factory):
+    """A tiny model with both of the heads' options, a mix of the last two of its three
+    layers and internal tags from word pairs, exported and checked by
+    `_export_gives_the_keras_taggers_logits` (one export for the two tests below)."""
+    return _export_gives_the_keras_taggers_logits(
+        tmp_path_factory.mktemp("mixed_layers_and_word_pairs"), mixed_layers=2, num_layers=3,
+        internal_uses_next_word=True)
+
+
 @pytest.mark.slow
-def test_layer_mix_is_exported_and_gives_the_keras_taggers_logits(tmp_path):
+def test_layer_mix_is_exported_and_gives_the_keras_taggers_logits(mixed_layers_and_word_pairs):
     # The last two of three layers: a mix of the first two would give other logits.
-    tagger, batches = _export_gives_the_keras_taggers_logits(tmp_path, mixed_layers=2,
-                                                             num_layers=3)
+    tagger, batches = mixed_layers_and_word_pairs
     np.testing.assert_allclose(tagger.layer_weights().sum(), 1.5, rtol=1e-6)
     for inputs, is_word, expected in batches:
         # The mix matters: the last layer alone gives other logits.
@@ -513,8 +522,9 @@ def test_layer_mix_is_exported_and_gives_the_keras_taggers_logits(tmp_path):
 
 
 @pytest.mark.slow
-def test_internal_tags_from_word_pairs_are_exported_with_the_keras_taggers_logits(tmp_path):
-    tagger, _ = _export_gives_the_keras_taggers_logits(tmp_path, internal_uses_next_word=True)
+def test_internal_tags_from_word_pairs_are_exported_with_the_keras_taggers_logits(
+        mixed_layers_and_word_pairs):
+    tagger, _ = mixed_layers_and_word_pairs
     assert tagger.internal_head.kernel.shape[0] == 2 * tagger.leaf_head.kernel.shape[0]
 
 
