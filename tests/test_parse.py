@@ -69,6 +69,25 @@ def parser(export_dir):
     return Parser(export_dir)
 
 
+@pytest.fixture
+def loaded_once(export_dir, parser, monkeypatch):
+    """In the test, a Parser made of the tiny export (tools/eval_export.py's) is a copy of
+    the module's: the export loaded once (eval_export's own load is tests/
+    test_evaluate_export.py's bfloat16 export's)."""
+    import copy
+
+    from tetra_tf import parser as parser_module
+
+    load = parser_module.Parser
+
+    def copy_of_parser(model_dir, *args, **kwargs):
+        if model_dir == export_dir and not args and not kwargs:
+            return copy.copy(parser)
+        return load(model_dir, *args, **kwargs)
+
+    monkeypatch.setattr(parser_module, "Parser", copy_of_parser)
+
+
 def _run(parser, text, **kwargs) -> list[str]:
     output = io.StringIO()
     parse.run(parser.export_dir, io.StringIO(text), output, parser=parser, **kwargs)
@@ -557,7 +576,8 @@ def test_cli_checks_the_bulk_programs_common_options(tmp_path):
 
 
 @pytest.mark.slow
-def test_eval_export_scores_with_gold_or_predicted_pos(export_dir, parser, tmp_path):
+def test_eval_export_scores_with_gold_or_predicted_pos(export_dir, parser, loaded_once,
+                                                       tmp_path):
     sys.path.insert(0, os.path.join(REPO, "tools"))
     import eval_export  # pylint: disable=import-outside-toplevel
 
