@@ -279,17 +279,28 @@ def tiny_export_dir(tmp_path_factory) -> str:
     return os.path.join(_tiny_export_root(tmp_path_factory), "tetra", "1")
 
 
-@pytest.fixture(scope="session")
-def tiny_mpnet_export_dir(tmp_path_factory) -> str:
-    """A SavedModel of tests/tiny_model.py's random MPNet model (shared, read-only)."""
+def _tiny_mpnet_export_root(tmp_path_factory) -> str:
     import tiny_model
     from tetra_tf import export
 
     def build(root):
-        tiny_model.make_model_dir(os.path.join(root, "model"), model_type="mpnet")
+        tiny_model.make_model_dir(os.path.join(root, "model"), max_stack_depth=6,
+                                  model_type="mpnet")
         export.export(os.path.join(root, "model"), os.path.join(root, "tetra", "1"))
 
-    return os.path.join(built_once(tmp_path_factory, "tiny_mpnet_export", build), "tetra", "1")
+    return built_once(tmp_path_factory, "tiny_mpnet_export", build)
+
+
+@pytest.fixture(scope="session")
+def tiny_mpnet_export_dir(tmp_path_factory) -> str:
+    """A SavedModel of tests/tiny_model.py's random MPNet model (shared, read-only)."""
+    return os.path.join(_tiny_mpnet_export_root(tmp_path_factory), "tetra", "1")
+
+
+@pytest.fixture(scope="session")
+def tiny_mpnet_model_dir(tmp_path_factory) -> str:
+    """The model directory `tiny_mpnet_export_dir` was exported from (shared, read-only)."""
+    return os.path.join(_tiny_mpnet_export_root(tmp_path_factory), "model")
 
 
 @pytest.fixture(scope="session")
@@ -467,14 +478,15 @@ def trained_run(tiny_encoder_dir, small_data_dirs, tmp_path_factory) -> dict:
 # The files that take longest, longest first: pytest-xdist's --dist loadfile
 # --no-loadscope-reorder (`make test`) hands files to its workers in collection order, so
 # starting these first keeps one long file from running alone at the end
-# (longest-processing-time-first scheduling).
-SLOWEST_FILES = ("test_docs.py", "test_train.py", "test_serving.py", "test_export.py",
-                 "test_distillation.py", "test_spark.py", "test_serving_config.py",
-                 "test_parse.py", "test_beam.py", "test_ways_in.py", "test_spacy_component.py",
-                 "test_serving_metrics.py", "test_parser.py", "test_cpu.py", "test_decoding.py",
-                 "test_warmup.py", "test_model_card.py", "test_evaluate_export.py",
-                 "test_keras_layer.py", "test_input_pipeline.py", "test_export_ops.py",
-                 "test_runtime.py", "test_bench_seeds.py")
+# (longest-processing-time-first scheduling). The order is each file's own time (its tests'
+# durations); keep it current when a file's cost changes much.
+SLOWEST_FILES = ("test_train.py", "test_export.py", "test_docs.py", "test_serving.py",
+                 "test_spark.py", "test_ways_in.py", "test_serving_config.py",
+                 "test_parse.py", "test_distillation.py", "test_warmup.py", "test_parser.py",
+                 "test_beam.py", "test_spacy_component.py", "test_model_card.py",
+                 "test_evaluate_export.py", "test_decoding.py", "test_cpu.py",
+                 "test_export_ops.py", "test_serving_metrics.py", "test_keras_layer.py",
+                 "test_input_pipeline.py", "test_runtime.py", "test_bench_seeds.py")
 
 
 # Markers for `pytest -m "not slow"` (`make test-fast`), the check to run before a commit;

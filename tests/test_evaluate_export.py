@@ -16,6 +16,32 @@ def load_tool():
     return module
 
 
+@pytest.fixture(scope="module")
+def trained_parser(trained_run):
+    """The trained run's export, loaded once for the module."""
+    from tetra_tf.parser import Parser
+
+    return Parser(trained_run["export_dir"])
+
+
+@pytest.fixture(autouse=True)
+def _trained_export_loaded_once(trained_run, trained_parser, monkeypatch):
+    """eval_export's Parser of the trained run's export is a copy of `trained_parser`
+    (other exports load as usual): the scores are what this module compares."""
+    import copy
+
+    from tetra_tf import parser as parser_module
+
+    load = parser_module.Parser
+
+    def loaded_once(export_dir, *args, **kwargs):
+        if export_dir == trained_run["export_dir"] and not args and not kwargs:
+            return copy.copy(trained_parser)
+        return load(export_dir, *args, **kwargs)
+
+    monkeypatch.setattr(parser_module, "Parser", loaded_once)
+
+
 def test_export_scores_like_training(trained_run):
     """`train --evaluate` (the checkpoint) and eval_export (its export) on the same split."""
     in_training = trained_run["evaluation"]

@@ -477,6 +477,11 @@ def _export_gives_the_keras_taggers_logits(tmp_path, **model_options):
     tiny_model.make_model_dir(model_dir, max_stack_depth=6, **model_options)
     export_path = str(tmp_path / "export")
     export.export(model_dir, export_path)
+    return _gives_the_keras_taggers_logits(model_dir, export_path)
+
+
+def _gives_the_keras_taggers_logits(model_dir, export_path):
+    """_export_gives_the_keras_taggers_logits' checks, on model_dir's export export_path."""
     exported = tf.saved_model.load(export_path)
     tagger, _ = export.load_tagger(model_dir, os.path.join(model_dir, "best", "model"))
     rng = random.Random(3)
@@ -495,11 +500,20 @@ def _export_gives_the_keras_taggers_logits(tmp_path, **model_options):
     return tagger, batches
 
 
+@pytest.fixture(scope="module")
+def mixed_layers_and_word_pairs(tmp_path_factory):
+    """A tiny model with both of the heads' options, a mix of the last two of its three
+    layers and internal tags from word pairs, exported and checked by
+    `_export_gives_the_keras_taggers_logits` (one export for the two tests below)."""
+    return _export_gives_the_keras_taggers_logits(
+        tmp_path_factory.mktemp("mixed_layers_and_word_pairs"), mixed_layers=2, num_layers=3,
+        internal_uses_next_word=True)
+
+
 @pytest.mark.slow
-def test_layer_mix_is_exported_and_gives_the_keras_taggers_logits(tmp_path):
+def test_layer_mix_is_exported_and_gives_the_keras_taggers_logits(mixed_layers_and_word_pairs):
     # The last two of three layers: a mix of the first two would give other logits.
-    tagger, batches = _export_gives_the_keras_taggers_logits(tmp_path, mixed_layers=2,
-                                                             num_layers=3)
+    tagger, batches = mixed_layers_and_word_pairs
     np.testing.assert_allclose(tagger.layer_weights().sum(), 1.5, rtol=1e-6)
     for inputs, is_word, expected in batches:
         # The mix matters: the last layer alone gives other logits.
@@ -512,28 +526,32 @@ def test_layer_mix_is_exported_and_gives_the_keras_taggers_logits(tmp_path):
 
 
 @pytest.mark.slow
-def test_internal_tags_from_word_pairs_are_exported_with_the_keras_taggers_logits(tmp_path):
-    tagger, _ = _export_gives_the_keras_taggers_logits(tmp_path, internal_uses_next_word=True)
+def test_internal_tags_from_word_pairs_are_exported_with_the_keras_taggers_logits(
+        mixed_layers_and_word_pairs):
+    tagger, _ = mixed_layers_and_word_pairs
     assert tagger.internal_head.kernel.shape[0] == 2 * tagger.leaf_head.kernel.shape[0]
 
 
 @pytest.mark.slow
-def test_mpnet_export_gives_the_keras_taggers_logits(tmp_path):
+def test_mpnet_export_gives_the_keras_taggers_logits(tiny_mpnet_model_dir,
+                                                     tiny_mpnet_export_dir, tmp_path):
     # The relative position bias, no segment embeddings and MPNet's specials, in one
     # encoder call and in packed windows (each window's bias from its own positions).
-    tagger, _ = _export_gives_the_keras_taggers_logits(tmp_path, model_type="mpnet")
-    exported = tf.saved_model.load(str(tmp_path / "export"))
-    vocab = open(str(tmp_path / "export" / "assets" / "encoder_vocab.txt")).read().split("\n")
+    # The export is conftest's (shared with tests/test_ways_in.py), of a tiny MPNet model.
+    _gives_the_keras_taggers_logits(tiny_mpnet_model_dir, tiny_mpnet_export_dir)
+    exported = tf.saved_model.load(tiny_mpnet_export_dir)
+    vocab = open(os.path.join(tiny_mpnet_export_dir, "assets", "encoder_vocab.txt")
+                 ).read().split("\n")
     ids = exported.tokenize(words=tf.constant([["The", "cat"]]),
                             num_words=tf.constant([2]))["input_word_ids"].numpy()[0, 0]
     assert [vocab[i] for i in ids[:5]] == ["<s>", "the", "cat", "</s>", "<pad>"]
-    card = json.load(open(os.path.join(str(tmp_path / "export"), "assets.extra",
+    card = json.load(open(os.path.join(tiny_mpnet_export_dir, "assets.extra",
                                        "model_card.json")))
     assert card["encoder"]["model_type"] == "mpnet"
     assert card["encoder"]["special_tokens"] == {"cls": "<s>", "sep": "</s>", "pad": "<pad>",
                                                  "unk": "[UNK]"}
     # In bfloat16 the bias and the mask stay float32: the logits move by the matmuls' rounding.
-    export.export(str(tmp_path / "model"), str(tmp_path / "bf16"), encoder_dtype="bfloat16")
+    export.export(tiny_mpnet_model_dir, str(tmp_path / "bf16"), encoder_dtype="bfloat16")
     bf16 = tf.saved_model.load(str(tmp_path / "bf16"))
     inputs, is_word = _encode_inputs(exported, [["The", "cat", "sat", "."], ["Smith"] * 40])
     for key in _LOGITS:

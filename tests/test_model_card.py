@@ -4,10 +4,18 @@ import json
 import os
 import shutil
 
+import pytest
+
 import tetra_tf
 from conftest import TRAINED_RUN_EPOCHS, run_module
 from tetra_tf import export_format, model_card
 from tetra_tf.parser import Parser
+
+
+@pytest.fixture(scope="module")
+def trained_parser(trained_run):
+    """The trained run's export, loaded once for the module."""
+    return Parser(trained_run["export_dir"])
 
 
 def test_training_records_its_command_data_and_evaluations(trained_run, small_data_dirs):
@@ -38,8 +46,9 @@ def test_training_names_where_an_encoder_fetched_by_name_comes_from(tmp_path):
         assert runs[0]["encoder"].startswith(named), (encoder, runs[0]["encoder"])
 
 
-def test_export_carries_the_card_with_real_scores(trained_run, tiny_encoder_dir):
-    card = Parser(trained_run["export_dir"]).card
+def test_export_carries_the_card_with_real_scores(trained_run, trained_parser,
+                                                  tiny_encoder_dir):
+    card = trained_parser.card
     best = json.load(open(os.path.join(trained_run["model_dir"], "best", "best.json")))
     assert card["scores"]["dev"]["f1"] == best["dev_f1"]
     assert card["scores"]["dev"]["pos_accuracy"] == best["dev_pos_accuracy"]
@@ -57,17 +66,17 @@ def test_export_carries_the_card_with_real_scores(trained_run, tiny_encoder_dir)
     for name in ("leaf", "internal", "pos"):
         with open(os.path.join(vocab_dir, f"{name}_tags.txt"), encoding="utf-8") as f:
             assert card["tag_vocabularies"][name] == sum(1 for line in f if line.strip())
-    assert card["max_stack_depth"] == Parser(trained_run["export_dir"]).max_stack_depth
+    assert card["max_stack_depth"] == trained_parser.max_stack_depth
     assert card["training"]["command"].startswith("python -m tetra_tf.train")
     assert card["tetra_tf_version"] == tetra_tf.__version__
     assert os.path.isfile(os.path.join(trained_run["export_dir"],
                                        export_format.CARD_MARKDOWN_FILE))
 
 
-def test_describe_prints_the_card(trained_run):
+def test_describe_prints_the_card(trained_run, trained_parser):
     result = run_module("tetra_tf.parse", f"--model_dir={trained_run['export_dir']}", "--describe")
     assert result.returncode == 0, result.stderr
-    card = Parser(trained_run["export_dir"]).card
+    card = trained_parser.card
     assert f"dev F1 {card['scores']['dev']['f1']:.2f}" in result.stdout
     assert f"test F1 {trained_run['evaluation']['f1']:.2f}" in result.stdout
     assert tetra_tf.__version__ in result.stdout and "hidden 32" in result.stdout
@@ -124,10 +133,11 @@ def test_card_without_training_records_says_what_is_missing(tiny_export_dir):
 
 
 def test_an_ensembles_card_lists_its_members_and_not_their_scores_as_its_own(trained_run,
+                                                                             trained_parser,
                                                                              tmp_path):
     from tetra_tf import export  # noqa: PLC0415  (the training extra)
 
-    model_dir, single = trained_run["model_dir"], Parser(trained_run["export_dir"])
+    model_dir, single = trained_run["model_dir"], trained_parser
     ensemble_dir = str(tmp_path / "ensemble" / "1")
     export.export(f"{model_dir},{model_dir}", ensemble_dir)
     ensemble = Parser(ensemble_dir)

@@ -45,14 +45,47 @@ def _cli(*args, stdin: str | bytes = ""):
                                        result.stderr.decode("utf-8"))
 
 
-def _cli_here(*args, stdin: str | bytes = ""):
-    """Runs the CLI's flags and main in this process (no new Python and TensorFlow)."""
-    return run_cli(parse.define_flags, parse.main, *args, stdin=stdin)
+def _cli_here(*args, stdin: str | bytes = "", parser: Parser | None = None):
+    """Runs the CLI's flags and main in this process (no new Python and TensorFlow).
+
+    With parser (the module's, of the export --model_dir names), the run parses with it
+    where it would load the export again: its flags, reading, formatting and messages are
+    what these runs check; the program's own load is the `_cli` runs' (a new process).
+    """
+    if parser is None:
+        return run_cli(parse.define_flags, parse.main, *args, stdin=stdin)
+
+    def load_parser(model_dir: str) -> Parser:
+        assert model_dir == parser.export_dir, model_dir
+        return parser
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(parse, "load_parser", load_parser)
+        return run_cli(parse.define_flags, parse.main, *args, stdin=stdin)
 
 
 @pytest.fixture(scope="module")
 def parser(export_dir):
     return Parser(export_dir)
+
+
+@pytest.fixture
+def loaded_once(export_dir, parser, monkeypatch):
+    """In the test, a Parser made of the tiny export (tools/eval_export.py's) is a copy of
+    the module's: the export loaded once (eval_export's own load is tests/
+    test_evaluate_export.py's bfloat16 export's)."""
+    import copy
+
+    from tetra_tf import parser as parser_module
+
+    load = parser_module.Parser
+
+    def copy_of_parser(model_dir, *args, **kwargs):
+        if model_dir == export_dir and not args and not kwargs:
+            return copy.copy(parser)
+        return load(model_dir, *args, **kwargs)
+
+    monkeypatch.setattr(parser_module, "Parser", copy_of_parser)
 
 
 def _run(parser, text, **kwargs) -> list[str]:
@@ -164,19 +197,21 @@ def test_documents_give_one_line_per_sentence_with_ids_and_offsets():
 
 def test_cli_documents_flag(export_dir, parser):
     text = "It rained. We left (early)."
-    result = _cli_here(f"--model_dir={export_dir}", "--documents", "--scores", stdin=text)
+    result = _cli_here(f"--model_dir={export_dir}", "--documents", "--scores", stdin=text,
+                       parser=parser)
     assert result.returncode == 0, result.stderr
     expected = [f"1\t{i}\t{s.start}\t{s.end}\t{parse.format_result(s.result, scores=True)}"
                 for i, s in enumerate(parser.parse_text(text), start=1)]
     assert result.stdout.splitlines() == expected and len(expected) == 2
     # A bad line stops the run, saying what went out and what skipping would write.
     result = _cli_here(f"--model_dir={export_dir}", "--documents",
-                       stdin=text.encode() + b"\ncaf\xe9\n")
+                       stdin=text.encode() + b"\ncaf\xe9\n", parser=parser)
     assert result.returncode == 2 and result.stderr.splitlines() == [
         "error: line 2: not_utf8: not UTF-8 (byte 0xE9 at byte 4); stopped: 2 trees went to "
         "stdout before it (--on_error=skip writes an empty tree for a bad sentence, nothing "
         "for a bad line and goes on)"]
-    result = _cli_here(f"--model_dir={export_dir}", "--documents", "--tokenize", stdin=text)
+    result = _cli_here(f"--model_dir={export_dir}", "--documents", "--tokenize", stdin=text,
+                       parser=parser)
     assert result.returncode == 2 and "leave out --tokenize" in result.stderr
 
 
@@ -185,7 +220,7 @@ def test_cli_marginals_flag(export_dir, parser):
     Parser.parse_each(marginals=True) gives them; with --scores, after the score."""
     lines = ["The cat sat on the mat .", "Hi", "a b"]
     result = _cli_here(f"--model_dir={export_dir}", "--marginals", "--scores",
-                       stdin="\n".join(lines) + "\n")
+                       stdin="\n".join(lines) + "\n", parser=parser)
     assert result.returncode == 0, result.stderr
     expected = parser.parse_each([line.split() for line in lines], marginals=True)
     rows = [row.split("\t") for row in result.stdout.splitlines()]
@@ -198,7 +233,8 @@ def test_cli_marginals_flag(export_dir, parser):
             list(parsed.constituent_marginals), abs=1e-4)
     # With --documents: the same columns after the sentence's ids and offsets.
     text = "It rained. We left."
-    result = _cli_here(f"--model_dir={export_dir}", "--documents", "--marginals", stdin=text)
+    result = _cli_here(f"--model_dir={export_dir}", "--documents", "--marginals", stdin=text,
+                       parser=parser)
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [
         f"1\t{i}\t{s.start}\t{s.end}\t{parse.format_result(s.result, marginals=True)}"
@@ -361,7 +397,7 @@ def test_cli_file_to_file_skip_and_stdin_fail(export_dir, parser, tmp_path):
     assert result.stderr.strip().splitlines()[-1] == (
         f"parsed {len(LINES)} of {len(LINES) + 2} lines; skipped 2 (empty: 1, not_utf8: 1), "
         f"listed in {errors_path}")
-    result = _cli_here(f"--model_dir={export_dir}", stdin="a\n\nb\n")
+    result = _cli_here(f"--model_dir={export_dir}", stdin="a\n\nb\n", parser=parser)
     assert result.returncode == 2
     assert result.stdout == _run(parser, "a\n")[0] + "\n"
     assert result.stderr.strip().splitlines() == [
@@ -437,7 +473,8 @@ def test_cli_reads_a_truncated_gz(export_dir, parser, tmp_path):
     readable = len(expected) - 1
     output_path, errors_path = tmp_path / "out.txt", tmp_path / "errors.txt"
     result = _cli_here(f"--model_dir={export_dir}", f"--input={input_path}",
-                       f"--output={output_path}", "--on_error=skip", f"--errors={errors_path}")
+                       f"--output={output_path}", "--on_error=skip", f"--errors={errors_path}",
+                       parser=parser)
     assert result.returncode == 0, result.stderr[-2000:]
     assert output_path.read_text(encoding="utf-8").split("\n")[:-1] == expected
     assert result.stderr.strip().splitlines()[-1] == (
@@ -445,7 +482,7 @@ def test_cli_reads_a_truncated_gz(export_dir, parser, tmp_path):
         f"{errors_path}")
     os.unlink(output_path)
     result = _cli_here(f"--model_dir={export_dir}", f"--input={input_path}",
-                       f"--output={output_path}")
+                       f"--output={output_path}", parser=parser)
     assert result.returncode == 2
     (message,) = result.stderr.strip().splitlines()[-1:]
     assert message.startswith(f"error: line {readable + 1}: damaged: the file is damaged")
@@ -539,7 +576,8 @@ def test_cli_checks_the_bulk_programs_common_options(tmp_path):
 
 
 @pytest.mark.slow
-def test_eval_export_scores_with_gold_or_predicted_pos(export_dir, parser, tmp_path):
+def test_eval_export_scores_with_gold_or_predicted_pos(export_dir, parser, loaded_once,
+                                                       tmp_path):
     sys.path.insert(0, os.path.join(REPO, "tools"))
     import eval_export  # pylint: disable=import-outside-toplevel
 

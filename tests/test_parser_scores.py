@@ -18,14 +18,18 @@ SENTENCES = [
 ]
 
 
+@pytest.fixture(scope="module")
+def parser(tiny_export_dir):
+    return Parser(tiny_export_dir)
+
+
 def _log_softmax(x):
     x = x - x.max(axis=-1, keepdims=True)
     return x - np.log(np.exp(x).sum(axis=-1, keepdims=True))
 
 
 @pytest.mark.slow
-def test_results_hold_trees_tags_and_the_log_probability_of_the_tags(tiny_export_dir):
-    parser = Parser(tiny_export_dir)
+def test_results_hold_trees_tags_and_the_log_probability_of_the_tags(parser):
     results = parser.parse_each(SENTENCES, batch_size=3)
     assert [r.tree for r in results] == parser.parse_sents(SENTENCES)
     assert [r.bracketed for r in results] == [r.bracketed for r in parser.parse_each(SENTENCES)]
@@ -51,8 +55,7 @@ def test_results_hold_trees_tags_and_the_log_probability_of_the_tags(tiny_export
         assert result.score <= 0.0
 
 
-def test_parse_scores_writes_score_tab_tree(tiny_export_dir):
-    parser = Parser(tiny_export_dir)
+def test_parse_scores_writes_score_tab_tree(tiny_export_dir, parser):
     output = io.StringIO()
     lines = "".join(" ".join(words) + "\n" for words in SENTENCES)
     summary = parse.run(tiny_export_dir, io.StringIO(lines), output, parser=parser,

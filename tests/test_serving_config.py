@@ -3,8 +3,9 @@ several models, version policies and labels over REST and gRPC, and reloads (by
 ModelService.HandleReloadConfigRequest and by polling the file) that add a model while
 clients keep sending requests, every one answered.
 
-The server runs as tests/test_serving.py runs it, serving copies (symbolic links) of the
-tiny export (conftest.py's tiny_export_dir) as numbered versions.
+The server runs as tests/test_serving.py runs it, serving toy SavedModels with the export's
+interface and, as the model a reload adds, a symbolic link to the tiny export (conftest.py's
+tiny_export_dir).
 """
 
 import tetra_tf  # noqa: F401  (legacy Keras before TensorFlow)
@@ -39,11 +40,15 @@ AVAILABLE = get_model_status_pb2.ModelVersionStatus.AVAILABLE
 
 @pytest.fixture(scope="module")
 def model_root(tiny_export_dir, tmp_path_factory):
-    """tetra/1, tetra/2 and other/1, each the tiny export."""
+    """tetra/1 and tetra/2, toy SavedModels with the export's interface (test_serving.ToyParser,
+    trees rooted in TOP: quick to load), and other/1, the tiny export: the model a reload
+    adds is a real one, whose load and warm-up take seconds while "tetra" keeps serving."""
     root = tmp_path_factory.mktemp("models")
-    for name, version in (("tetra", 1), ("tetra", 2), ("other", 1)):
-        (root / name).mkdir(exist_ok=True)
-        os.symlink(tiny_export_dir, root / name / str(version))
+    (root / "tetra").mkdir()
+    for version in (1, 2):
+        _save_toy_version(root / "tetra", version, "TOP")
+    (root / "other").mkdir()
+    os.symlink(tiny_export_dir, root / "other" / "1")
     return root
 
 

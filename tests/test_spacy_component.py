@@ -44,6 +44,26 @@ def parser(tiny_export_dir):
     return Parser(tiny_export_dir)
 
 
+@pytest.fixture(autouse=True)
+def _export_loaded_once(tiny_export_dir, parser, monkeypatch):
+    """A component a test adds for the tiny export gets a copy of the module's Parser (the
+    SavedModel loaded once; a test may change its copy's attributes) rather than loading
+    the export again. The component's own load is the `nlp` fixture's (made before this
+    patch) and the entry point test's (a new process); other directories load as usual."""
+    import copy
+
+    from tetra_tf import parser as parser_module
+
+    load = parser_module.Parser
+
+    def loaded_once(model_dir, *args, **kwargs):
+        if model_dir == tiny_export_dir and not args and not kwargs:
+            return copy.copy(parser)
+        return load(model_dir, *args, **kwargs)
+
+    monkeypatch.setattr(parser_module, "Parser", loaded_once)
+
+
 def _word_tokens(span):
     return [token for token in span if not token.is_space]
 
@@ -387,7 +407,7 @@ def test_docs_serialize_with_their_parses(nlp):
 
 @pytest.mark.slow
 def test_entry_point_registers_the_factory_without_importing_tetra_tf(tiny_export_dir,
-                                                                     tmp_path):
+                                                                     parser, tmp_path):
     # The package metadata setup.py declares (what pip install writes), first on the path.
     subprocess.run([sys.executable, "setup.py", "-q", "egg_info", "--egg-base", str(tmp_path)],
                    cwd=REPO_ROOT, check=True, capture_output=True)
@@ -408,7 +428,7 @@ def test_entry_point_registers_the_factory_without_importing_tetra_tf(tiny_expor
     lines = result.stdout.strip().splitlines()
     assert lines[0] == "['tetra_tf_spacy:make_tetra_tf']"
     assert lines[1] == "False"
-    tree = Parser(tiny_export_dir).parse("The cat sat .".split())
+    tree = parser.parse("The cat sat .".split())
     assert nltk.Tree.fromstring(lines[2]) == (tree if len(tree) > 1 else tree[0])
 
 

@@ -104,6 +104,14 @@ def cluster(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def parser(tiny_export_dir):
+    """The tiny export in this process: the trees and reasons the jobs' are compared with."""
+    from tetra_tf.parser import Parser
+
+    return Parser(tiny_export_dir)
+
+
+@pytest.fixture(scope="module")
 def spark(cluster, tiny_export_dir):
     del tiny_export_dir  # built while the cluster starts
     try:
@@ -210,15 +218,13 @@ def test_refused_lines_have_their_reasons(job, corpus):
     assert summary["refused"] == dict(collections.Counter(expected.values()))
 
 
-def test_trees_are_the_parsers(job, corpus, tiny_export_dir):
-    from tetra_tf.parser import Parser
-
+def test_trees_are_the_parsers(job, corpus, parser):
     _, rows, _ = job
     root, _ = corpus
     lines = _expected_lines(corpus)
     parsed = sorted((row for row in rows if row.get("tree")), key=lambda r: _key(root, r))
     words = [lines[_key(root, row)].decode().split() for row in parsed]
-    expected = Parser(tiny_export_dir).parse_each(words)
+    expected = parser.parse_each(words)
     assert [row["tree"] for row in parsed] == [result.bracketed for result in expected]
     assert [row["score"] for row in parsed] == pytest.approx(
         [result.score for result in expected], abs=1e-5)
@@ -263,13 +269,11 @@ def test_an_empty_input_file_gets_an_empty_ordered_file(job):
 
 # Before the model-failure test: a Python worker whose task raised exits, so this job
 # still finds workers that hold the model instead of starting and loading new ones.
-def test_odd_lines_get_the_parsers_tree_or_reason(spark, tiny_export_dir, tmp_path):
+def test_odd_lines_get_the_parsers_tree_or_reason(spark, tiny_export_dir, parser, tmp_path):
     """Spark as a way in, as in test_ways_in: every whitespace character inside a line,
     format characters, brackets, emoji, an over-long word and sentence, empty lines."""
-    from tetra_tf.parser import Parser
     from test_ways_in import _answer, _parser_answers, odd_lines
 
-    parser = Parser(tiny_export_dir)
     lines = odd_lines(parser.sentence_limits.max_pieces)
     corpus = tmp_path / "odd.txt"
     corpus.write_bytes(("\n".join(lines) + "\n").encode("utf-8"))
@@ -289,11 +293,9 @@ def test_odd_lines_get_the_parsers_tree_or_reason(spark, tiny_export_dir, tmp_pa
 
 
 def test_documents_give_a_row_per_sentence_as_the_parse_cli_does(spark, tiny_export_dir,
-                                                                  tmp_path):
+                                                                  parser, tmp_path):
     """A row per sentence, as the parse CLI gives; with marginals (asked for in this run),
     each parsed row also has the Parser's marginals for its sentence, a refused row null."""
-    from tetra_tf.parser import Parser
-
     texts = ["It rained. We left (early).", "", "He said \u201cno.\u201d Then he went.",
              "Fine. " + " ".join(["W"] * 9) + "."]
     corpus = tmp_path / "docs.txt"
@@ -306,7 +308,6 @@ def test_documents_give_a_row_per_sentence_as_the_parse_cli_does(spark, tiny_exp
                                    marginals=True).collect()
     found = sorted(((r.line, r.sentence_number, r.start, r.end, r.tree, r.reason)
                     for r in rows), key=lambda row: (row[0], row[1] or 0))
-    parser = Parser(tiny_export_dir)
     expected = [(number, index, s.start, s.end, s.result.bracketed, None)
                 for number, document in enumerate(parser.parse_texts(texts[:3]), start=1)
                 for index, s in enumerate(document, start=1)]

@@ -25,8 +25,14 @@ def _records(export_dir):
             for record in tf.data.TFRecordDataset(path)]
 
 
+@pytest.fixture(scope="module")
+def served(tiny_export_dir):
+    """The tiny export loaded as the server loads a version (not warmed up here)."""
+    return ServedModel("tetra", 1, tiny_export_dir)
+
+
 def test_export_writes_tf_serving_warmup_records_that_replay_through_every_signature(
-        tiny_export_dir):
+        tiny_export_dir, served):
     logs = _records(tiny_export_dir)
     batches = len(export.WARMUP_SENTENCES) + 1  # each sentence alone, then all together
     # parse_constrained: all together only.
@@ -34,14 +40,12 @@ def test_export_writes_tf_serving_warmup_records_that_replay_through_every_signa
     assert [log.predict_log.request.model_spec.signature_name for log in logs].count(
         export_format.PARSE_CONSTRAINED_SIGNATURE) == 1
     assert {log.WhichOneof("log_type") for log in logs} == {"predict_log"}
-    model = tf.saved_model.load(tiny_export_dir)
     trees = {}
     for log in logs:
         request = log.predict_log.request
         signature = request.model_spec.signature_name
         inputs = {name: tf.make_ndarray(tensor) for name, tensor in request.inputs.items()}
-        outputs = model.signatures[signature](**{
-            name: tf.constant(value) for name, value in inputs.items()})
+        outputs = served.call(signature, inputs)  # the SavedModel's signature function
         if signature in (export_format.SERVING_SIGNATURE,
                          export_format.PARSE_MARGINALS_SIGNATURE,
                          export_format.PARSE_K_BEST_SIGNATURE,
@@ -50,14 +54,14 @@ def test_export_writes_tf_serving_warmup_records_that_replay_through_every_signa
         elif signature == export_format.PARSE_TEXT_SIGNATURE:
             sentences = [s.decode() for s in inputs["text"]]
             # Each text is one sentence, whose raw-text tokens are its words.
-            assert list(outputs["num_sentences"].numpy()) == [1] * len(sentences)
+            assert list(outputs["num_sentences"]) == [1] * len(sentences)
             outputs = {name: value[:, 0] for name, value in outputs.items()
                        if name in ("num_words", "tree")}
         else:
             sentences = [" ".join(w.decode() for w in row[:n])
                          for row, n in zip(inputs["words"], inputs["num_words"])]
-        assert list(outputs["num_words"].numpy()) == [len(s.split()) for s in sentences]
-        for sentence, tree in zip(sentences, outputs["tree"].numpy()):
+        assert list(outputs["num_words"]) == [len(s.split()) for s in sentences]
+        for sentence, tree in zip(sentences, outputs["tree"]):
             assert tree.startswith(b"(TOP ")
             trees.setdefault(sentence, set()).add(tree)
     # Every sentence, through either signature, alone or in the batch: one tree.
@@ -68,8 +72,7 @@ def test_export_writes_tf_serving_warmup_records_that_replay_through_every_signa
 
 @pytest.mark.slow
 def test_server_replays_the_records_or_falls_back_to_one_call_per_signature(
-        tiny_export_dir, tmp_path):
-    served = ServedModel("tetra", 1, tiny_export_dir)
+        tiny_export_dir, served, tmp_path):
     assert served.warm_up() == len(_records(tiny_export_dir))
     bare = str(tmp_path / "1")
     shutil.copytree(tiny_export_dir, bare)
@@ -86,7 +89,8 @@ def _cpu_seconds(model: ServedModel) -> float:
 
 
 @pytest.mark.slow
-def test_first_request_after_a_hot_switch_costs_what_steady_ones_do(tiny_export_dir, tmp_path):
+def test_first_request_after_a_hot_switch_costs_what_steady_ones_do(tiny_export_dir, served,
+                                                                    tmp_path):
     base = tmp_path / "tetra"
     for version in (1, 2, 3):
         shutil.copytree(tiny_export_dir, base / str(version))
@@ -94,9 +98,8 @@ def test_first_request_after_a_hot_switch_costs_what_steady_ones_do(tiny_export_
     cold_cost = _cpu_seconds(cold)
 
     shutil.rmtree(base / "3")
-    first = ServedModel("tetra", 1, str(base / "1"))
-    first.warm_up()
-    manager = ModelManager(first, load=lambda version, path: ServedModel("tetra", version, path))
+    served.warm_up()  # version 1: the module's (its base/1 is the same export)
+    manager = ModelManager(served, load=lambda version, path: ServedModel("tetra", version, path))
     manager.poll(str(base))  # loads version 2, replays its warm-up records, switches
     with manager.acquire("tetra", None) as model:
         assert model.version == 2

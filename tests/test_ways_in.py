@@ -3,6 +3,8 @@ REST and gRPC servers, Beam, `Parser` and the spaCy component) get the same tree
 aside) or the same refusal reason; and the graph splits exactly as the host does. (Spark,
 the seventh way in, gets the same lines on its cluster in test_spark.py.)"""
 
+import contextlib
+import copy
 import json
 import os
 import subprocess
@@ -71,6 +73,50 @@ def ways_in_server(request, tmp_path_factory):
     with served_until_done(process, rest_port, log_path,
                            model_names=tuple(name for _, name in EXPORTS.values())):
         yield rest_port, grpc_port
+
+
+@pytest.fixture(scope="module")
+def parsers():
+    """parsers(export_dir): a Parser of the export, loaded once for the module."""
+    from tetra_tf.parser import Parser
+
+    loaded = {}
+
+    def parser_of(export_dir: str) -> Parser:
+        if export_dir not in loaded:
+            loaded[export_dir] = Parser(export_dir)
+        return loaded[export_dir]
+
+    return parser_of
+
+
+@pytest.fixture(scope="module")
+def saved_model(tiny_export_dir):
+    """The tiny export, loaded as a SavedModel (its signatures called directly)."""
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401
+
+    return tf.saved_model.load(tiny_export_dir)
+
+
+@contextlib.contextmanager
+def _loaded_once(parser):
+    """Inside the block, a Parser made of parser's export (Beam's model handler, the spaCy
+    component) is a copy of parser: the export loaded once. What each way in does with the
+    lines is what this module compares; their own loads are tests/test_beam.py's and
+    tests/test_spacy_component.py's."""
+    from tetra_tf import parser as parser_module
+
+    load = parser_module.Parser
+
+    def loaded_once(model_dir, *args, **kwargs):
+        if model_dir == parser.export_dir and not args and not kwargs:
+            return copy.copy(parser)
+        return load(model_dir, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(parser_module, "Parser", loaded_once)
+        yield
 
 
 def _answer(tree: str | None = None, reason: str | None = None) -> tuple:
@@ -189,25 +235,25 @@ def _spacy(export_dir: str, lines: list[str]) -> list[tuple | None]:
 
 @pytest.mark.parametrize("encoder", list(EXPORTS))
 def test_every_way_in_gives_the_same_tree_or_reason_for_every_line(encoder, ways_in_server,
-                                                                   request, tmp_path):
+                                                                   parsers, request, tmp_path):
     pytest.importorskip("apache_beam")
-    from tetra_tf.parser import Parser
 
     # MPNet's export: other special tokens and a relative position bias, the same contract.
     fixture, model_name = EXPORTS[encoder]
     tiny_export_dir = request.getfixturevalue(fixture)
-    parser = Parser(tiny_export_dir)
+    parser = parsers(tiny_export_dir)
     lines = odd_lines(parser.sentence_limits.max_pieces)
     expected = _parser_answers(parser, lines)
     reasons = [answer[1] for answer in expected if answer[0] == "reason"]
     # The set covers refusals of both kinds and parses of every other line.
     assert reasons == [sentences.TOO_MANY_PIECES, sentences.EMPTY, sentences.EMPTY], reasons
     rest_port, grpc_port = ways_in_server
-    ways = {"cli": _cli(parser, lines),
-            "beam": _beam(tiny_export_dir, lines, tmp_path),
-            "rest": [_rest(rest_port, model_name, line) for line in lines],
-            "grpc": _grpc(grpc_port, model_name, lines)}
-    spacy_answers = _spacy(tiny_export_dir, lines)
+    with _loaded_once(parser):
+        ways = {"cli": _cli(parser, lines),
+                "beam": _beam(tiny_export_dir, lines, tmp_path),
+                "rest": [_rest(rest_port, model_name, line) for line in lines],
+                "grpc": _grpc(grpc_port, model_name, lines)}
+        spacy_answers = _spacy(tiny_export_dir, lines)
     ways["spacy"] = [expected[i] if answer is None and expected[i] == ("reason", "empty")
                      else answer for i, answer in enumerate(spacy_answers)]
     for way, answers in ways.items():
@@ -234,11 +280,10 @@ def test_graph_splits_exactly_as_the_host_on_every_code_point():
     assert int((counts == 2).sum()) == len(sentences.WHITESPACE)
 
 
-def test_saved_model_splits_each_whitespace_character(tiny_export_dir):
+def test_saved_model_splits_each_whitespace_character(saved_model):
     import tensorflow as tf
-    import tensorflow_text  # noqa: F401
 
-    model = tf.saved_model.load(tiny_export_dir)
+    model = saved_model
     lines = [f"x{char}y" for char in sorted(sentences.WHITESPACE)]
     outputs = model.signatures["serving_default"](sentences=tf.constant(lines))
     assert outputs["num_words"].numpy().tolist() == [2] * len(lines)
@@ -326,12 +371,10 @@ def _cli_documents(parser, texts: list[str]) -> list[list[tuple]]:
 
 
 def test_a_paragraph_gets_the_same_sentences_tokens_offsets_and_trees_everywhere(
-        ways_in_server, tiny_export_dir):
+        ways_in_server, tiny_export_dir, parsers, saved_model):
     import tensorflow as tf
 
-    from tetra_tf.parser import Parser
-
-    parser = Parser(tiny_export_dir)
+    parser = parsers(tiny_export_dir)
     texts = [PARAGRAPH, "", " \t\u3000", "One sentence without an end"]
     expected = [_text_sentences(parser, text) for text in texts]
     # The paragraph's three sentences ("…" ends none), each token's offsets its surface.
@@ -344,7 +387,7 @@ def test_a_paragraph_gets_the_same_sentences_tokens_offsets_and_trees_everywhere
             assert PARAGRAPH[start:end] in (word, "\u201c", "\u201d", "\u2014", "\u2026",
                                            "\u2019s", "(", ")"), (word, PARAGRAPH[start:end])
     rest_port, grpc_port = ways_in_server
-    model = tf.saved_model.load(tiny_export_dir)
+    model = saved_model
     in_graph = model.signatures["parse_text"](text=tf.constant(texts))
     ways = {"graph": [_text_outputs({k: v.numpy() for k, v in in_graph.items()}, row)
                       for row in range(len(texts))],
@@ -360,18 +403,17 @@ def test_a_paragraph_gets_the_same_sentences_tokens_offsets_and_trees_everywhere
                                              for document in expected]
 
 
-def test_marginals_are_the_same_from_the_parser_rest_and_grpc(ways_in_server, tiny_export_dir):
+def test_marginals_are_the_same_from_the_parser_rest_and_grpc(ways_in_server, tiny_export_dir,
+                                                              parsers):
     """parse_marginals through the server: each prediction's constituent probabilities (cut
     to its own count) and tree probability are Parser.parse_each(marginals=True)'s."""
     import grpc
     import tensorflow as tf
     from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
-    from tetra_tf.parser import Parser
-
     lines = ["The cat sat on the mat .", "Hi", "a b c"]
     expected = [(result.bracketed, result.tree_probability, result.constituent_marginals)
-                for result in Parser(tiny_export_dir).parse_each(
+                for result in parsers(tiny_export_dir).parse_each(
                     [line.split() for line in lines], marginals=True)]
     rest_port, grpc_port = ways_in_server
     body = json.dumps({"signature_name": "parse_marginals", "instances": lines})

@@ -704,6 +704,10 @@ def _train_epoch(run: _Run, config: TrainingConfig, strategy: tf.distribute.Stra
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
     batches = strategy.experimental_distribute_dataset(dataset.with_options(options))
+    if not run.input_config.static_shapes:
+        # One graph for every bucket's batches, traced for their spec's unknown lengths at
+        # once (called with shape after shape, tf.function traces again until it relaxes).
+        trainer.train_step.get_concrete_function(batches.element_spec)
     todo = min(run.steps_per_epoch - done_in_epoch, last_step - step)
     bar = tqdm(total=run.steps_per_epoch, initial=done_in_epoch, disable=not progress,
                desc=f"epoch {epoch + 1}/{config.epochs}", unit="step", file=sys.stderr)
