@@ -483,10 +483,11 @@ def trained_run(tiny_encoder_dir, small_data_dirs, tmp_path_factory) -> dict:
 SLOWEST_FILES = ("test_train.py", "test_export.py", "test_docs.py", "test_serving.py",
                  "test_spark.py", "test_ways_in.py", "test_serving_config.py",
                  "test_parse.py", "test_distillation.py", "test_warmup.py", "test_parser.py",
-                 "test_beam.py", "test_spacy_component.py", "test_model_card.py",
-                 "test_evaluate_export.py", "test_decoding.py", "test_cpu.py",
-                 "test_export_ops.py", "test_serving_metrics.py", "test_keras_layer.py",
-                 "test_input_pipeline.py", "test_runtime.py", "test_bench_seeds.py")
+                 "test_constraints.py", "test_beam.py", "test_spacy_component.py",
+                 "test_model_card.py", "test_evaluate_export.py", "test_decoding.py",
+                 "test_chart_decoding.py", "test_cpu.py", "test_export_ops.py",
+                 "test_serving_metrics.py", "test_keras_layer.py", "test_input_pipeline.py",
+                 "test_runtime.py", "test_bench_seeds.py")
 
 
 # Markers for `pytest -m "not slow"` (`make test-fast`), the check to run before a commit;
