@@ -330,6 +330,25 @@ def preorder_constituents(tree) -> list[tuple[str, int, int]]:
     return out[1:]
 
 
+def parse_with_copies_of(parser, monkeypatch) -> None:
+    """Until the test ends, a Parser made of `parser`'s export with no other arguments (the
+    one a program, a Beam handler or a spaCy component makes) is a copy of `parser`: the
+    export loaded once per module. Other exports, and Parsers made with arguments, load as
+    usual; so does the program's own load wherever a test runs it as a new process."""
+    import copy
+
+    from tetra_tf import parser as parser_module
+
+    load = parser_module.Parser
+
+    def copy_or_load(export_dir, *args, **kwargs):
+        if export_dir == parser.export_dir and not args and not kwargs:
+            return copy.copy(parser)
+        return load(export_dir, *args, **kwargs)
+
+    monkeypatch.setattr(parser_module, "Parser", copy_or_load)
+
+
 def subprocess_env() -> dict[str, str]:
     """The environment for the project's programs run by tests: importable, TF quiet,
     and no TF_CONFIG (which would make training join a cluster)."""

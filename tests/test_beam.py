@@ -30,7 +30,7 @@ import tensorflow as tf  # noqa: E402
 from tetra_tf import beam, beam_parse, cli, parse, sentences  # noqa: E402
 from tetra_tf.parser import Parser  # noqa: E402
 from tetra_tf.sentences import SentenceError, escape_leaf  # noqa: E402
-from conftest import run_cli  # noqa: E402
+from conftest import parse_with_copies_of, run_cli  # noqa: E402
 
 MAX_WORDS = 12
 MAX_LINE_BYTES = 100
@@ -132,22 +132,11 @@ def parser(export_dir):
 
 
 @pytest.fixture
-def loaded_once(export_dir, parser, monkeypatch):
+def loaded_once(parser, monkeypatch):
     """In the test, a Parser made of the tiny export (the model handler's, the parse CLI's)
     is a copy of the module's: the export loaded once. The handler's own load is the
     `pipeline_run`'s and the failing models' (each its own Parser)."""
-    import copy
-
-    from tetra_tf import parser as parser_module
-
-    load = parser_module.Parser
-
-    def copy_of_parser(model_dir, *args, **kwargs):
-        if model_dir == export_dir and not args and not kwargs:
-            return copy.copy(parser)
-        return load(model_dir, *args, **kwargs)
-
-    monkeypatch.setattr(parser_module, "Parser", copy_of_parser)
+    parse_with_copies_of(parser, monkeypatch)
 
 
 @pytest.fixture(scope="module")

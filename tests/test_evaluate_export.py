@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from conftest import REPO_ROOT
+from conftest import REPO_ROOT, parse_with_copies_of
 
 
 def load_tool():
@@ -25,21 +25,10 @@ def trained_parser(trained_run):
 
 
 @pytest.fixture(autouse=True)
-def _trained_export_loaded_once(trained_run, trained_parser, monkeypatch):
+def _trained_export_loaded_once(trained_parser, monkeypatch):
     """eval_export's Parser of the trained run's export is a copy of `trained_parser`
     (other exports load as usual): the scores are what this module compares."""
-    import copy
-
-    from tetra_tf import parser as parser_module
-
-    load = parser_module.Parser
-
-    def loaded_once(export_dir, *args, **kwargs):
-        if export_dir == trained_run["export_dir"] and not args and not kwargs:
-            return copy.copy(trained_parser)
-        return load(export_dir, *args, **kwargs)
-
-    monkeypatch.setattr(parser_module, "Parser", loaded_once)
+    parse_with_copies_of(trained_parser, monkeypatch)
 
 
 def test_export_scores_like_training(trained_run):

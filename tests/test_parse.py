@@ -23,7 +23,7 @@ from tetra_tf.treebank import with_pos_tags
 
 sys.path.insert(0, os.path.dirname(__file__))
 import tiny_model  # noqa: E402
-from conftest import run_cli, subprocess_env  # noqa: E402
+from conftest import parse_with_copies_of, run_cli, subprocess_env  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LINES = ["The cat sat on the mat .", "Hi", "-LRB- 1\\/2 -RRB-  ``quoted''", "a :-) b"]
@@ -70,22 +70,11 @@ def parser(export_dir):
 
 
 @pytest.fixture
-def loaded_once(export_dir, parser, monkeypatch):
+def loaded_once(parser, monkeypatch):
     """In the test, a Parser made of the tiny export (tools/eval_export.py's) is a copy of
     the module's: the export loaded once (eval_export's own load is tests/
     test_evaluate_export.py's bfloat16 export's)."""
-    import copy
-
-    from tetra_tf import parser as parser_module
-
-    load = parser_module.Parser
-
-    def copy_of_parser(model_dir, *args, **kwargs):
-        if model_dir == export_dir and not args and not kwargs:
-            return copy.copy(parser)
-        return load(model_dir, *args, **kwargs)
-
-    monkeypatch.setattr(parser_module, "Parser", copy_of_parser)
+    parse_with_copies_of(parser, monkeypatch)
 
 
 def _run(parser, text, **kwargs) -> list[str]:

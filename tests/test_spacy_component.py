@@ -12,7 +12,7 @@ spacy = pytest.importorskip("spacy")
 
 import nltk  # noqa: E402
 
-from conftest import REPO_ROOT  # noqa: E402
+from conftest import REPO_ROOT, parse_with_copies_of  # noqa: E402
 import tetra_tf_spacy  # noqa: E402
 from tetra_tf.parser import ModelError, Parser  # noqa: E402
 from tetra_tf.sentences import escape_leaf  # noqa: E402
@@ -45,23 +45,12 @@ def parser(tiny_export_dir):
 
 
 @pytest.fixture(autouse=True)
-def _export_loaded_once(tiny_export_dir, parser, monkeypatch):
+def _export_loaded_once(parser, monkeypatch):
     """A component a test adds for the tiny export gets a copy of the module's Parser (the
     SavedModel loaded once; a test may change its copy's attributes) rather than loading
     the export again. The component's own load is the `nlp` fixture's (made before this
     patch) and the entry point test's (a new process); other directories load as usual."""
-    import copy
-
-    from tetra_tf import parser as parser_module
-
-    load = parser_module.Parser
-
-    def loaded_once(model_dir, *args, **kwargs):
-        if model_dir == tiny_export_dir and not args and not kwargs:
-            return copy.copy(parser)
-        return load(model_dir, *args, **kwargs)
-
-    monkeypatch.setattr(parser_module, "Parser", loaded_once)
+    parse_with_copies_of(parser, monkeypatch)
 
 
 def _word_tokens(span):

@@ -4,7 +4,6 @@ aside) or the same refusal reason; and the graph splits exactly as the host does
 the seventh way in, gets the same lines on its cluster in test_spark.py.)"""
 
 import contextlib
-import copy
 import json
 import os
 import subprocess
@@ -15,7 +14,8 @@ import urllib.request
 import numpy as np
 import pytest
 
-from conftest import REPO_ROOT, free_port, served_until_done, subprocess_env
+from conftest import (REPO_ROOT, free_port, parse_with_copies_of, served_until_done,
+                      subprocess_env)
 from tetra_tf import sentences
 
 SERVER_SCRIPT = os.path.join(REPO_ROOT, "serving", "server.py")
@@ -105,17 +105,8 @@ def _loaded_once(parser):
     component) is a copy of parser: the export loaded once. What each way in does with the
     lines is what this module compares; their own loads are tests/test_beam.py's and
     tests/test_spacy_component.py's."""
-    from tetra_tf import parser as parser_module
-
-    load = parser_module.Parser
-
-    def loaded_once(model_dir, *args, **kwargs):
-        if model_dir == parser.export_dir and not args and not kwargs:
-            return copy.copy(parser)
-        return load(model_dir, *args, **kwargs)
-
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(parser_module, "Parser", loaded_once)
+        parse_with_copies_of(parser, patch)
         yield
 
 
