@@ -350,7 +350,7 @@ class _BrokenParser:
     """A Parser whose model fails (not a refused sentence)."""
     sentence_limits = sentences.SentenceLimits()
 
-    def parse_each(self, words, batch_size=64, limits=None, progress=None):
+    def parse_each(self, words, batch_size=64, limits=None, progress=None, marginals=False):
         raise RuntimeError("the model broke")
 
 
@@ -387,7 +387,7 @@ class _RecordingParser:
     def __init__(self):
         self.calls = []
 
-    def parse_each(self, words, batch_size=64, limits=None, progress=None):
+    def parse_each(self, words, batch_size=64, limits=None, progress=None, marginals=False):
         self.calls.append((words, batch_size))
         return [sentences.SentenceError(sentences.REJECTED, "no") if "REFUSE" in sentence
                 else type("Result", (), {"bracketed": " ".join(sentence), "score": -1.0})()

@@ -249,12 +249,10 @@ class ParseModelHandler(ModelHandler[Sentence, PredictionResult, "Parser"]):
         """
         if not batch:
             return []
-        # marginals only when asked for: without them the call is the one it always was.
-        extra = {"marginals": True} if self._marginals else {}
         results = model.parse_each([sentence.text.split(" ") for sentence in batch],
                                    batch_size=len(batch),
                                    limits=model.sentence_limits.lowered(self._max_words),
-                                   **extra)
+                                   marginals=self._marginals)
         return [PredictionResult(sentence, {"error": result}
                                  if isinstance(result, sentences.SentenceError)
                                  else parse_fields(result, self._marginals))

@@ -736,11 +736,7 @@ def get_parse_score(span: Span) -> float | None:
     Raises:
         ValueError: the doc was not parsed by the component.
     """
-    position = _position(span, required=False)
-    data = _data(span.doc)
-    if position is None or data["parents"][position] >= 0:
-        return None
-    return data["sentence_scores"].get(str(position))
+    return _sentence_value(span, "sentence_scores")
 
 
 def get_constituent_probability(span: Span) -> float | None:
@@ -786,11 +782,17 @@ def get_tree_probability(span: Span) -> float | None:
     Raises:
         ValueError: the doc was not parsed by the component.
     """
+    return _sentence_value(span, "tree_probabilities")
+
+
+def _sentence_value(span: Span, key: str) -> Any:
+    """data[key]'s entry for the span if it is a parsed sentence's root constituent, else
+    None (also for data of older versions without the key)."""
     position = _position(span, required=False)
     data = _data(span.doc)
     if position is None or data["parents"][position] >= 0:
         return None
-    return data.get("tree_probabilities", {}).get(str(position))
+    return data.get(key, {}).get(str(position))
 
 
 def get_doc_score(doc: Doc) -> float | None:

@@ -358,9 +358,8 @@ def parse_texts(parser: "Parser", texts: Sequence[str | None],
         except sentences.SentenceError as e:
             results[index] = e
     if words:
-        # marginals only when asked for: without them the call is the one it always was.
-        extra = {"marginals": True} if marginals else {}
-        for index, result in zip(todo, parser.parse_each(words, batch_size, limits, **extra)):
+        for index, result in zip(todo, parser.parse_each(words, batch_size, limits,
+                                                         marginals=marginals)):
             if isinstance(result, sentences.SentenceError):
                 results[index] = result
             elif marginals:
