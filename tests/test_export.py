@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tetra_tf import cpu, decoding, encoders, export, tags as tags_lib, tokenization, treebank
+from tetra_tf import (cpu, decoding, encoders, export, export_format, tags as tags_lib,
+                      tokenization, treebank)
 from tetra_tf.sentences import WHITESPACE, escape_leaf, split_words
 from tetra_tf.inference_encoder import InferenceEncoder
 from tetra_tf.tree_writer import TreeWriter
@@ -361,6 +362,70 @@ def test_parse_marginals_equal_the_numpy_lattice_on_the_exports_own_logits(loade
             checked += 1
         assert np.all(out["constituent_marginals"][row, len(constituents):] == 0)
     assert checked > 20
+
+
+def test_parse_span_marginals_give_every_labelled_span_of_the_exports_own_logits(loaded,
+                                                                                 vocabs):
+    """parse_span_marginals: parse_marginals' outputs unchanged, and every labelled span
+    whose probability (as marginals.Lattice computes it from the export's own tag
+    log-probabilities) is at least the row's floor, by first word, last word and label:
+    none left out, none added."""
+    from tetra_tf import marginals
+
+    words, _, _, _, leaf, internal = _tag_log_probabilities(loaded, SENTENCES)
+    floors = np.array([0.0, 0.05, 0.0, 0.3, 0.01], np.float32)
+    out = {k: v.numpy() for k, v in loaded.signatures["parse_span_marginals"](
+        sentences=tf.constant(SENTENCES), min_probability=tf.constant(floors)).items()}
+    with_marginals = _outputs_beside_the_defaults(loaded, "parse_marginals")
+    for key, value in with_marginals.items():
+        if value.dtype.kind == "f":
+            np.testing.assert_allclose(out[key], value, rtol=1e-6, atol=1e-7)
+        else:
+            np.testing.assert_array_equal(out[key], value)
+    labels = sorted({label for tag in (*vocabs.leaf.tags, *vocabs.internal.tags)
+                     for label in tags_lib.split_chain(tags_lib.tag_label(tag))})
+    checked = 0
+    for row, sentence in enumerate(words):
+        n, count = len(sentence), out["num_spans"][row]
+        got = [(int(i), int(j), label.decode(), float(p)) for i, j, label, p in zip(
+            *(out[name][row, :count] for name in export_format.SPAN_OUTPUTS))]
+        assert np.all(out["span_starts"][row, count:] == -1)
+        assert np.all(out["span_labels"][row, count:] == b"")
+        assert got == sorted(got, key=lambda span: (span[0], span[1], labels.index(span[2])))
+        if n == 0:
+            assert not got
+            continue
+        lattice = marginals.Lattice(leaf[row, :n], internal[row, :n], vocabs.leaf.directions(),
+                                    vocabs.internal.directions(), 6)
+        directions = lattice.direction_marginals()
+        expected = {}
+        for i in range(n):
+            for j in range(i, n):
+                nodes = lattice.node_marginals(i, j)
+                for label in labels:
+                    if i == j:
+                        p = directions[2 * i] @ _label_given_side(leaf[row, i],
+                                                                  vocabs.leaf.tags, label)
+                    else:
+                        p = sum(nodes[k] @ _label_given_side(internal[row, k],
+                                                             vocabs.internal.tags, label)
+                                for k in range(i, j))
+                    assert floors[row] == 0 or abs(p - floors[row]) > 1e-4  # no tie
+                    if p > 0 and p >= floors[row]:
+                        expected[(i, j, label)] = p
+        # float32 may round the least likely of all to 0 (not listed), no more.
+        assert ({key for key, p in expected.items() if p > 1e-30}
+                <= {span[:3] for span in got} <= set(expected)), row
+        for i, j, label, p in got:
+            assert p == pytest.approx(expected[(i, j, label)], abs=1e-5)
+            checked += 1
+        # The tree's constituents are among them, with their parse_marginals probability.
+        tree = nltk.Tree.fromstring(out["tree"][row].decode())
+        for (label, i, j), p in zip(preorder_constituents(tree),
+                                    out["constituent_marginals"][row]):
+            if p >= floors[row]:
+                assert expected[(i, j, label)] == pytest.approx(p, abs=1e-5)
+    assert checked > 100
 
 
 def test_parse_k_best_gives_the_k_best_trees_of_the_exports_own_logits(loaded, vocabs):

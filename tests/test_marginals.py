@@ -174,6 +174,10 @@ def test_graph_lattice_equals_the_numpy_reference_on_a_padded_batch(max_stack_de
     starts = np.array([[i for i, _ in spans]] * len(lengths))
     ends = np.array([[j for _, j in spans]] * len(lengths))
     nodes = lattice.node_marginals(tf.constant(starts), tf.constant(ends)).numpy()
+    # Any weights per fencepost, direction and label: here not a distribution.
+    weights = rng.uniform(0, 1, (len(lengths), width, 2, 3))
+    every_span = lattice.span_marginals(tf.constant(weights)).numpy()
+    assert every_span.shape == (len(lengths), width, width, 3)
     for row, n in enumerate(lengths):
         reference = marginals.Lattice(leaf_scores[row, :n], internal_scores[row, :n],
                                       LEAF_DIRECTIONS, INTERNAL_DIRECTIONS, max_stack_depth)
@@ -189,6 +193,10 @@ def test_graph_lattice_equals_the_numpy_reference_on_a_padded_batch(max_stack_de
             expected[:max(n - 1, 0)] = reference.node_marginals(i, j)
             np.testing.assert_allclose(nodes[row, m], expected, atol=1e-9,
                                        err_msg=f"row {row}, span {i}..{j}")
+            if j < width:
+                np.testing.assert_allclose(
+                    every_span[row, i, j], np.einsum("ks,kse->e", expected, weights[row]),
+                    atol=1e-9, err_msg=f"row {row}, span {i}..{j}")
 
 
 def test_graph_lattice_takes_an_empty_batch_and_no_words():
@@ -202,6 +210,8 @@ def test_graph_lattice_takes_an_empty_batch_and_no_words():
         assert lattice.log_partition.shape == (batch,)
         assert lattice.node_marginals(tf.zeros([batch, 1], tf.int32),
                                       tf.zeros([batch, 1], tf.int32)).shape == (batch, 1, width, 2)
+        assert lattice.span_marginals(tf.zeros([batch, width, 2, 3])).shape == (
+            batch, width, width, 3)
 
 
 def test_graph_lattice_traces_once_for_any_batch_and_width():
@@ -244,8 +254,8 @@ LABELLED_INTERNAL_TAGS = ["L", "R", "L/S+VP", "R/VP"]
 @pytest.mark.parametrize("n", [1, 2, 3, 4])
 def test_constituent_marginals_equal_brute_force_over_every_tag_sequence(n):
     """Every valid tag sequence of a labelled vocabulary, its tree built by tags_to_tree:
-    each constituent of the decoded tree gets the probability mass of the trees that hold
-    it (same label, same span)."""
+    each constituent of the decoded tree, and each labelled span of `every_span`, gets
+    the probability mass of the trees that hold it (same label, same span)."""
     tf = pytest.importorskip("tensorflow")
     from tetra_tf import tree_writer
 
@@ -295,3 +305,15 @@ def test_constituent_marginals_equal_brute_force_over_every_tag_sequence(n):
     assert len(got) == len(expected)
     np.testing.assert_allclose(got, expected, atol=1e-6)
     assert lattice.log_partition[0].numpy() == pytest.approx(log_z)
+
+    # Every labelled span, not only the best tree's: the whole table against the mass.
+    chains = marginals.ChainMarginals(vocabs.leaf.tags, vocabs.internal.tags,
+                                      leaf_directions, internal_directions)
+    every = chains.every_span(lattice, *batch)[0].numpy()  # [I, J, E]
+    assert every.shape == (n, n, len(chains.labels)) and chains.labels == ["NP", "QP", "S",
+                                                                           "VP"]
+    table = np.zeros_like(every)
+    for (label, start, end), probability in mass.items():
+        table[start, end, chains.labels.index(label)] = probability
+    assert len(mass) > len(expected)  # spans of other trees too
+    np.testing.assert_allclose(every, table, atol=1e-6)

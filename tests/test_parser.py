@@ -280,6 +280,40 @@ def test_marginals_come_with_the_same_parses_one_per_constituent(parser):
     assert sentence.result.constituents[0].probability > 0
 
 
+def test_span_marginals_list_every_labelled_span_at_or_above_the_floor(parser):
+    word_lists = [["The", "cat", "sat", "on", "the", "mat", "."], ["Hi"], [], ["a", "b"]]
+    with_marginals = parser.parse_each(word_lists, marginals=True)
+    every = parser.parse_each(word_lists, span_marginals=0.0, batch_size=3)
+    likely = parser.parse_each(word_lists, span_marginals=0.2)
+    assert with_marginals[0].span_marginals is None
+    assert isinstance(every[2], SentenceError) and isinstance(likely[2], SentenceError)
+    for plain, result, above in zip(with_marginals, every, likely):
+        if isinstance(plain, SentenceError):
+            continue
+        # What marginals=True gives, and besides it every span the model admits.
+        assert result.bracketed == plain.bracketed
+        assert result.constituent_marginals == pytest.approx(plain.constituent_marginals)
+        n = len(result.pos_tags)
+        table = {(c.label, c.start, c.end): c.probability for c in result.span_marginals}
+        assert len(table) == len(result.span_marginals)  # each labelled span once
+        assert all(0 < p <= 1 and 0 <= start <= end < n
+                   for (_, start, end), p in table.items())
+        assert [(c.start, c.end) for c in result.span_marginals] == sorted(
+            (c.start, c.end) for c in result.span_marginals)
+        for constituent in plain.constituents:
+            assert table[(constituent.label, constituent.start, constituent.end)] == \
+                pytest.approx(constituent.probability, abs=1e-5)
+        # The floor keeps exactly those at or above it.
+        kept = {(c.label, c.start, c.end) for c in above.span_marginals}
+        assert {key for key, p in table.items() if p >= 0.2 + 1e-5} <= kept
+        assert kept <= {key for key, p in table.items() if p >= 0.2 - 1e-5}
+        assert len(kept) < len(table)
+    with pytest.raises(ValueError, match="span_marginals is a probability from 0 to 1"):
+        parser.parse_each(word_lists, span_marginals=1.5)
+    with pytest.raises(ValueError, match="marginals, k_best and constraints come from"):
+        parser.parse_each(word_lists, k_best=True, span_marginals=0.1)
+
+
 def test_k_best_trees_start_with_the_best_and_come_best_first(parser):
     from tetra_tf.export_format import K_BEST
 

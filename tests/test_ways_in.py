@@ -433,6 +433,53 @@ def test_marginals_are_the_same_from_the_parser_rest_and_grpc(ways_in_server, ti
             assert np.isclose(prediction["tree_probability"], tree_probability), way
 
 
+def test_span_marginals_are_the_same_from_the_parser_rest_and_grpc(ways_in_server,
+                                                                   tiny_export_dir, parsers):
+    """parse_span_marginals through the server: each prediction's labelled spans (cut to
+    its own count) are Parser.parse_each(span_marginals=...)'s, floors per sentence."""
+    import grpc
+    import tensorflow as tf
+    from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
+
+    lines = ["The cat sat on the mat .", "Hi", "a b c"]
+    floors = [0.1, 0.0, 0.3]
+    expected = [parsers(tiny_export_dir).parse_each([line.split()], span_marginals=floor)[0]
+                .span_marginals for line, floor in zip(lines, floors)]
+    rest_port, grpc_port = ways_in_server
+    body = json.dumps({"signature_name": "parse_span_marginals", "instances": [
+        {"sentences": line, "min_probability": floor} for line, floor in zip(lines, floors)]})
+    request = urllib.request.Request(f"http://127.0.0.1:{rest_port}/v1/models/tetra:predict",
+                                     body.encode("utf-8"), {"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=120) as response:
+        predictions = json.load(response)["predictions"]
+    # A request's span outputs are cut to its own most spans.
+    assert {len(p["span_probabilities"]) for p in predictions} == {
+        max(len(spans) for spans in expected)}
+    with grpc.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
+        grpc_request = predict_pb2.PredictRequest()
+        grpc_request.model_spec.name = "tetra"
+        grpc_request.model_spec.signature_name = "parse_span_marginals"
+        grpc_request.inputs["sentences"].CopyFrom(tf.make_tensor_proto(lines, dtype=tf.string))
+        grpc_request.inputs["min_probability"].CopyFrom(
+            tf.make_tensor_proto(floors, dtype=tf.float32))
+        outputs = {name: tf.make_ndarray(proto) for name, proto in prediction_service_pb2_grpc
+                   .PredictionServiceStub(channel).Predict(grpc_request, timeout=120)
+                   .outputs.items()}
+    for row, spans in enumerate(expected):
+        assert len(spans) > 0
+        for way, prediction in (("rest", predictions[row]),
+                                ("grpc", {k: v[row] for k, v in outputs.items()})):
+            count = int(prediction["num_spans"])
+            assert count == len(spans), way
+            labels = [label if isinstance(label, str) else label.decode()
+                      for label in prediction["span_labels"][:count]]
+            assert [(label, int(start), int(end)) for label, start, end in zip(
+                labels, prediction["span_starts"], prediction["span_ends"])] == [
+                (span.label, span.start, span.end) for span in spans], way
+            assert np.allclose(prediction["span_probabilities"][:count],
+                               [span.probability for span in spans], atol=1e-6), way
+
+
 def test_constrained_parses_are_the_same_from_the_parser_rest_and_grpc(ways_in_server,
                                                                         tiny_export_dir):
     """parse_constrained through the server: each answer is

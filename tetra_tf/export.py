@@ -98,10 +98,14 @@ PARSE_TEXT_SIGNATURE = export_format.PARSE_TEXT_SIGNATURE
 PARSE_MARGINALS_SIGNATURE = export_format.PARSE_MARGINALS_SIGNATURE
 PARSE_K_BEST_SIGNATURE = export_format.PARSE_K_BEST_SIGNATURE
 PARSE_CONSTRAINED_SIGNATURE = export_format.PARSE_CONSTRAINED_SIGNATURE
+PARSE_SPAN_MARGINALS_SIGNATURE = export_format.PARSE_SPAN_MARGINALS_SIGNATURE
 K_BEST = export_format.K_BEST
 # The longest sentence parse_marginals takes: its sums hold a state per span start and
 # end, memory O(batch · words² · depth).
 MAX_MARGINALS_WORDS = 256
+# parse_span_marginals' table of every span by label: a call may hold at most this many
+# (sentences × words² × max(labels, 2 · (depth + 1))), 64 MB of float32.
+MAX_SPAN_MARGINAL_CELLS = 2 ** 24
 # The longest sentence parse_constrained takes: its chart holds a cell per span, and its
 # work grows with words³.
 MAX_CONSTRAINED_WORDS = 256
@@ -243,9 +247,11 @@ class ParserModule(tf.Module):
         chain_marginals = marginals.ChainMarginals(vocabs.leaf.tags, vocabs.internal.tags,
                                                    leaf_directions, internal_directions)
 
+        span_label_names = tf.constant(chain_marginals.labels or [""], tf.string)
+
         def parse_body(ragged_words: tf.RaggedTensor, with_marginals: bool = False,
-                       with_k_best: bool = False, constraint_inputs: dict | None = None
-                       ) -> dict:
+                       with_k_best: bool = False, constraint_inputs: dict | None = None,
+                       min_span_probability: tf.Tensor | None = None) -> dict:
             packed = pack(ragged_words)
             logits = module.encode(*(packed[key]
                                      for key in ENCODER_INPUTS + ("word_end_positions",)))
@@ -287,9 +293,12 @@ class ParserModule(tf.Module):
                 # A sentence no tree satisfies gets no tree (tags −1, tree "", score 0).
                 outputs["satisfied"] = result.satisfied
                 outputs["score"] = tf.where(result.satisfied, outputs["score"], 0.0)
-            if with_marginals:
+            if with_marginals or min_span_probability is not None:
                 outputs.update(constituent_marginals(
                     leaf_scores, internal_scores, lengths, result))
+            if min_span_probability is not None:
+                outputs.update(every_span_marginals(leaf_scores, internal_scores, lengths,
+                                                    min_span_probability))
             if with_k_best:
                 outputs.update(k_best_trees(leaf_scores, internal_scores, lengths, words,
                                             pos_tags))
@@ -390,6 +399,45 @@ class ParserModule(tf.Module):
                 "tree_probability": tf.where(lengths > 0, probability, 0.0),
             }
 
+        def every_span_marginals(leaf_scores, internal_scores, lengths,
+                                 min_probability) -> dict:
+            """Every labelled span at or above its row's min_probability: [B, S] each."""
+            shape = tf.shape(leaf_scores, out_type=tf.int64)
+            cells = shape[0] * shape[1] * shape[1] * max(len(chain_marginals.labels),
+                                                         2 * (max_stack_depth + 1))
+            checks = [
+                tf.debugging.Assert(cells <= MAX_SPAN_MARGINAL_CELLS, [
+                    f"{sentences_lib.TOO_MANY_WORDS}: parse_span_marginals needs more than "
+                    f"{MAX_SPAN_MARGINAL_CELLS} cells for the call (sentences x words x "
+                    f"words x labels): send fewer or shorter sentences per call"]),
+                tf.debugging.Assert(tf.reduce_all(
+                    (min_probability >= 0.0) & (min_probability <= 1.0)), [
+                    "min_probability: each must be a number from 0 to 1"]),
+            ]
+            with tf.control_dependencies(checks):
+                leaf_scores = tf.identity(leaf_scores)
+            lattice = marginals.GraphLattice(leaf_scores, internal_scores, lengths,
+                                             leaf_directions, internal_directions,
+                                             max_stack_depth)
+            table = tf.minimum(tf.cast(chain_marginals.every_span(
+                lattice, leaf_scores, internal_scores), tf.float32), 1.0)  # [B, I, J, E]
+            found = tf.where((table > 0.0) & (table >= min_probability[:, None, None, None]))
+            batch = tf.shape(table, out_type=tf.int64)[0]
+
+            def by_row(values, padding):
+                return tf.RaggedTensor.from_value_rowids(
+                    values, found[:, 0], nrows=batch).to_tensor(default_value=padding)
+
+            return {
+                "span_starts": by_row(tf.cast(found[:, 1], tf.int32), -1),
+                "span_ends": by_row(tf.cast(found[:, 2], tf.int32), -1),
+                "span_labels": by_row(tf.gather(span_label_names, found[:, 3]), ""),
+                "span_probabilities": by_row(tf.gather_nd(table, found), 0.0),
+                "num_spans": tf.math.bincount(tf.cast(found[:, 0], tf.int32),
+                                              minlength=tf.cast(batch, tf.int32),
+                                              maxlength=tf.cast(batch, tf.int32)),
+            }
+
         def parse(ragged_words: tf.RaggedTensor) -> dict:
             return parse_body(ragged_words, with_marginals=False)
 
@@ -406,6 +454,10 @@ class ParserModule(tf.Module):
                 constraints_lib.FORCED_LABELS: forced_labels,
                 constraints_lib.FORBIDDEN_SPANS: forbidden_spans,
                 constraints_lib.GIVEN_POS_TAGS: given_pos_tags})
+
+        def parse_with_span_marginals(ragged_words: tf.RaggedTensor,
+                                      min_probability: tf.Tensor) -> dict:
+            return parse_body(ragged_words, min_span_probability=min_probability)
 
         parse = tf.function(parse, input_signature=[ragged_spec], autograph=False)
         parse_with_marginals = tf.function(parse_with_marginals, input_signature=[ragged_spec],
@@ -492,6 +544,18 @@ class ParserModule(tf.Module):
         self.parse_k_best = tf.function(
             parse_k_best, input_signature=[tf.TensorSpec([None], tf.string, "sentences")],
             autograph=False)
+
+        def parse_span_marginals(sentences: tf.Tensor, min_probability: tf.Tensor) -> dict:
+            check = tf.debugging.assert_equal(
+                tf.shape(min_probability), tf.shape(sentences),
+                message="min_probability: one per sentence")
+            with tf.control_dependencies([check]):
+                min_probability = tf.identity(min_probability)
+            return parse_with_span_marginals(split_sentences(sentences), min_probability)
+
+        self.parse_span_marginals = tf.function(parse_span_marginals, input_signature=[
+            tf.TensorSpec([None], tf.string, "sentences"),
+            tf.TensorSpec([None], tf.float32, "min_probability")], autograph=False)
 
         def parse_constrained(sentences, forced_spans, forced_labels, forbidden_spans,
                               given_pos_tags) -> dict:
@@ -816,7 +880,8 @@ def warmup_requests(sentences: tuple[str, ...] = WARMUP_SENTENCES) -> list:
     """TF Serving PredictionLog protos: each sentence alone, then all together, through
     each signature (`serving_default`, `parse_marginals` and `parse_k_best` on sentences,
     `parse_words` on their words, `parse_text` on each as a text of one sentence), and
-    `parse_constrained` on all together (its chart's graph is the same at every size)."""
+    `parse_constrained` and `parse_span_marginals` on all together (their graphs are the
+    same at every size)."""
     from tensorflow_serving.apis import (  # pylint: disable=import-outside-toplevel
         predict_pb2, prediction_log_pb2)
 
@@ -839,6 +904,9 @@ def warmup_requests(sentences: tuple[str, ...] = WARMUP_SENTENCES) -> list:
             inputs_by_signature[PARSE_CONSTRAINED_SIGNATURE] = {
                 "sentences": np.array(batch, dtype=object),
                 **constraints_lib.as_inputs([None] * len(batch))}
+            inputs_by_signature[PARSE_SPAN_MARGINALS_SIGNATURE] = {
+                "sentences": np.array(batch, dtype=object),
+                "min_probability": np.full(len(batch), 0.5, np.float32)}
         for signature_name, inputs in inputs_by_signature.items():
             request = predict_pb2.PredictRequest()
             request.model_spec.signature_name = signature_name
@@ -912,6 +980,7 @@ def export(checkpoint: str, export_dir: str, overwrite: bool = False,
             PARSE_MARGINALS_SIGNATURE: module.parse_marginals,
             PARSE_K_BEST_SIGNATURE: module.parse_k_best,
             PARSE_CONSTRAINED_SIGNATURE: module.parse_constrained,
+            PARSE_SPAN_MARGINALS_SIGNATURE: module.parse_span_marginals,
         }
         tf.saved_model.save(module, staging, signatures=signatures)
         model_card.write(staging, model_card.build(checkpoints, module))

@@ -42,19 +42,25 @@ CARD_FORMAT = "tetra-tf model card v1"
 # `sentences`, and each constituent's probability, or the k best trees, besides (see
 # tetra_tf/export.py). `parse_constrained`: `sentences` and the constraints on each parse
 # (CONSTRAINT_INPUTS, `tetra_tf.constraints`), and whether a tree satisfies them.
+# `parse_span_marginals`: `sentences` and `min_probability` [B], parse_marginals' outputs
+# and every labelled span with at least that probability (SPAN_OUTPUTS).
 SERVING_SIGNATURE = "serving_default"
 PARSE_WORDS_SIGNATURE = "parse_words"
 PARSE_TEXT_SIGNATURE = "parse_text"
 PARSE_MARGINALS_SIGNATURE = "parse_marginals"
 PARSE_K_BEST_SIGNATURE = "parse_k_best"
 PARSE_CONSTRAINED_SIGNATURE = "parse_constrained"
+PARSE_SPAN_MARGINALS_SIGNATURE = "parse_span_marginals"
 SIGNATURES = (SERVING_SIGNATURE, PARSE_WORDS_SIGNATURE, PARSE_TEXT_SIGNATURE,
-              PARSE_MARGINALS_SIGNATURE, PARSE_K_BEST_SIGNATURE, PARSE_CONSTRAINED_SIGNATURE)
+              PARSE_MARGINALS_SIGNATURE, PARSE_K_BEST_SIGNATURE, PARSE_CONSTRAINED_SIGNATURE,
+              PARSE_SPAN_MARGINALS_SIGNATURE)
 # parse_constrained's inputs besides `sentences` ([B, N, ...] each, padded with −1 or "" to
 # the batch's largest N: the servers pad them so when they merge requests).
 CONSTRAINT_INPUTS = ("forced_spans", "forced_labels", "forbidden_spans", "given_pos_tags")
 # Outputs [B, N] padded to the batch's largest N, by the output that counts each row's N.
-COUNTED_OUTPUTS = {"constituent_marginals": "num_constituents"}
+SPAN_OUTPUTS = ("span_starts", "span_ends", "span_labels", "span_probabilities")
+COUNTED_OUTPUTS = {"constituent_marginals": "num_constituents",
+                   **{name: "num_spans" for name in SPAN_OUTPUTS}}
 # parse_k_best's trees per sentence, and its outputs of that fixed width [B, K_BEST].
 K_BEST = 8
 K_BEST_OUTPUTS = ("k_best_trees", "k_best_scores")

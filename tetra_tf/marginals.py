@@ -410,21 +410,21 @@ class GraphLattice:
                             self.backward_internal, positions < self.lengths[:, None] - 1)
         return leaf[:, :self.input_width], internal[:, :self.input_width]
 
-    def node_marginals(self, starts, ends):
-        """[B, M, W, 2]: for each requested span (words starts[m]..ends[m]) and fencepost
-        k, the probability that k's internal tag has each direction and makes the node
-        spanning it (0 for k outside the span, for spans of one word, or out of range).
+    def _span_factors(self):
+        """The two halves of "fencepost k's node spans words i..j", for every i, j, k.
+
+        Returns (reach [B, I, K, h], settle [B, J, K, 2, h]), log masses: reach, of every
+        sequence's start up to leaf k with word i's ``l`` arriving at depth h and the
+        stack at ≥ h since; settle, of the rest from fencepost k's tag (its score not
+        included) with direction L (R) to the end, the node complete at depth h (h − 1)
+        after leaf j. A node's log mass is their sum, logsumexp over h, plus k's score.
 
         Every span start's stretch (and every end's) runs at once, in one loop of W − 1
         steps over [B, W, d + 1, d + 1] states: O(B·W²·d²) work, W sequential steps.
-
-        Args:
-          starts, ends: int [B, M], the spans' first and last words.
         """
         tf = _tf()
         d, batch, width = self.d, self.batch_size, self.width
         neg_inf = tf.constant(-np.inf, self.dtype)
-        starts, ends = tf.cast(starts, tf.int32), tf.cast(ends, tf.int32)
         rows = self.depths[:, None]
         identity = tf.where(tf.equal(self.depths, rows), tf.zeros([], self.dtype), neg_inf)
         words = tf.range(width)[None, :, None, None]  # [1, W (start or end), 1, 1]
@@ -471,23 +471,73 @@ class GraphLattice:
         first = tf.where(tf.equal(self.depths, 1), self.leaf[:, :1, :1], neg_inf)
         later = _graph_shift(self.after_internal[:, :-1], 1) + self.leaf[:, 1:, :1]
         arrive = tf.concat([first, later], axis=1)  # [B, W, h]
+        reach = arrive[:, :, None, :] + before_node
+        settle = after_node + self.backward_leaf[:, :, None, :]   # L: s = h
+        return reach, tf.stack([settle, _graph_shift(settle, 1)], axis=3)  # R: s = h − 1
 
-        safe_starts = tf.clip_by_value(starts, 0, width - 1)
-        safe_ends = tf.clip_by_value(ends, 0, width - 1)
-        reach = (tf.gather(arrive, safe_starts, batch_dims=1)[:, :, None, :]
-                 + tf.gather(before_node, safe_starts, batch_dims=1))  # [B, M, K, h]
-        after = tf.gather(after_node, safe_ends, batch_dims=1)  # [B, M, K, s]
-        finish = tf.gather(self.backward_leaf, safe_ends, batch_dims=1)[:, :, None, :]
-        settle_left = after + finish                    # s = h
-        settle_right = _graph_shift(after + finish, 1)  # s = h − 1
-        total = tf.stack(
-            [tf.reduce_logsumexp(reach + settle_left, axis=-1) + self.internal[:, None, :, 0],
-             tf.reduce_logsumexp(reach + settle_right, axis=-1) + self.internal[:, None, :, 1]],
-            axis=-1)  # [B, M, K, 2]
-        probability = tf.exp(total - self.log_partition[:, None, None, None])
+    def _node_log_mass(self, reach, settle):
+        """[B, M, K, h] + [B, M, K, 2, h] → [B, M, K, 2] log probabilities."""
+        tf = _tf()
+        total = tf.reduce_logsumexp(reach[:, :, :, None, :] + settle, axis=-1)
+        return total + self.internal[:, None] - self.log_partition[:, None, None, None]
+
+    def node_marginals(self, starts, ends):
+        """[B, M, W, 2]: for each requested span (words starts[m]..ends[m]) and fencepost
+        k, the probability that k's internal tag has each direction and makes the node
+        spanning it (0 for k outside the span, for spans of one word, or out of range).
+
+        O(B·W²·d²) work (`_span_factors`).
+
+        Args:
+          starts, ends: int [B, M], the spans' first and last words.
+        """
+        tf = _tf()
+        starts, ends = tf.cast(starts, tf.int32), tf.cast(ends, tf.int32)
+        reach, settle = self._span_factors()
+        safe_starts = tf.clip_by_value(starts, 0, self.width - 1)
+        safe_ends = tf.clip_by_value(ends, 0, self.width - 1)
+        probability = tf.exp(self._node_log_mass(
+            tf.gather(reach, safe_starts, batch_dims=1),
+            tf.gather(settle, safe_ends, batch_dims=1)))
         valid = ((starts >= 0) & (starts < ends) & (ends < self.lengths[:, None]))
         probability = tf.where(valid[:, :, None, None], probability, tf.zeros([], self.dtype))
         return probability[:, :, :self.input_width]
+
+    def span_marginals(self, label_given_direction):
+        """[B, I, J, E]: for every span of two words or more (words i..j, i < j), the
+        probability that it is a node of the binarized tree whose internal tag's chain
+        holds label e (0 where i ≥ j or past the row's end).
+
+        A loop over the starts i, each [B, J, K, 2, d + 1]: O(B·W³·(d + E)) work, W
+        sequential steps (on top of `_span_factors`).
+
+        Args:
+          label_given_direction: [B, W, 2, E], per fencepost, P(its tag's chain holds
+            label e | its direction).
+        """
+        tf = _tf()
+        reach, settle = self._span_factors()
+        labels = tf.shape(label_given_direction)[-1]
+        label_given_direction = tf.pad(
+            label_given_direction,
+            [[0, 0], [0, self.width - tf.shape(label_given_direction)[1]], [0, 0], [0, 0]])
+        ends = tf.range(self.width)[None, :]
+
+        def by_start(i, records):
+            nodes = tf.exp(self._node_log_mass(reach[:, i:i + 1], settle))
+            nodes = tf.where(((i < ends) & (ends < self.lengths[:, None]))[:, :, None, None],
+                             nodes, tf.zeros([], self.dtype))
+            return i + 1, records.write(
+                i, tf.einsum("bjks,bkse->bje", nodes, label_given_direction))
+
+        records = tf.TensorArray(self.dtype, size=self.width,
+                                 element_shape=[None, None, None])
+        _, records = tf.while_loop(lambda i, _: i < self.width, by_start, (0, records),
+                                   maximum_iterations=self.width)
+        spans = tf.transpose(records.stack(), [1, 0, 2, 3])  # [B, I, J, E]
+        width = self.input_width
+        return tf.reshape(spans[:, :width, :width],
+                          tf.stack([self.batch_size, width, width, labels]))
 
 
 def _chain_tables(tags: Sequence[str], labels: dict[str, int], longest: int):
@@ -520,7 +570,8 @@ class ChainMarginals:
         """
         chains = [tags_lib.split_chain(tags_lib.tag_label(tag))
                   for tag in (*leaf_tags, *internal_tags)]
-        labels = {label: e for e, label in enumerate(sorted({l for c in chains for l in c}))}
+        self.labels = sorted({label for chain in chains for label in chain})
+        labels = {label: e for e, label in enumerate(self.labels)}
         self.longest_chain = max([len(chain) for chain in chains] + [1])
         self._leaf = _chain_tables(leaf_tags, labels, self.longest_chain)
         self._internal = _chain_tables(internal_tags, labels, self.longest_chain)
@@ -568,6 +619,28 @@ class ChainMarginals:
                           positions < lattice.lengths[:, None]),
                 self._own(internal, internal_tag_ids, self._internal[0],
                           positions < lattice.lengths[:, None] - 1))
+
+    def every_span(self, lattice: GraphLattice, leaf_scores, internal_scores):
+        """[B, I, J, E]: the probability of constituent (`labels`[e], words i..j) for
+        every span and label (0 where i > j or past the row's end). O(W³) work
+        (`GraphLattice.span_marginals`).
+
+        Args:
+          lattice: the rows' `GraphLattice` (built from the same scores).
+          leaf_scores, internal_scores: [B, W, NL], [B, W, NI], the scores it was built from.
+        """
+        tf = _tf()
+        dtype = lattice.dtype
+        leaf_directions, _ = lattice.direction_marginals()
+        leaf_labels = self._label_given_direction(
+            tf.cast(leaf_scores, dtype), self._leaf_directions, self._leaf[1])
+        internal_labels = self._label_given_direction(
+            tf.cast(internal_scores, dtype), self._internal_directions, self._internal[1])
+        one_word = tf.einsum("bws,bwse->bwe", leaf_directions, leaf_labels)  # [B, W, E]
+        spans = lattice.span_marginals(internal_labels)
+        by_label = tf.linalg.set_diag(tf.transpose(spans, [0, 3, 1, 2]),  # [B, E, I, J]
+                                      tf.transpose(one_word, [0, 2, 1]))
+        return tf.transpose(by_label, [0, 2, 3, 1])
 
     def _own(self, by_label, tag_ids, elements, valid):
         """[B, W, E] by label → [B, W, C] for each position's own chain."""

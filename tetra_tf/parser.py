@@ -101,6 +101,9 @@ class ParseResult:
       k_best: with ``k_best=True``, the best trees (bracketed) and their scores, best
         first (the first is `bracketed`; at most the export's K, fewer when the sentence
         has fewer valid tag sequences; two tag sequences may give one tree); else None.
+      span_marginals: with ``span_marginals=p``, every labelled span (in the tree or
+        not) whose probability is at least p and above 0, by first word, then last word,
+        then label; else None.
 
     Example:
         ```python
@@ -120,6 +123,7 @@ class ParseResult:
     tree_probability: float | None = None
     constituent_marginals: tuple[float, ...] | None = None
     k_best: tuple[tuple[str, float], ...] | None = None
+    span_marginals: tuple[Constituent, ...] | None = None
 
     @functools.cached_property
     def constituents(self) -> list[Constituent] | None:
@@ -339,7 +343,8 @@ class Parser:
                    progress: Callable[[int], None] | None = None,
                    marginals: bool = False,
                    k_best: bool = False,
-                   constraints: Sequence[Constraints | None] | None = None
+                   constraints: Sequence[Constraints | None] | None = None,
+                   span_marginals: float | None = None
                    ) -> list[ParseResult | SentenceError]:
         """Parses sentences, each failing alone: every way in parses through this.
 
@@ -364,18 +369,25 @@ class Parser:
             each gets the best tree that has every forced span and no forbidden one, or a
             SentenceError, ``bad_constraints`` (checked before the model runs) or
             ``unsatisfiable`` (no tree has them all).
+          span_marginals: a probability p from 0 to 1: also every labelled span whose
+            probability is at least p (`ParseResult.span_marginals`; 0: every span the
+            model admits), and what ``marginals=True`` gives, by the export's
+            ``parse_span_marginals`` signature (not with k_best or constraints). Its work
+            grows with words³; sentences of more than 256 words are refused
+            (``too_many_words``).
 
         Returns:
           Per sentence, in input order: its ParseResult, or the SentenceError refusing it.
 
         Raises:
-          ValueError: for a batch_size below 1, or constraints not one per sentence.
+          ValueError: for a batch_size below 1, constraints not one per sentence, or
+            span_marginals outside 0..1.
           ModelError: the model itself failed (any error but the graph refusing a
             sentence); nothing is retried.
-          ExportError: marginals, k_best or constraints asked of an export without their
-            signature.
-          ValueError: for more than one of marginals, k_best and constraints (they are
-            different signatures).
+          ExportError: marginals, k_best, constraints or span_marginals asked of an export
+            without their signature.
+          ValueError: for more than one of marginals (or span_marginals), k_best and
+            constraints (they are different signatures).
 
         Example:
             ```python
@@ -391,10 +403,14 @@ class Parser:
         if constraints is not None and len(constraints) != len(word_lists):
             raise ValueError(f"constraints has {len(constraints)} entries for "
                              f"{len(word_lists)} sentences")
+        if span_marginals is not None and not 0.0 <= span_marginals <= 1.0:
+            raise ValueError(f"span_marginals is a probability from 0 to 1, got "
+                             f"{span_marginals!r}")
         return self._parse_each(word_lists, batch_size, limits, progress, read_trees=False,
                                 extra=_extra_signature(marginals, k_best,
-                                                       constraints is not None),
-                                constraints=constraints)
+                                                       constraints is not None,
+                                                       span_marginals is not None),
+                                constraints=constraints, min_span_probability=span_marginals)
 
     def parse_text(self, text: str, split_sentences: bool = True,
                    batch_size: int = DEFAULT_BATCH_SIZE,
@@ -469,7 +485,8 @@ class Parser:
     def _parse_each(self, word_lists: Sequence[Sequence[str]], batch_size: int,
                     limits: SentenceLimits | None, progress: Callable[[int], None] | None,
                     read_trees: bool, extra: str | None = None,
-                    constraints: Sequence[Constraints | None] | None = None
+                    constraints: Sequence[Constraints | None] | None = None,
+                    min_span_probability: float | None = None
                     ) -> list[ParseResult | SentenceError]:
         """`parse_each`; with read_trees, each batch's nltk Trees are also read on its pool
         thread, where they overlap the model calls in flight (which release the GIL)."""
@@ -508,11 +525,13 @@ class Parser:
             joined = [checked[index] for index in indices]
             sets = [constraint_sets[index] for index in indices] if constraint_sets else None
             try:
-                return self._call(joined, extra, sets) if extra else self._call(joined)
+                return (self._call(joined, extra, sets, min_span_probability) if extra
+                        else self._call(joined))
             except tf.errors.InvalidArgumentError as e:
                 if len(indices) == 1:
                     return [_refusal(e.message)]
-            return [self._parse_alone(sentence, extra, [c] if sets else None)
+            return [self._parse_alone(sentence, extra, [c] if sets else None,
+                                      min_span_probability)
                     for sentence, c in zip(joined, sets or [None] * len(joined))]
 
         for indices, batch in zip(batches, _in_order(parse_batch, batches,
@@ -531,10 +550,11 @@ class Parser:
         return self._model.signatures[name]
 
     def _parse_alone(self, sentence: str, extra: str | None,
-                     constraints: list[Constraints] | None = None
+                     constraints: list[Constraints] | None = None,
+                     min_span_probability: float | None = None
                      ) -> ParseResult | SentenceError:
         try:
-            return (self._call([sentence], extra, constraints) if extra
+            return (self._call([sentence], extra, constraints, min_span_probability) if extra
                     else self._call([sentence]))[0]
         except tf.errors.InvalidArgumentError as e:
             return _refusal(e.message)
@@ -552,11 +572,13 @@ class Parser:
         return constraints
 
     def _call(self, joined: list[str], extra: str | None = None,
-              constraints: list[Constraints] | None = None
+              constraints: list[Constraints] | None = None,
+              min_span_probability: float | None = None
               ) -> list[ParseResult | SentenceError]:
         """One model call on sentences (words joined by spaces), through the default
-        signature or the one named `extra` (parse_marginals, parse_k_best, or
-        parse_constrained with each sentence's checked `constraints`).
+        signature or the one named `extra` (parse_marginals, parse_k_best,
+        parse_constrained with each sentence's checked `constraints`, or
+        parse_span_marginals with `min_span_probability`).
 
         Raises:
           tf.errors.InvalidArgumentError: the graph refused the call.
@@ -567,6 +589,8 @@ class Parser:
         if constraints is not None:
             inputs.update({name: tf.constant(value) for name, value in
                            constraints_lib.as_inputs(constraints).items()})
+        if min_span_probability is not None:
+            inputs["min_probability"] = tf.fill([len(joined)], float(min_span_probability))
         try:
             outputs = signature(**inputs)
         except tf.errors.InvalidArgumentError:
@@ -592,6 +616,7 @@ class Parser:
             k_best_counts = outputs["num_k_best"].numpy()
         satisfied = (outputs["satisfied"].numpy() if "satisfied" in outputs
                      else np.ones(len(lengths), bool))
+        spans = _span_marginals(outputs) if "num_spans" in outputs else None
         return [SentenceError(sentences.UNSATISFIABLE, _UNSATISFIABLE_DETAIL)
                 if not satisfied[row] else ParseResult(
             bracketed=trees[row].decode("utf-8"), score=float(scores[row]),
@@ -603,7 +628,8 @@ class Parser:
                                    if marginals else None),
             k_best=(tuple((tree.decode("utf-8"), float(score)) for tree, score in zip(
                 k_best_trees[row, :k_best_counts[row]], k_best_scores[row]))
-                    if k_best else None))
+                    if k_best else None),
+            span_marginals=spans[row] if spans is not None else None)
             for row, n in enumerate(lengths)]
 
     def _batches(self, joined: dict[int, str], batch_size: int) -> list[list[int]]:
@@ -715,11 +741,26 @@ def _first_line(message: str) -> str:
     return lines[0] if lines else message
 
 
-def _extra_signature(marginals: bool, k_best: bool, constrained: bool = False) -> str | None:
+def _span_marginals(outputs: dict) -> list[tuple[Constituent, ...]]:
+    """parse_span_marginals' span outputs, as each row's Constituents."""
+    counts = outputs["num_spans"].numpy()
+    starts, ends, labels, probabilities = (outputs[name].numpy()
+                                           for name in export_format.SPAN_OUTPUTS)
+    return [tuple(Constituent(label.decode("utf-8"), int(start), int(end), float(p))
+                  for start, end, label, p in zip(starts[row, :count], ends[row, :count],
+                                                  labels[row, :count],
+                                                  probabilities[row, :count]))
+            for row, count in enumerate(counts)]
+
+
+def _extra_signature(marginals: bool, k_best: bool, constrained: bool = False,
+                     span_marginals: bool = False) -> str | None:
     """The signature that gives what is asked for besides the parse (None: the default)."""
-    if marginals + k_best + constrained > 1:
+    if (marginals or span_marginals) + k_best + constrained > 1:
         raise ValueError("marginals, k_best and constraints come from different signatures: "
                          "ask for one")
+    if span_marginals:
+        return export_format.PARSE_SPAN_MARGINALS_SIGNATURE
     if marginals:
         return export_format.PARSE_MARGINALS_SIGNATURE
     if constrained:
