@@ -240,7 +240,8 @@ def test_layout_assets_and_variables(export_dir, loaded, model_dir, vocabs):
     assert _strings(loaded.internal_tags) == vocabs.internal.tags
     assert _strings(loaded.pos_tags) == vocabs.pos.tags
     assert set(loaded.signatures) == {"serving_default", "parse_words", "parse_text",
-                                      "parse_marginals", "parse_k_best", "parse_constrained"}
+                                      "parse_marginals", "parse_k_best", "parse_constrained",
+                                      "parse_span_marginals"}
     # The labels a forced span may name: every label of every tag's chain.
     assert _strings(loaded.phrase_labels) == sorted(
         {label for tag in vocabs.leaf.tags + vocabs.internal.tags

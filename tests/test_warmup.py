@@ -35,10 +35,11 @@ def test_export_writes_tf_serving_warmup_records_that_replay_through_every_signa
         tiny_export_dir, served):
     logs = _records(tiny_export_dir)
     batches = len(export.WARMUP_SENTENCES) + 1  # each sentence alone, then all together
-    # parse_constrained: all together only.
-    assert len(logs) == batches * (len(export_format.SIGNATURES) - 1) + 1
-    assert [log.predict_log.request.model_spec.signature_name for log in logs].count(
-        export_format.PARSE_CONSTRAINED_SIGNATURE) == 1
+    # parse_constrained and parse_span_marginals: all together only.
+    assert len(logs) == batches * (len(export_format.SIGNATURES) - 2) + 2
+    names = [log.predict_log.request.model_spec.signature_name for log in logs]
+    assert names.count(export_format.PARSE_CONSTRAINED_SIGNATURE) == 1
+    assert names.count(export_format.PARSE_SPAN_MARGINALS_SIGNATURE) == 1
     assert {log.WhichOneof("log_type") for log in logs} == {"predict_log"}
     trees = {}
     for log in logs:

@@ -294,10 +294,11 @@ class ParserModule(tf.Module):
                 outputs["satisfied"] = result.satisfied
                 outputs["score"] = tf.where(result.satisfied, outputs["score"], 0.0)
             if with_marginals or min_span_probability is not None:
-                outputs.update(constituent_marginals(
-                    leaf_scores, internal_scores, lengths, result))
+                lattice = marginals_lattice(leaf_scores, internal_scores, lengths)
+                outputs.update(constituent_marginals(lattice, leaf_scores, internal_scores,
+                                                     lengths, result))
             if min_span_probability is not None:
-                outputs.update(every_span_marginals(leaf_scores, internal_scores, lengths,
+                outputs.update(every_span_marginals(lattice, leaf_scores, internal_scores,
                                                     min_span_probability))
             if with_k_best:
                 outputs.update(k_best_trees(leaf_scores, internal_scores, lengths, words,
@@ -377,16 +378,19 @@ class ParserModule(tf.Module):
                 "k_best_scores": tf.where(found, tf.cast(best.scores, tf.float32), 0.0),
             }
 
-        def constituent_marginals(leaf_scores, internal_scores, lengths, result) -> dict:
+        def marginals_lattice(leaf_scores, internal_scores, lengths):
             check = tf.debugging.assert_less_equal(
                 lengths, MAX_MARGINALS_WORDS,
                 message=f"too_many_words: parse_marginals takes sentences of at most "
                         f"{MAX_MARGINALS_WORDS} words")
             with tf.control_dependencies([check]):
                 leaf_scores = tf.identity(leaf_scores)
-            lattice = marginals.GraphLattice(leaf_scores, internal_scores, lengths,
-                                             leaf_directions, internal_directions,
-                                             max_stack_depth)
+            return marginals.GraphLattice(leaf_scores, internal_scores, lengths,
+                                          leaf_directions, internal_directions,
+                                          max_stack_depth)
+
+        def constituent_marginals(lattice, leaf_scores, internal_scores, lengths,
+                                  result) -> dict:
             ids = (result.leaf_tag_ids, result.internal_tag_ids)
             starts, ends = tree_writer.node_spans(*ids, lengths)
             per_node = chain_marginals(lattice, leaf_scores, internal_scores, *ids, starts,
@@ -399,7 +403,7 @@ class ParserModule(tf.Module):
                 "tree_probability": tf.where(lengths > 0, probability, 0.0),
             }
 
-        def every_span_marginals(leaf_scores, internal_scores, lengths,
+        def every_span_marginals(lattice, leaf_scores, internal_scores,
                                  min_probability) -> dict:
             """Every labelled span at or above its row's min_probability: [B, S] each."""
             shape = tf.shape(leaf_scores, out_type=tf.int64)
@@ -414,11 +418,9 @@ class ParserModule(tf.Module):
                     (min_probability >= 0.0) & (min_probability <= 1.0)), [
                     "min_probability: each must be a number from 0 to 1"]),
             ]
-            with tf.control_dependencies(checks):
-                leaf_scores = tf.identity(leaf_scores)
-            lattice = marginals.GraphLattice(leaf_scores, internal_scores, lengths,
-                                             leaf_directions, internal_directions,
-                                             max_stack_depth)
+            with tf.control_dependencies(checks):  # before the O(words³) loop
+                leaf_scores, internal_scores = (tf.identity(leaf_scores),
+                                                tf.identity(internal_scores))
             table = tf.minimum(tf.cast(chain_marginals.every_span(
                 lattice, leaf_scores, internal_scores), tf.float32), 1.0)  # [B, I, J, E]
             found = tf.where((table > 0.0) & (table >= min_probability[:, None, None, None]))

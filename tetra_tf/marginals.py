@@ -21,7 +21,8 @@ states.
 `Lattice` is the NumPy (float64) reference, one sentence at a time; `GraphLattice` is the
 same sums as TF ops for a padded batch, inside the SavedModel; `ChainMarginals` turns them
 into the probability of each constituent of a decoded tree (the export's
-``parse_marginals`` signature).
+``parse_marginals`` signature), or of every labelled span (``parse_span_marginals``: every
+start, end and fencepost, O(n³)).
 """
 
 from __future__ import annotations
@@ -297,6 +298,7 @@ class GraphLattice:
           max_stack_depth: the depth cap d.
         """
         tf = _tf()
+        self._factors = None  # `_span_factors`, built when first asked for
         self.d = d = decoding.check_depth(max_stack_depth)
         leaf = graph_direction_scores(leaf_scores, leaf_directions)
         internal = graph_direction_scores(internal_scores, internal_directions)
@@ -413,15 +415,21 @@ class GraphLattice:
     def _span_factors(self):
         """The two halves of "fencepost k's node spans words i..j", for every i, j, k.
 
-        Returns (reach [B, I, K, h], settle [B, J, K, 2, h]), log masses: reach, of every
+        Returns (reach [B, I, K, h], settle [B, J, K, s]), log masses: reach, of every
         sequence's start up to leaf k with word i's ``l`` arriving at depth h and the
-        stack at ≥ h since; settle, of the rest from fencepost k's tag (its score not
-        included) with direction L (R) to the end, the node complete at depth h (h − 1)
-        after leaf j. A node's log mass is their sum, logsumexp over h, plus k's score.
+        stack at ≥ h since; settle, of the rest after fencepost k's tag (its score not
+        included) to the end, the node complete at depth s after leaf j. The node stays
+        at h (L: s = h) or fills the slot below (R: s = h − 1); `_node_log_mass` joins
+        them.
 
         Every span start's stretch (and every end's) runs at once, in one loop of W − 1
         steps over [B, W, d + 1, d + 1] states: O(B·W²·d²) work, W sequential steps.
         """
+        if self._factors is None:
+            self._factors = self._compute_span_factors()
+        return self._factors
+
+    def _compute_span_factors(self):
         tf = _tf()
         d, batch, width = self.d, self.batch_size, self.width
         neg_inf = tf.constant(-np.inf, self.dtype)
@@ -471,14 +479,15 @@ class GraphLattice:
         first = tf.where(tf.equal(self.depths, 1), self.leaf[:, :1, :1], neg_inf)
         later = _graph_shift(self.after_internal[:, :-1], 1) + self.leaf[:, 1:, :1]
         arrive = tf.concat([first, later], axis=1)  # [B, W, h]
-        reach = arrive[:, :, None, :] + before_node
-        settle = after_node + self.backward_leaf[:, :, None, :]   # L: s = h
-        return reach, tf.stack([settle, _graph_shift(settle, 1)], axis=3)  # R: s = h − 1
+        settle = after_node + self.backward_leaf[:, :, None, :]
+        return arrive[:, :, None, :] + before_node, settle
 
     def _node_log_mass(self, reach, settle):
-        """[B, M, K, h] + [B, M, K, 2, h] → [B, M, K, 2] log probabilities."""
+        """[B, M, K, h] reach + [B, M, K, s] settle → [B, M, K, 2]: the log probability
+        that fencepost k's tag has each direction and makes the node of span m."""
         tf = _tf()
-        total = tf.reduce_logsumexp(reach[:, :, :, None, :] + settle, axis=-1)
+        by_direction = tf.stack([settle, _graph_shift(settle, 1)], axis=3)  # L: s = h; R
+        total = tf.reduce_logsumexp(reach[:, :, :, None, :] + by_direction, axis=-1)
         return total + self.internal[:, None] - self.log_partition[:, None, None, None]
 
     def node_marginals(self, starts, ends):
