@@ -50,7 +50,8 @@ def test_export_writes_tf_serving_warmup_records_that_replay_through_every_signa
         if signature in (export_format.SERVING_SIGNATURE,
                          export_format.PARSE_MARGINALS_SIGNATURE,
                          export_format.PARSE_K_BEST_SIGNATURE,
-                         export_format.PARSE_CONSTRAINED_SIGNATURE):
+                         export_format.PARSE_CONSTRAINED_SIGNATURE,
+                         export_format.PARSE_SPAN_MARGINALS_SIGNATURE):
             sentences = [s.decode() for s in inputs["sentences"]]
         elif signature == export_format.PARSE_TEXT_SIGNATURE:
             sentences = [s.decode() for s in inputs["text"]]
