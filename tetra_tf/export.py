@@ -248,6 +248,18 @@ class ParserModule(tf.Module):
                                                    leaf_directions, internal_directions)
 
         span_label_names = tf.constant(chain_marginals.labels or [""], tf.string)
+        # Shared by the signatures, as the tagger is: the library holds each once.
+        score_spec = tf.TensorSpec([None, None, None], tf.float32)
+        id_spec = tf.TensorSpec([None, None], tf.int32)
+        decode_best = tf.function(
+            lambda leaf_scores, internal_scores, lengths: decoding.decode(
+                leaf_scores, internal_scores, lengths, leaf_directions, internal_directions,
+                max_stack_depth),
+            input_signature=[score_spec, score_spec, num_words_spec], autograph=False)
+        write_trees = tf.function(
+            tree_writer.__call__,
+            input_signature=[words_spec, words_spec, id_spec, id_spec, num_words_spec],
+            autograph=False)
 
         def parse_body(ragged_words: tf.RaggedTensor, with_marginals: bool = False,
                        with_k_best: bool = False, constraint_inputs: dict | None = None,
@@ -259,9 +271,7 @@ class ParserModule(tf.Module):
             leaf_scores = tf.nn.log_softmax(logits["leaf_logits"])
             internal_scores = tf.nn.log_softmax(logits["internal_logits"])
             if constraint_inputs is None:
-                result = decoding.decode(leaf_scores, internal_scores, lengths,
-                                         leaf_directions, internal_directions,
-                                         max_stack_depth)
+                result = decode_best(leaf_scores, internal_scores, lengths)
             else:
                 result = constrained_decode(leaf_scores, internal_scores, lengths,
                                             constraint_inputs)
@@ -286,7 +296,7 @@ class ParserModule(tf.Module):
                 "internal_tags": _lookup(module.internal_tags, result.internal_tag_ids),
                 "pos_tags": pos_tags,
                 "score": tf.cast(result.scores, tf.float32),
-                "tree": tree_writer(words, pos_tags, result.leaf_tag_ids,
+                "tree": write_trees(words, pos_tags, result.leaf_tag_ids,
                                     result.internal_tag_ids, tree_lengths),
             }
             if constraint_inputs is not None:
