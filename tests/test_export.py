@@ -429,6 +429,26 @@ def test_parse_span_marginals_give_every_labelled_span_of_the_exports_own_logits
     assert checked > 100
 
 
+def test_parse_span_marginals_refuses_bad_floors_and_calls_over_its_cells(loaded, vocabs):
+    """Its work is bounded before the words³ loop runs: too many sentences × words² ×
+    labels is refused as too_many_words (the Parser then parses them one by one)."""
+    signature = loaded.signatures["parse_span_marginals"]
+    for floors, message in (([0.5], "min_probability: one per sentence"),
+                            ([0.5, 1.5], "min_probability: each must be a number from 0"),
+                            ([0.5, float("nan")], "min_probability: each must be a number")):
+        with pytest.raises(tf.errors.InvalidArgumentError, match=message):
+            signature(sentences=tf.constant(["a b", "c"]), min_probability=tf.constant(floors))
+    labels = {label for tag in (*vocabs.leaf.tags, *vocabs.internal.tags)
+              for label in tags_lib.split_chain(tags_lib.tag_label(tag))}
+    words = export.MAX_MARGINALS_WORDS
+    per_sentence = words ** 2 * max(len(labels), 2 * (6 + 1))
+    sentences = export.MAX_SPAN_MARGINAL_CELLS // per_sentence + 1
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match="too_many_words: parse_span_marginals needs more than"):
+        signature(sentences=tf.constant([" ".join(["a"] * words)] * sentences),
+                  min_probability=tf.fill([sentences], 0.5))
+
+
 def test_parse_k_best_gives_the_k_best_trees_of_the_exports_own_logits(loaded, vocabs):
     """parse_k_best: serving_default's outputs unchanged, and the K best trees with their
     scores, as k_best_numpy finds them from the export's tag log-probabilities."""

@@ -379,7 +379,7 @@ class ParserModule(tf.Module):
             def repeated(values):
                 return tf.repeat(values, K_BEST, axis=0)
 
-            trees = tree_writer(repeated(words), repeated(pos_tags), rows(best.leaf_tag_ids),
+            trees = write_trees(repeated(words), repeated(pos_tags), rows(best.leaf_tag_ids),
                                 rows(best.internal_tag_ids),
                                 tf.where(tf.reshape(found, [-1]), repeated(lengths), 0))
             return {
