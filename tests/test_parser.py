@@ -298,8 +298,9 @@ def test_span_marginals_list_every_labelled_span_at_or_above_the_floor(parser):
         assert len(table) == len(result.span_marginals)  # each labelled span once
         assert all(0 < p <= 1 and 0 <= start <= end < n
                    for (_, start, end), p in table.items())
-        assert [(c.start, c.end) for c in result.span_marginals] == sorted(
-            (c.start, c.end) for c in result.span_marginals)
+        labels = parser.phrase_labels
+        order = [(c.start, c.end, labels.index(c.label)) for c in result.span_marginals]
+        assert order == sorted(order)  # by first word, last word, then label
         for constituent in plain.constituents:
             assert table[(constituent.label, constituent.start, constituent.end)] == \
                 pytest.approx(constituent.probability, abs=1e-5)
@@ -308,10 +309,37 @@ def test_span_marginals_list_every_labelled_span_at_or_above_the_floor(parser):
         assert {key for key, p in table.items() if p >= 0.2 + 1e-5} <= kept
         assert kept <= {key for key, p in table.items() if p >= 0.2 - 1e-5}
         assert len(kept) < len(table)
-    with pytest.raises(ValueError, match="span_marginals is a probability from 0 to 1"):
-        parser.parse_each(word_lists, span_marginals=1.5)
-    with pytest.raises(ValueError, match="marginals, k_best and constraints come from"):
+    for bad in (1.5, -0.1, float("nan"), True):
+        with pytest.raises(ValueError, match="span_marginals is a probability from 0 to 1"):
+            parser.parse_each(word_lists, span_marginals=bad)
+    with pytest.raises(ValueError, match=r"span_marginals\), k_best and constraints come"):
         parser.parse_each(word_lists, k_best=True, span_marginals=0.1)
+
+
+def test_span_marginals_batches_stay_within_the_signatures_cells(parser, monkeypatch):
+    """parse_span_marginals refuses a call of more than its cells (sentences × longest
+    words² × the larger of labels and 2 · (depth + 1)): the Parser's batches stay within."""
+    from tetra_tf import export_format
+
+    per_word_squared = max(len(parser.phrase_labels), 2 * (parser.max_stack_depth + 1))
+    monkeypatch.setattr(export_format, "MAX_SPAN_MARGINAL_CELLS", 2000 * per_word_squared)
+    recorded = []
+    call = parser._call
+
+    def recording_call(joined, *args):
+        recorded.append([sentence.count(" ") + 1 for sentence in joined])
+        return call(joined, *args)
+
+    monkeypatch.setattr(parser, "concurrent_calls", 1)
+    monkeypatch.setattr(parser, "_call", recording_call)
+    word_lists = [["word"] * n for n in (3, 30, 5, 1, 12, 8, 20, 30)]
+    results = parser.parse_each(word_lists, span_marginals=0.5)
+    assert all(isinstance(result, ParseResult) for result in results)
+    # 6 × 20² and 3 × 30² would pass 2,000: new batches start there.
+    assert recorded == [[1, 3, 5, 8, 12], [20, 30], [30]]
+    recorded.clear()
+    parser.parse_each(word_lists, marginals=True)  # no such bound: one batch
+    assert recorded == [[1, 3, 5, 8, 12, 20, 30, 30]]
 
 
 def test_k_best_trees_start_with_the_best_and_come_best_first(parser):
@@ -329,7 +357,7 @@ def test_k_best_trees_start_with_the_best_and_come_best_first(parser):
         for tree, _ in result.k_best:
             assert treebank.parse_tree(tree).leaves() == result.tree.leaves()
     assert len(results[0].k_best) == K_BEST  # seven words have more trees than that
-    with pytest.raises(ValueError, match="marginals, k_best and constraints come from"):
+    with pytest.raises(ValueError, match=r"span_marginals\), k_best and constraints come"):
         parser.parse_each(word_lists, marginals=True, k_best=True)
 
 

@@ -103,9 +103,9 @@ K_BEST = export_format.K_BEST
 # The longest sentence parse_marginals takes: its sums hold a state per span start and
 # end, memory O(batch · words² · depth).
 MAX_MARGINALS_WORDS = 256
-# parse_span_marginals' table of every span by label: a call may hold at most this many
-# (sentences × words² × max(labels, 2 · (depth + 1))), 64 MB of float32.
-MAX_SPAN_MARGINAL_CELLS = 2 ** 24
+# parse_span_marginals' bound, checked before the encoder runs; its peak memory is a few
+# tables of that many floats (64 MB each).
+MAX_SPAN_MARGINAL_CELLS = export_format.MAX_SPAN_MARGINAL_CELLS
 # The longest sentence parse_constrained takes: its chart holds a cell per span, and its
 # work grows with words³.
 MAX_CONSTRAINED_WORDS = 256
@@ -264,6 +264,8 @@ class ParserModule(tf.Module):
         def parse_body(ragged_words: tf.RaggedTensor, with_marginals: bool = False,
                        with_k_best: bool = False, constraint_inputs: dict | None = None,
                        min_span_probability: tf.Tensor | None = None) -> dict:
+            if with_marginals or min_span_probability is not None:
+                ragged_words = within_marginal_bounds(ragged_words, min_span_probability)
             packed = pack(ragged_words)
             logits = module.encode(*(packed[key]
                                      for key in ENCODER_INPUTS + ("word_end_positions",)))
@@ -388,13 +390,32 @@ class ParserModule(tf.Module):
                 "k_best_scores": tf.where(found, tf.cast(best.scores, tf.float32), 0.0),
             }
 
+        def within_marginal_bounds(ragged_words: tf.RaggedTensor,
+                                   min_span_probability: tf.Tensor | None) -> tf.RaggedTensor:
+            """The words, once the marginals' bounds hold: checked before any model work."""
+            lengths = ragged_words.row_lengths()
+            checks = [tf.debugging.assert_less_equal(
+                lengths, tf.constant(MAX_MARGINALS_WORDS, tf.int64),
+                message=f"{sentences_lib.TOO_MANY_WORDS}: marginals take sentences of at "
+                        f"most {MAX_MARGINALS_WORDS} words")]
+            if min_span_probability is not None:
+                width = tf.reduce_max(tf.concat([lengths, [0]], axis=0))
+                cells = (tf.shape(lengths, out_type=tf.int64)[0] * width * width
+                         * max(len(chain_marginals.labels), 2 * (max_stack_depth + 1)))
+                checks += [
+                    tf.debugging.Assert(cells <= MAX_SPAN_MARGINAL_CELLS, [
+                        f"{sentences_lib.TOO_MANY_WORDS}: parse_span_marginals needs more "
+                        f"than {MAX_SPAN_MARGINAL_CELLS} cells for the call (sentences x "
+                        f"words x words x max(labels, 2 x (depth + 1))): send fewer or "
+                        f"shorter sentences per call"]),
+                    tf.debugging.Assert(tf.reduce_all(
+                        (min_span_probability >= 0.0) & (min_span_probability <= 1.0)), [
+                        "min_probability: each must be a number from 0 to 1"]),
+                ]
+            with tf.control_dependencies(checks):
+                return ragged_words.with_flat_values(tf.identity(ragged_words.flat_values))
+
         def marginals_lattice(leaf_scores, internal_scores, lengths):
-            check = tf.debugging.assert_less_equal(
-                lengths, MAX_MARGINALS_WORDS,
-                message=f"too_many_words: parse_marginals takes sentences of at most "
-                        f"{MAX_MARGINALS_WORDS} words")
-            with tf.control_dependencies([check]):
-                leaf_scores = tf.identity(leaf_scores)
             return marginals.GraphLattice(leaf_scores, internal_scores, lengths,
                                           leaf_directions, internal_directions,
                                           max_stack_depth)
@@ -415,22 +436,8 @@ class ParserModule(tf.Module):
 
         def every_span_marginals(lattice, leaf_scores, internal_scores,
                                  min_probability) -> dict:
-            """Every labelled span at or above its row's min_probability: [B, S] each."""
-            shape = tf.shape(leaf_scores, out_type=tf.int64)
-            cells = shape[0] * shape[1] * shape[1] * max(len(chain_marginals.labels),
-                                                         2 * (max_stack_depth + 1))
-            checks = [
-                tf.debugging.Assert(cells <= MAX_SPAN_MARGINAL_CELLS, [
-                    f"{sentences_lib.TOO_MANY_WORDS}: parse_span_marginals needs more than "
-                    f"{MAX_SPAN_MARGINAL_CELLS} cells for the call (sentences x words x "
-                    f"words x labels): send fewer or shorter sentences per call"]),
-                tf.debugging.Assert(tf.reduce_all(
-                    (min_probability >= 0.0) & (min_probability <= 1.0)), [
-                    "min_probability: each must be a number from 0 to 1"]),
-            ]
-            with tf.control_dependencies(checks):  # before the O(words³) loop
-                leaf_scores, internal_scores = (tf.identity(leaf_scores),
-                                                tf.identity(internal_scores))
+            """Every labelled span at or above its row's min_probability: [B, S] each (its
+            bounds were checked by within_marginal_bounds)."""
             table = tf.minimum(tf.cast(chain_marginals.every_span(
                 lattice, leaf_scores, internal_scores), tf.float32), 1.0)  # [B, I, J, E]
             found = tf.where((table > 0.0) & (table >= min_probability[:, None, None, None]))

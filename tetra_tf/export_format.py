@@ -59,6 +59,9 @@ SIGNATURES = (SERVING_SIGNATURE, PARSE_WORDS_SIGNATURE, PARSE_TEXT_SIGNATURE,
 CONSTRAINT_INPUTS = ("forced_spans", "forced_labels", "forbidden_spans", "given_pos_tags")
 # Outputs [B, N] padded to the batch's largest N, by the output that counts each row's N.
 SPAN_OUTPUTS = ("span_starts", "span_ends", "span_labels", "span_probabilities")
+# parse_span_marginals' tables of every span: a call may hold at most this many cells
+# (sentences × the longest one's words² × max(labels, 2 · (depth + 1))).
+MAX_SPAN_MARGINAL_CELLS = 2 ** 24
 COUNTED_OUTPUTS = {"constituent_marginals": "num_constituents",
                    **{name: "num_spans" for name in SPAN_OUTPUTS}}
 # parse_k_best's trees per sentence, and its outputs of that fixed width [B, K_BEST].

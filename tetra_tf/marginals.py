@@ -614,13 +614,7 @@ class ChainMarginals:
           starts, ends: int32 [B, W], the first and last word of each fencepost's node.
         """
         tf = _tf()
-        dtype = lattice.dtype
-        leaf_directions, internal_directions = lattice.direction_marginals()
-        leaf_labels = self._label_given_direction(
-            tf.cast(leaf_scores, dtype), self._leaf_directions, self._leaf[1])
-        internal_labels = self._label_given_direction(
-            tf.cast(internal_scores, dtype), self._internal_directions, self._internal[1])
-        leaf = tf.einsum("bws,bwse->bwe", leaf_directions, leaf_labels)
+        leaf, internal_labels = self._by_label(lattice, leaf_scores, internal_scores)
         nodes = lattice.node_marginals(starts, ends)  # [B, M = fencepost, K, 2]
         internal = tf.einsum("bmks,bkse->bme", nodes, internal_labels)
         positions = tf.range(tf.shape(leaf_tag_ids)[1])[None, :]
@@ -628,6 +622,18 @@ class ChainMarginals:
                           positions < lattice.lengths[:, None]),
                 self._own(internal, internal_tag_ids, self._internal[0],
                           positions < lattice.lengths[:, None] - 1))
+
+    def _by_label(self, lattice: GraphLattice, leaf_scores, internal_scores):
+        """(leaf [B, W, E]: P(word w's leaf tag's chain holds label e), internal
+        [B, W, 2, E]: P(fencepost k's chain holds e | its direction))."""
+        tf = _tf()
+        dtype = lattice.dtype
+        leaf_directions, _ = lattice.direction_marginals()
+        leaf_labels = self._label_given_direction(
+            tf.cast(leaf_scores, dtype), self._leaf_directions, self._leaf[1])
+        internal_labels = self._label_given_direction(
+            tf.cast(internal_scores, dtype), self._internal_directions, self._internal[1])
+        return tf.einsum("bws,bwse->bwe", leaf_directions, leaf_labels), internal_labels
 
     def every_span(self, lattice: GraphLattice, leaf_scores, internal_scores):
         """[B, I, J, E]: the probability of constituent (`labels`[e], words i..j) for
@@ -639,13 +645,7 @@ class ChainMarginals:
           leaf_scores, internal_scores: [B, W, NL], [B, W, NI], the scores it was built from.
         """
         tf = _tf()
-        dtype = lattice.dtype
-        leaf_directions, _ = lattice.direction_marginals()
-        leaf_labels = self._label_given_direction(
-            tf.cast(leaf_scores, dtype), self._leaf_directions, self._leaf[1])
-        internal_labels = self._label_given_direction(
-            tf.cast(internal_scores, dtype), self._internal_directions, self._internal[1])
-        one_word = tf.einsum("bws,bwse->bwe", leaf_directions, leaf_labels)  # [B, W, E]
+        one_word, internal_labels = self._by_label(lattice, leaf_scores, internal_scores)
         spans = lattice.span_marginals(internal_labels)
         by_label = tf.linalg.set_diag(tf.transpose(spans, [0, 3, 1, 2]),  # [B, E, I, J]
                                       tf.transpose(one_word, [0, 2, 1]))

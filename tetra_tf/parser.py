@@ -403,7 +403,8 @@ class Parser:
         if constraints is not None and len(constraints) != len(word_lists):
             raise ValueError(f"constraints has {len(constraints)} entries for "
                              f"{len(word_lists)} sentences")
-        if span_marginals is not None and not 0.0 <= span_marginals <= 1.0:
+        if span_marginals is not None and (isinstance(span_marginals, bool)
+                                           or not 0.0 <= span_marginals <= 1.0):
             raise ValueError(f"span_marginals is a probability from 0 to 1, got "
                              f"{span_marginals!r}")
         return self._parse_each(word_lists, batch_size, limits, progress, read_trees=False,
@@ -509,7 +510,7 @@ class Parser:
                 results[index] = e
         if progress is not None and len(checked) < len(word_lists):
             progress(len(word_lists) - len(checked))
-        batches = self._batches(checked, batch_size)
+        batches = self._batches(checked, batch_size, self._max_squared_words(extra))
         if read_trees:
             from tetra_tf import treebank  # noqa: F401  (once, before the pool's threads)
 
@@ -632,28 +633,42 @@ class Parser:
             span_marginals=spans[row] if spans is not None else None)
             for row, n in enumerate(lengths)]
 
-    def _batches(self, joined: dict[int, str], batch_size: int) -> list[list[int]]:
+    def _max_squared_words(self, extra: str | None) -> int | None:
+        """parse_span_marginals' bound on a call's sentences × longest words² (None for
+        the other signatures)."""
+        if extra != export_format.PARSE_SPAN_MARGINALS_SIGNATURE:
+            return None
+        return export_format.MAX_SPAN_MARGINAL_CELLS // max(
+            len(self.phrase_labels), 2 * (self.max_stack_depth + 1))
+
+    def _batches(self, joined: dict[int, str], batch_size: int,
+                 max_squared_words: int | None = None) -> list[list[int]]:
         """Sentence indices in batches, shortest sentences first: each one model call.
 
         A batch holds at most batch_size sentences and max_pieces_per_call //
-        max_pieces_per_word words, so that it never exceeds the graph's bounds (a sentence
-        alone can: its call then fails). Sentences that fit one batch are split into up to
-        `concurrent_calls` batches of about equal words, so that every call slot has work.
+        max_pieces_per_word words, and (with max_squared_words) at most that many sentences
+        × its longest sentence's words², so that it never exceeds the graph's bounds (a
+        sentence alone can: its call then fails). Sentences that fit one batch are split
+        into up to `concurrent_calls` batches of about equal words, so that every call slot
+        has work.
         """
         limits = self._sentence_limits
         max_words = (limits.max_pieces // limits.max_pieces_per_word
                      if limits.max_pieces and limits.max_pieces_per_word else None)
         word_counts = {index: sentence.count(" ") + 1 for index, sentence in joined.items()}
         batches: list[list[int]] = []
-        words_in_batch = 0
+        words_in_batch = longest = 0
         for index in sorted(joined, key=lambda i: len(joined[i])):
             count = word_counts[index]
             if not batches or len(batches[-1]) == batch_size or (
-                    max_words is not None and words_in_batch + count > max_words):
+                    max_words is not None and words_in_batch + count > max_words) or (
+                    max_squared_words is not None and
+                    (len(batches[-1]) + 1) * max(longest, count) ** 2 > max_squared_words):
                 batches.append([])
-                words_in_batch = 0
+                words_in_batch = longest = 0
             batches[-1].append(index)
             words_in_batch += count
+            longest = max(longest, count)
         if len(batches) == 1 and self.concurrent_calls > 1 and len(batches[0]) > 1:
             return _split_evenly(batches[0], [word_counts[i] for i in batches[0]],
                                  self.concurrent_calls)
@@ -757,8 +772,8 @@ def _extra_signature(marginals: bool, k_best: bool, constrained: bool = False,
                      span_marginals: bool = False) -> str | None:
     """The signature that gives what is asked for besides the parse (None: the default)."""
     if (marginals or span_marginals) + k_best + constrained > 1:
-        raise ValueError("marginals, k_best and constraints come from different signatures: "
-                         "ask for one")
+        raise ValueError("marginals (or span_marginals), k_best and constraints come from "
+                         "different signatures: ask for one")
     if span_marginals:
         return export_format.PARSE_SPAN_MARGINALS_SIGNATURE
     if marginals:
