@@ -246,8 +246,9 @@ class ParserModule(tf.Module):
 
         chain_marginals = marginals.ChainMarginals(vocabs.leaf.tags, vocabs.internal.tags,
                                                    leaf_directions, internal_directions)
+        # parse_span_marginals names its labels by phrase_labels' ids.
+        assert chain_marginals.labels == graph_rules.labels
 
-        span_label_names = tf.constant(chain_marginals.labels or [""], tf.string)
         # Shared by the signatures, as the tagger is: the library holds each once.
         score_spec = tf.TensorSpec([None, None, None], tf.float32)
         id_spec = tf.TensorSpec([None, None], tf.int32)
@@ -450,7 +451,7 @@ class ParserModule(tf.Module):
             return {
                 "span_starts": by_row(tf.cast(found[:, 1], tf.int32), -1),
                 "span_ends": by_row(tf.cast(found[:, 2], tf.int32), -1),
-                "span_labels": by_row(tf.gather(span_label_names, found[:, 3]), ""),
+                "span_labels": by_row(_lookup(module.phrase_labels, found[:, 3]), ""),
                 "span_probabilities": by_row(tf.gather_nd(table, found), 0.0),
                 "num_spans": tf.math.bincount(tf.cast(found[:, 0], tf.int32),
                                               minlength=tf.cast(batch, tf.int32),

@@ -128,7 +128,7 @@ from __future__ import annotations
 
 import functools
 import sys
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
 import nltk
 from spacy.language import Language
@@ -137,6 +137,9 @@ from spacy.util import minibatch, raise_error
 
 from tetra_tf import sentences
 from tetra_tf import text as text_lib
+
+if TYPE_CHECKING:
+    from tetra_tf.parser import Constituent
 
 DATA_ATTRIBUTE = "tetra_tf"
 """The Doc extension holding the parse as plain lists (`doc._.tetra_tf`)."""
@@ -366,7 +369,7 @@ class TetraTfComponent:
                 data[index]["refused"][f"{words[0].i}:{words[-1].i + 1}"] = str(result)
             else:
                 _add_sentence(data[index], words, result.tree, result.score,
-                              result.constituent_marginals, result.tree_probability)
+                              result.constituents, result.tree_probability)
         for doc, doc_data in zip(ready, data):
             doc._.set(DATA_ATTRIBUTE, doc_data)
             if not self.disable_tagger:
@@ -393,7 +396,7 @@ def _empty_data(num_tokens: int) -> dict[str, Any]:
 
 
 def _add_sentence(data: dict[str, Any], words: list[Token], tree: nltk.Tree,
-                  score: float, marginals: Sequence[float] | None = None,
+                  score: float, constituents: Sequence[Constituent] | None = None,
                   tree_probability: float | None = None) -> None:
     """Appends a sentence's constituents (TOP dropped; unary chains merged) to `data`.
 
@@ -402,15 +405,16 @@ def _add_sentence(data: dict[str, Any], words: list[Token], tree: nltk.Tree,
         words: the sentence's word tokens, one per leaf.
         tree: its tree (`ParseResult.tree`).
         score: its score.
-        marginals: its constituents' probabilities (`ParseResult.constituent_marginals`:
-            one per bracket of the tree string but the root's and the POS tags', in
-            order); each position gets its outermost label's. None: no marginals.
+        constituents: its constituents with their probabilities
+            (`ParseResult.constituents`); each position gets its outermost label's. None:
+            no marginals.
         tree_probability: its tree's probability (with marginals).
     """
     token_indices = [token.i for token in words]
     word_counts = _word_counts(tree)
     first = len(data["starts"])
-    bracket = 0  # the next phrase bracket's index in marginals' order
+    probabilities = (None if constituents is None else
+                     {(c.label, c.start, c.end): c.probability for c in constituents})
     # Explicit stack (no recursion: long sentences make deep trees). Entries: node, labels
     # gathered so far, parent position, first word index. TOP's label is kept only when the
     # sentence's top node is unlabeled (TOP has several children), so that it stays a tree.
@@ -418,38 +422,32 @@ def _add_sentence(data: dict[str, Any], words: list[Token], tree: nltk.Tree,
     stack: list[tuple[Any, list[str], int, int]] = [(tree, root_labels, -1, 0)]
     while stack:
         node, labels, parent, word = stack.pop()
-        # The bracket of the outermost label (TOP, the root, has none); preorder, as the
-        # tree string opens them.
-        outermost = None
-        if node is not tree and _is_phrase(node):
-            outermost, bracket = bracket, bracket + 1
         # A unary chain, down to a word's preterminal, is one constituent with several labels.
         while _is_phrase(node) and len(node) == 1:
             node = node[0]
             if _is_phrase(node):
                 labels = labels + [node.label()]
-                if outermost is None:  # the root's chain: its first label below TOP
-                    outermost = bracket
-                bracket += 1
         position = len(data["starts"])
-        data["probabilities"].append(None if marginals is None or outermost is None
-                                     else marginals[outermost])
         data["starts"].append(token_indices[word])
         data["labels"].append(labels)
         data["parents"].append(parent)
-        data["ends"].append(token_indices[word] + 1)
         data["subtree_ends"].append(None)
-        if not _is_phrase(node):  # a preterminal: (POS word)
+        if _is_phrase(node):
+            children, last = [], word
+            for child in node:
+                children.append((child, [child.label()] if _is_phrase(child) else [],
+                                 position, last))
+                last += word_counts[id(child)] if isinstance(child, nltk.Tree) else 1
+            last -= 1
+            stack.extend(reversed(children))
+        else:  # a preterminal: (POS word)
+            last = word
             data["pos"][token_indices[word]] = node.label()
             data["words"][token_indices[word]] = node[0]
-            continue
-        children, offset = [], word
-        for child in node:
-            children.append((child, [child.label()] if _is_phrase(child) else [], position,
-                             offset))
-            offset += word_counts[id(child)] if isinstance(child, nltk.Tree) else 1
-        data["ends"][position] = token_indices[offset - 1] + 1
-        stack.extend(reversed(children))
+        data["ends"].append(token_indices[last] + 1)
+        # TOP (the root over several children) is no constituent: None.
+        data["probabilities"].append(None if probabilities is None or not labels
+                                     else probabilities.get((labels[0], word, last)))
     # Subtree ends (preorder: a subtree is its position up to the next non-descendant).
     for position in range(len(data["starts"]) - 1, first - 1, -1):
         data["subtree_ends"][position] = data["subtree_ends"][position] or position + 1
