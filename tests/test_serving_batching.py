@@ -269,3 +269,30 @@ def test_constrained_requests_of_different_widths_merge_padded_with_no_constrain
     assert merged["forbidden_spans"].tolist() == [[[-1, -1], [-1, -1]], [[0, 1], [-1, -1]]]
     assert merged["given_pos_tags"].tolist() == [[b"DT", b"", b""], [b"", b"", b""]]
     assert [task.wait()["forced"].tolist() for task in tasks] == [[2], [1]]
+
+
+def test_allowed_batch_sizes_pad_calls_except_of_signatures_bounded_by_rows():
+    """A call is padded with copies of its first row up to an allowed batch size, but not
+    a parse_span_marginals call, whose bound counts sentences: padding could take a
+    request that fits over it (and it would be refused even alone)."""
+    import types
+
+    from tetra_tf.serving.runners import BatchingRunner
+
+    rows_called = []
+
+    def call(signature_name, inputs):
+        rows_called.append((signature_name, len(inputs["sentences"])))
+        return {"num_words": np.array([len(s.split()) for s in inputs["sentences"]])}
+
+    model = types.SimpleNamespace(call=call)
+    runner = BatchingRunner(batching.BatchingParameters(max_batch_size=8,
+                                                        allowed_batch_sizes=(4, 8)),
+                            ("words",))
+    sentences = np.array([b"a b c", b"d e"], dtype=object)
+    for signature_name in ("serving_default", export_format.PARSE_SPAN_MARGINALS_SIGNATURE):
+        task = batching.Task((signature_name,), 2, 0, ({"sentences": sentences}, None))
+        runner._run_batch(model, [task])  # pylint: disable=protected-access
+        assert task.wait()["num_words"].tolist() == [3, 2]  # padding rows cut off
+    assert rows_called == [("serving_default", 4),
+                           (export_format.PARSE_SPAN_MARGINALS_SIGNATURE, 2)]

@@ -38,10 +38,12 @@ class BatchingRunner:
     One scheduler per loaded version (of each model) and one queue per signature and input
     shape. A
     request over a batch's rows (or over --max_pieces_per_request merged) is split into
-    slices. When a merged call is refused as an invalid argument, its requests run again
-    one by one, so that a request that fails only fails itself; when it fails otherwise
-    (an internal failure), every request of the call gets that failure, without running
-    again.
+    slices. A call is padded with copies of its first row up to the next of
+    allowed_batch_sizes, except for `export_format.ROW_BOUNDED_SIGNATURES`, whose bound
+    counts the rows. When a merged call is refused as an invalid argument, its requests
+    run again one by one, so that a request that fails only fails itself (a request that
+    fits the bound alone runs alone); when it fails otherwise (an internal failure),
+    every request of the call gets that failure, without running again.
     """
 
     def __init__(self, params: batching.BatchingParameters, word_inputs: tuple[str, ...],
@@ -130,12 +132,13 @@ class BatchingRunner:
 
     def _run_batch(self, model: ServedModel, tasks: list[batching.Task]) -> None:
         rows = sum(task.rows for task in tasks)
-        padded_rows = self.params.padded_size(rows)
+        signature_name = tasks[0].key[0]
+        padded_rows = (rows if signature_name in export_format.ROW_BOUNDED_SIGNATURES
+                       else self.params.padded_size(rows))
         inputs = batching.merge_inputs([task.payload[0] for task in tasks],
                                        self._word_inputs, padded_rows)
         if self._metrics:
             self._metrics.batch_size.observe(padded_rows)
-        signature_name = tasks[0].key[0]
         try:
             outputs = model.call(signature_name, inputs)
             if len(tasks) == 1 and padded_rows == rows:
