@@ -272,9 +272,9 @@ def test_constrained_requests_of_different_widths_merge_padded_with_no_constrain
 
 
 def test_allowed_batch_sizes_pad_calls_except_of_signatures_bounded_by_rows():
-    """A call is padded with copies of its first row up to an allowed batch size, but not
-    a parse_span_marginals call, whose bound counts sentences: padding could take a
-    request that fits over it (and it would be refused even alone)."""
+    """A call is padded with copies of its first row up to an allowed batch size, but not a
+    parse_constrained or parse_span_marginals call, whose bounds count sentences: padding
+    could take a request that fits over them (and it would be refused even alone)."""
     import types
 
     from tetra_tf.serving.runners import BatchingRunner
@@ -290,9 +290,11 @@ def test_allowed_batch_sizes_pad_calls_except_of_signatures_bounded_by_rows():
                                                         allowed_batch_sizes=(4, 8)),
                             ("words",))
     sentences = np.array([b"a b c", b"d e"], dtype=object)
-    for signature_name in ("serving_default", export_format.PARSE_SPAN_MARGINALS_SIGNATURE):
+    signatures = ("serving_default", export_format.PARSE_CONSTRAINED_SIGNATURE,
+                  export_format.PARSE_SPAN_MARGINALS_SIGNATURE)
+    assert set(signatures[1:]) == set(export_format.ROW_BOUNDED_SIGNATURES)
+    for signature_name in signatures:
         task = batching.Task((signature_name,), 2, 0, ({"sentences": sentences}, None))
         runner._run_batch(model, [task])  # pylint: disable=protected-access
         assert task.wait()["num_words"].tolist() == [3, 2]  # padding rows cut off
-    assert rows_called == [("serving_default", 4),
-                           (export_format.PARSE_SPAN_MARGINALS_SIGNATURE, 2)]
+    assert rows_called == [("serving_default", 4)] + [(name, 2) for name in signatures[1:]]

@@ -62,10 +62,10 @@ SPAN_OUTPUTS = ("span_starts", "span_ends", "span_labels", "span_probabilities")
 # parse_span_marginals' tables of every span: a call may hold at most this many cells
 # (sentences × the longest one's words² × max(labels, 2 · (depth + 1))).
 MAX_SPAN_MARGINAL_CELLS = 2 ** 24
-# Signatures whose bound counts a call's sentences (MAX_SPAN_MARGINAL_CELLS): a server that
-# batches requests must not pad their calls with extra rows (allowed_batch_sizes), which
-# could take a request that fits over the bound.
-ROW_BOUNDED_SIGNATURES = (PARSE_SPAN_MARGINALS_SIGNATURE,)
+# Signatures whose bounds count a call's sentences (their tables grow with sentences ×
+# words²): a server that batches requests must not pad their calls with extra rows
+# (allowed_batch_sizes), which could take a request that fits over a bound.
+ROW_BOUNDED_SIGNATURES = (PARSE_CONSTRAINED_SIGNATURE, PARSE_SPAN_MARGINALS_SIGNATURE)
 COUNTED_OUTPUTS = {"constituent_marginals": "num_constituents",
                    **{name: "num_spans" for name in SPAN_OUTPUTS}}
 # parse_k_best's trees per sentence, and its outputs of that fixed width [B, K_BEST].

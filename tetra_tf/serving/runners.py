@@ -39,8 +39,8 @@ class BatchingRunner:
     shape. A
     request over a batch's rows (or over --max_pieces_per_request merged) is split into
     slices. A call is padded with copies of its first row up to the next of
-    allowed_batch_sizes, except for `export_format.ROW_BOUNDED_SIGNATURES`, whose bound
-    counts the rows. When a merged call is refused as an invalid argument, its requests
+    allowed_batch_sizes, except for `export_format.ROW_BOUNDED_SIGNATURES`, whose bounds
+    count the rows. When a merged call is refused as an invalid argument, its requests
     run again one by one, so that a request that fails only fails itself (a request that
     fits the bound alone runs alone); when it fails otherwise (an internal failure),
     every request of the call gets that failure, without running again.
