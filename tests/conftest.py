@@ -330,6 +330,23 @@ def preorder_constituents(tree) -> list[tuple[str, int, int]]:
     return out[1:]
 
 
+def assert_spans_are_the_parsers(spans: list[dict], every, floor: float) -> None:
+    """A sentence's labelled spans as Beam's records and Spark's rows hold them
+    ({"label", "start", "end", "probability"} each) are the Parser's at this floor, in its
+    order: every is that sentence's `ParseResult.span_marginals` at floor 0 (alone), and a
+    span within float noise of the floor may be on either side of it (in a batch of other
+    widths)."""
+    table = {(span.label, span.start, span.end): span.probability for span in every}
+    got = {(span["label"], span["start"], span["end"]): span["probability"] for span in spans}
+    assert len(got) == len(spans)  # each labelled span once
+    assert {key for key, p in table.items() if p >= floor + 1e-5} <= set(got) <= {
+        key for key, p in table.items() if p >= floor - 1e-5}
+    assert list(got) == [key for key in table if key in got]  # the Parser's order
+    for key, probability in got.items():
+        assert isinstance(probability, float) and isinstance(key[1], int)
+        assert probability == pytest.approx(table[key], abs=1e-5), key
+
+
 def parse_with_copies_of(parser, monkeypatch) -> None:
     """Until the test ends, a Parser made of `parser`'s export with no other arguments (the
     one a program, a Beam handler or a spaCy component makes) is a copy of `parser`: the

@@ -20,6 +20,7 @@ pytest.importorskip("apache_beam")
 
 import tetra_tf  # noqa: F401,E402  (selects Keras 2 before TensorFlow loads)
 
+import apache_beam  # noqa: E402
 import nltk  # noqa: E402
 from apache_beam.io import fileio  # noqa: E402
 from apache_beam.io.filesystem import FileMetadata  # noqa: E402
@@ -30,12 +31,13 @@ import tensorflow as tf  # noqa: E402
 from tetra_tf import beam, beam_parse, cli, parse, sentences  # noqa: E402
 from tetra_tf.parser import Parser  # noqa: E402
 from tetra_tf.sentences import SentenceError, escape_leaf  # noqa: E402
-from conftest import parse_with_copies_of, run_cli  # noqa: E402
+from conftest import assert_spans_are_the_parsers, parse_with_copies_of, run_cli  # noqa: E402
 
 MAX_WORDS = 12
 MAX_LINE_BYTES = 100
 LONG_LINE = b"long " * 20_000  # over MAX_LINE_BYTES
 TRIGGER = "KABOOM"  # the refusing handler's model refuses any call holding this word
+FLOOR = 0.05  # span_marginals' floor in the tests that ask for every labelled span
 CUT_LINES = [f"w{i} is {i * 7919 % 10007} ." for i in range(400)]
 _CUT_WHOLE = gzip.compress(("\n".join(CUT_LINES) + "\n").encode(), mtime=0)
 CUT_GZ = _CUT_WHOLE[:len(_CUT_WHOLE) // 2]  # a .gz cut short halfway
@@ -369,6 +371,8 @@ def test_cli_model_failure_is_exit_1_in_one_line(export_dir, corpus, tmp_path, m
     (["--model_dir=EXPORT", "--input=NOWHERE", "--output=Y", "--batch_size=0"], "positive"),
     (["--model_dir=EXPORT", "--input=NOWHERE", "--output=Y", "--max_line_bytes=0"],
      "--max_line_bytes must be positive"),
+    (["--model_dir=EXPORT", "--input=NOWHERE", "--output=Y", "--span_marginals=nan"],
+     "--span_marginals must be from 0 to 1, got nan"),
 ])
 def test_cli_usage_errors_are_one_line(export_dir, args, message, capsys):
     args = [a.replace("EXPORT", export_dir) for a in args]
@@ -421,15 +425,16 @@ def test_read_sentences_splits_documents_into_checked_sentences(tmp_path):
 def test_documents_give_a_record_per_sentence_as_the_parse_cli_does(export_dir, parser,
                                                                     tmp_path, capsys,
                                                                     loaded_once):
-    """A record per sentence, as the parse CLI gives; with --marginals, each record also
-    has the Parser's marginals for its sentence."""
+    """A record per sentence, as the parse CLI gives; with --span_marginals (which implies
+    --marginals), each record also has the Parser's marginals and labelled spans for its
+    sentence."""
     texts = ["It rained. We left (early).", "", "He said \u201cno.\u201d Then he went."]
     path = tmp_path / "docs.txt"
     path.write_text("\n".join(texts) + "\n", encoding="utf-8")
     output = tmp_path / "out" / "trees"
     assert cli.guarded(beam_parse.main, [f"--model_dir={export_dir}", f"--input={path}",
                                          f"--output={output}", "--documents",
-                                         "--marginals"]) == 0
+                                         f"--span_marginals={FLOOR}"]) == 0
     records = sorted(_read_jsonl(f"{output}-*-of-*.jsonl"),
                      key=lambda r: (r["line"], r["sentence_number"]))
     assert not _read_jsonl(f"{output}-errors-*.jsonl")
@@ -441,16 +446,70 @@ def test_documents_give_a_record_per_sentence_as_the_parse_cli_does(export_dir, 
         expected and len(expected) == 4
     marginals = [s.result for document in parser.parse_texts(texts, marginals=True)
                  for s in document]
-    for record, result in zip(records, marginals, strict=True):
+    every = parser.parse_each([s.words for document in parser.parse_texts(texts)
+                               for s in document], span_marginals=0.0)
+    for record, result, spans in zip(records, marginals, every, strict=True):
         assert record["tree_probability"] == pytest.approx(result.tree_probability, abs=1e-6)
         assert record["constituent_marginals"] == pytest.approx(
             list(result.constituent_marginals), abs=1e-6)
         assert len(record["constituent_marginals"]) == len(result.constituents) > 0
+        assert_spans_are_the_parsers(record["span_marginals"], spans.span_marginals, FLOOR)
+    # Spans outside the trees too.
+    assert sum(len(r["span_marginals"]) for r in records) > sum(
+        len(result.constituents) for result in marginals)
     capsys.readouterr()
     assert cli.guarded(beam_parse.main, [f"--model_dir={export_dir}", f"--input={path}",
                                          f"--output={output}", "--documents",
                                          "--ordered"]) == 2
     assert "--ordered writes one tree per input line" in capsys.readouterr().err
+
+
+def test_the_handler_gives_the_parsers_marginals_and_spans(export_dir, parser, tmp_path):
+    """Without a pipeline: ParseModelHandler.run_inference with marginals, or with
+    span_marginals (which implies them), gives each sentence the Parser's; a sentence over
+    parse_span_marginals' bound is refused alone (too_many_words), its dead letter as any
+    other; a floor outside 0..1 is refused before any work."""
+    from tetra_tf.export_format import MAX_MARGINALS_WORDS
+
+    word_lists = [["The", "cat", "sat", "on", "the", "mat", "."],
+                  [f"w{i}" for i in range(MAX_MARGINALS_WORDS + 1)], ["Hi", "!"]]
+    batch = [beam.Sentence("in.txt", number, " ".join(words), len(words))
+             for number, words in enumerate(word_lists, start=1)]
+    with_marginals = parser.parse_each(word_lists, marginals=True)
+    every = parser.parse_each(word_lists, span_marginals=0.0)
+    split = beam.SplitResults()
+    split.setup()
+    for options, keys in (({"marginals": True}, {"tree_probability", "constituent_marginals"}),
+                          ({"span_marginals": FLOOR}, {"tree_probability",
+                                                       "constituent_marginals",
+                                                       "span_marginals"})):
+        handler = beam.ParseModelHandler(export_dir, **options)
+        first, too_long, last = [output for result in handler.run_inference(batch, parser)
+                                 for output in split.process(result)]
+        assert too_long.tag == beam.SplitResults.REJECTED
+        assert too_long.value["reason"] == sentences.TOO_MANY_WORDS
+        assert set(too_long.value) == {"file", "line", "reason", "error"}
+        for record, result, spans in ((first, with_marginals[0], every[0]),
+                                      (last, with_marginals[2], every[2])):
+            assert set(record) == {"file", "line", "tree", "score"} | keys
+            assert record["tree"] == result.bracketed
+            assert record["tree_probability"] == pytest.approx(result.tree_probability,
+                                                               abs=1e-6)
+            assert record["constituent_marginals"] == pytest.approx(
+                list(result.constituent_marginals), abs=1e-6)
+            if "span_marginals" in keys:
+                assert_spans_are_the_parsers(record["span_marginals"], spans.span_marginals,
+                                             FLOOR)
+    for bad in (1.5, -0.1, float("nan"), True):
+        with pytest.raises(ValueError, match="span_marginals is a probability from 0 to 1"):
+            beam.ParseModelHandler(export_dir, span_marginals=bad)
+        options = beam.ParseOptions(model_dir=export_dir, inputs=[str(tmp_path / "*.txt")],
+                                    output=str(tmp_path / "out"), span_marginals=bad)
+        with pytest.raises(ValueError, match="span_marginals is a probability from 0 to 1"):
+            beam.build(apache_beam.Pipeline(options=PipelineOptions(runner="FnApiRunner")),
+                       options,
+                       handler=beam.ParseModelHandler(export_dir))
+    assert not list(tmp_path.iterdir())  # nothing written
 
 
 def _zstd_compress(data: bytes) -> bytes:

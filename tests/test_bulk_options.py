@@ -10,7 +10,7 @@ from tetra_tf import bulk_options, cli
 from conftest import run_python
 
 CORPUS_OPTIONS = ("model_dir", "corpus_input", "corpus_output", "tokenize", "batch_size",
-                  "max_words", "max_line_bytes", "ordered")
+                  "max_words", "max_line_bytes", "ordered", "span_marginals")
 
 
 @pytest.fixture
@@ -36,11 +36,13 @@ def _argparse(keys, argv):
 def test_both_adapters_give_the_same_values(export_dir):
     for argv in ([], [f"--model_dir={export_dir}", "--input=a", "--input=b", "--output=o",
                       "--tokenize", "--batch_size=8", "--max_words=3",
-                      "--max_line_bytes=100", "--ordered"]):
+                      "--max_line_bytes=100", "--ordered", "--span_marginals=0.25"]):
         assert _absl(CORPUS_OPTIONS, argv) == _argparse(CORPUS_OPTIONS, argv)
     values = _absl(CORPUS_OPTIONS, [])
     assert values["batch_size"] == bulk_options.DEFAULT_BATCH_SIZE
     assert values["corpus_input"] is None and values["ordered"] is False
+    assert values["span_marginals"] is None
+    assert _argparse(CORPUS_OPTIONS, ["--span_marginals=0"])["span_marginals"] == 0.0
 
 
 def test_a_program_gets_only_the_options_it_names():
@@ -64,6 +66,12 @@ def test_a_program_gets_only_the_options_it_names():
      "--max_words must be 0 or more"),
     (["--model_dir=EXPORT", "--input=a", "--output=o", "--max_line_bytes=0"],
      "--max_line_bytes must be positive"),
+    (["--model_dir=EXPORT", "--input=a", "--output=o", "--span_marginals=1.5"],
+     "--span_marginals must be from 0 to 1, got 1.5"),
+    (["--model_dir=EXPORT", "--input=a", "--output=o", "--span_marginals=-0.1"],
+     "--span_marginals must be from 0 to 1, got -0.1"),
+    (["--model_dir=NOWHERE", "--input=a", "--output=o", "--span_marginals=nan"],
+     "--span_marginals must be from 0 to 1, got nan"),  # before the model is looked for
     (["--model_dir=NOWHERE", "--input=a", "--output=o"],
      "--model_dir: NOWHERE holds no SavedModel (saved_model.pb); export one with python -m "
      "tetra_tf.export"),

@@ -29,7 +29,7 @@ import tetra_tf  # noqa: F401,E402  (selects Keras 2 before TensorFlow loads)
 
 from tetra_tf import bulk_options, sentences, spark_parse  # noqa: E402
 from tetra_tf import spark as tetra_spark  # noqa: E402
-from conftest import REPO_ROOT, run_module  # noqa: E402
+from conftest import REPO_ROOT, assert_spans_are_the_parsers, run_module  # noqa: E402
 
 
 def _java_major() -> int:
@@ -56,6 +56,7 @@ JOB_TIMEOUT = 300  # seconds for the job
 MAX_WORDS = 20
 MAX_LINE_BYTES = 200
 PARTITIONS = 8
+FLOOR = 0.05  # span_marginals' floor in the tests that ask for every labelled span
 WORDS = ("the cat sat on mat she says he even left early Mr. Smith running is fun 3 dogs , "
          "2 cats and a bird -LRB- words -RRB- were quoted in `` text '' . ? !").split()
 
@@ -294,8 +295,9 @@ def test_odd_lines_get_the_parsers_tree_or_reason(spark, tiny_export_dir, parser
 
 def test_documents_give_a_row_per_sentence_as_the_parse_cli_does(spark, tiny_export_dir,
                                                                   parser, tmp_path):
-    """A row per sentence, as the parse CLI gives; with marginals (asked for in this run),
-    each parsed row also has the Parser's marginals for its sentence, a refused row null."""
+    """A row per sentence, as the parse CLI gives; with span_marginals (asked for in this
+    run; it implies marginals), each parsed row also has the Parser's marginals and labelled
+    spans for its sentence, a refused row null."""
     texts = ["It rained. We left (early).", "", "He said \u201cno.\u201d Then he went.",
              "Fine. " + " ".join(["W"] * 9) + "."]
     corpus = tmp_path / "docs.txt"
@@ -303,9 +305,9 @@ def test_documents_give_a_row_per_sentence_as_the_parse_cli_does(spark, tiny_exp
     output = str(tmp_path / "out")
     summary = spark_parse.run(spark, tiny_export_dir, [str(corpus)], output,
                               output_format="json", max_words=8, partitions=2,
-                              documents=True, marginals=True)
+                              documents=True, span_marginals=FLOOR)
     rows = spark_parse.read_output(spark, output, "json", documents=True,
-                                   marginals=True).collect()
+                                   span_marginals=FLOOR).collect()
     found = sorted(((r.line, r.sentence_number, r.start, r.end, r.tree, r.reason)
                     for r in rows), key=lambda row: (row[0], row[1] or 0))
     expected = [(number, index, s.start, s.end, s.result.bracketed, None)
@@ -318,19 +320,23 @@ def test_documents_give_a_row_per_sentence_as_the_parse_cli_does(spark, tiny_exp
     assert len(expected) == 4  # the blank line 2 has no sentence
     assert summary["lines"] == len(found) == 7 and summary["parsed"] == 5
     by_tree = {(r.line, r.sentence_number): r for r in rows}
-    results = [(number, index, s.result) for number, document in enumerate(
+    results = [(number, index, s) for number, document in enumerate(
         parser.parse_texts(texts[:3] + ["Fine."], marginals=True), start=1)
         for index, s in enumerate(document, start=1) if (number, index) != (4, 2)]
     assert len(results) == 5
-    for number, index, result in results:
-        row = by_tree[(number, index)]
+    every = parser.parse_each([s.words for _, _, s in results], span_marginals=0.0)
+    for (number, index, sentence), spans in zip(results, every):
+        row, result = by_tree[(number, index)], sentence.result
         assert row.tree == result.bracketed
         assert row.tree_probability == pytest.approx(result.tree_probability, abs=1e-6)
         assert row.constituent_marginals == pytest.approx(
             list(result.constituent_marginals), abs=1e-6)
-    for key in ((4, 2), (5, None)):  # refused: no marginals
+        assert_spans_are_the_parsers([span.asDict() for span in row.span_marginals],
+                                     spans.span_marginals, FLOOR)
+    for key in ((4, 2), (5, None)):  # refused: no marginals, no spans
         assert by_tree[key].tree_probability is None
         assert by_tree[key].constituent_marginals is None
+        assert by_tree[key].span_marginals is None
 
 
 def test_a_model_failure_fails_the_job(spark, corpus, tmp_path):
@@ -350,7 +356,8 @@ class _BrokenParser:
     """A Parser whose model fails (not a refused sentence)."""
     sentence_limits = sentences.SentenceLimits()
 
-    def parse_each(self, words, batch_size=64, limits=None, progress=None, marginals=False):
+    def parse_each(self, words, batch_size=64, limits=None, progress=None, marginals=False,
+                   span_marginals=None):
         raise RuntimeError("the model broke")
 
 
@@ -376,6 +383,11 @@ def test_cli_usage_errors_are_one_line(tmp_path, tiny_export_dir):
     assert result.returncode == 2 and "--input is required" in result.stderr
     result = run_module("tetra_tf.spark_parse", "--format=csv")
     assert result.returncode == 2 and result.stderr.startswith("error: ")
+    result = run_module("tetra_tf.spark_parse", f"--model_dir={tiny_export_dir}", "--input=x",
+                        f"--output={tmp_path / 'o'}", "--span_marginals=1.5")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "error: --span_marginals must be from 0 to 1, got 1.5"]
     result = run_module("tetra_tf.spark_parse", "--help")
     assert result.returncode == 0 and "--ordered" in result.stdout
 
@@ -387,7 +399,8 @@ class _RecordingParser:
     def __init__(self):
         self.calls = []
 
-    def parse_each(self, words, batch_size=64, limits=None, progress=None, marginals=False):
+    def parse_each(self, words, batch_size=64, limits=None, progress=None, marginals=False,
+                   span_marginals=None):
         self.calls.append((words, batch_size))
         return [sentences.SentenceError(sentences.REJECTED, "no") if "REFUSE" in sentence
                 else type("Result", (), {"bracketed": " ".join(sentence), "score": -1.0})()
@@ -410,6 +423,34 @@ def test_parse_texts_applies_the_sentence_contract():
     assert result.reason == sentences.TOO_MANY_PIECES and parser.calls == []
 
 
+def test_parse_texts_gives_the_parsers_marginals_and_spans(parser):
+    """parse_texts (what each Arrow batch goes through) with marginals, or span_marginals
+    (which implies them): each parsed text's values are the Parser's; a sentence over
+    parse_span_marginals' bound is refused alone (too_many_words)."""
+    from tetra_tf.export_format import MAX_MARGINALS_WORDS
+
+    texts = ["The cat sat on the mat .", " ".join(["w"] * (MAX_MARGINALS_WORDS + 1)), None,
+             "Hi !"]
+    words = [texts[0].split(), texts[3].split()]
+    with_marginals = parser.parse_each(words, marginals=True)
+    every = parser.parse_each(words, span_marginals=0.0)
+    marginals_only = tetra_spark.parse_texts(parser, texts, marginals=True)
+    spans = tetra_spark.parse_texts(parser, texts, span_marginals=FLOOR)
+    for results in (marginals_only, spans):
+        assert [getattr(result, "reason", None) for result in results] == [
+            None, sentences.TOO_MANY_WORDS, sentences.EMPTY, None]
+    for index, result, spans_alone in ((0, with_marginals[0], every[0]),
+                                       (3, with_marginals[1], every[1])):
+        assert len(marginals_only[index]) == 4 and len(spans[index]) == 5
+        for values in (marginals_only[index], spans[index]):
+            tree, score, tree_probability, constituent_marginals = values[:4]
+            assert (tree, score) == (result.bracketed, pytest.approx(result.score, abs=1e-4))
+            assert tree_probability == pytest.approx(result.tree_probability, abs=1e-6)
+            assert constituent_marginals == pytest.approx(list(result.constituent_marginals),
+                                                          abs=1e-6)
+        assert_spans_are_the_parsers(spans[index][4], spans_alone.span_marginals, FLOOR)
+
+
 def test_parse_column_adds_the_marginals_columns_only_when_asked(spark, tiny_export_dir):
     df = spark.createDataFrame([(1, "a b")], "id long, sentence string")
     plain = tetra_spark.parse_column(df, tiny_export_dir)  # lazy: no job runs
@@ -419,7 +460,24 @@ def test_parse_column_adds_the_marginals_columns_only_when_asked(spark, tiny_exp
         ("id", "bigint"), ("sentence", "string"), ("tree", "string"), ("score", "double"),
         ("tree_probability", "double"), ("constituent_marginals", "array<double>"),
         ("reason", "string"), ("error", "string")]
+    with_spans = tetra_spark.parse_column(df, tiny_export_dir, span_marginals=0.5)
+    assert [(f.name, f.dataType.simpleString()) for f in with_spans.schema.fields] == [
+        ("id", "bigint"), ("sentence", "string"), ("tree", "string"), ("score", "double"),
+        ("tree_probability", "double"), ("constituent_marginals", "array<double>"),
+        ("span_marginals", tetra_spark.SPAN_MARGINALS_TYPE), ("reason", "string"),
+        ("error", "string")]
+    assert tetra_spark.SPAN_MARGINALS_TYPE == (
+        "array<struct<label:string,start:int,end:int,probability:double>>")
     assert spark_parse.output_columns() == ["file", "line", *tetra_spark.PARSE_COLUMNS]
+    assert spark_parse.output_columns(span_marginals=0.0) == [
+        "file", "line", "tree", "score", "tree_probability", "constituent_marginals",
+        "span_marginals", "reason", "error"]
+    for bad in (1.5, float("nan")):  # refused on the driver, before any job
+        with pytest.raises(ValueError, match="span_marginals is a probability from 0 to 1"):
+            tetra_spark.parse_column(df, tiny_export_dir, span_marginals=bad)
+        with pytest.raises(ValueError, match="span_marginals is a probability from 0 to 1"):
+            spark_parse.run(spark, tiny_export_dir, ["nowhere"], "nowhere-out",
+                            span_marginals=bad)
 
 
 def test_parse_column_checks_its_column(spark, tiny_export_dir):

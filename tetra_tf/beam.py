@@ -16,7 +16,11 @@ Every input line ends in exactly one of the two outputs: a parsed record
 ``"tree_probability"`` (the tree's probability among all valid trees) and
 ``"constituent_marginals"`` (each constituent's probability, in the order the tree string
 opens their brackets), as `Parser.parse_each(marginals=True)` gives them (`ParseResult`);
-dead letters are the same either way. With `ordered`, each input file also gets
+with `span_marginals` (a floor p from 0 to 1, implying `marginals`), also
+``"span_marginals"``: every labelled span, in the tree or not, whose probability is at least
+p, ``[{"label", "start", "end", "probability"}, ...]`` (start and end: first and last word,
+0-based, inclusive), in `Parser.parse_each(span_marginals=p)`'s order (by start, end,
+label). Dead letters are the same either way. With `ordered`, each input file also gets
 ``OUTPUT-ordered/<its path below the input files' common folder>.trees``: one tree per input
 line, in input order, an empty line where the input line was rejected (EVALB-ready when none
 was); an input file without lines gets an empty one. `bulk_options.OrderedWriter` writes
@@ -121,6 +125,11 @@ class ParseOptions(NamedTuple):
         ``constituent_marginals`` (see the module doc); a sentence longer than the
         export's parse_marginals signature takes is then a ``too_many_words`` dead letter.
         Default False.
+      span_marginals: a floor p from 0 to 1: also give each parsed record
+        ``span_marginals``, every labelled span whose probability is at least p (see the
+        module doc), and what marginals gives; a sentence of more than the export's
+        parse_span_marginals bound (256 words) is then a ``too_many_words`` dead letter.
+        Default None: none. A floor outside 0..1 (or NaN) is a ValueError of `build`.
 
     Example:
         ```python
@@ -141,6 +150,7 @@ class ParseOptions(NamedTuple):
     batch_size: int = DEFAULT_BATCH_SIZE  # most sentences per model call
     ordered: bool = False
     marginals: bool = False  # records also get tree_probability and constituent_marginals
+    span_marginals: float | None = None  # a floor: records also get every labelled span
 
 
 def _counter(name: str):
@@ -154,8 +164,8 @@ class ParseModelHandler(ModelHandler[Sentence, PredictionResult, "Parser"]):
     the process's threads) and parses each batch with its `parse_each`, which owns the
     failure policy: a sentence it refuses gets an inference of ``{"error": SentenceError}``
     instead of ``{"tree", "score"}`` (with marginals also ``"tree_probability"`` and
-    ``"constituent_marginals"``); a failure of the model itself raises, and fails the
-    job.
+    ``"constituent_marginals"``, with span_marginals those and ``"span_marginals"``); a
+    failure of the model itself raises, and fails the job.
 
     Batches hold at most batch_size sentences and the words the export takes in one call
     (`batch_elements_kwargs`). Beam 2.77's BatchElements rejects ``max_batch_weight``, so
@@ -181,7 +191,7 @@ class ParseModelHandler(ModelHandler[Sentence, PredictionResult, "Parser"]):
 
     def __init__(self, model_dir: str, batch_size: int = DEFAULT_BATCH_SIZE,
                  max_words: int = 0, max_batch_words: int | None = None,
-                 marginals: bool = False):
+                 marginals: bool = False, span_marginals: float | None = None):
         """Makes the handler; the model is loaded later, on the workers (`load_model`).
 
         Args:
@@ -195,11 +205,17 @@ class ParseModelHandler(ModelHandler[Sentence, PredictionResult, "Parser"]):
             an export that does not publish them.
           marginals: parse with `Parser.parse_each(marginals=True)`: each inference also
             has the tree's probability and each constituent's (see `run_inference`).
+          span_marginals: a floor p from 0 to 1: parse with
+            `Parser.parse_each(span_marginals=p)`: each inference also has every labelled
+            span at or above p, and what marginals gives. None (the default): none.
 
         Raises:
+          ValueError: span_marginals outside 0..1 (or NaN).
           tetra_tf.errors.ExportError: the export's limits file (assets.extra/limits.json)
             is there but unreadable (only read when max_batch_words is None).
         """
+        if span_marginals is not None:
+            export_format.check_span_floor(span_marginals)
         if max_batch_words is None:
             limits = sentences.SentenceLimits.from_export(export_format.read_limits(model_dir))
             max_batch_words = (limits.max_pieces // limits.max_pieces_per_word
@@ -210,6 +226,7 @@ class ParseModelHandler(ModelHandler[Sentence, PredictionResult, "Parser"]):
         self._model_dir = model_dir
         self._max_words = max_words
         self._marginals = marginals
+        self._span_marginals = span_marginals
 
     def load_model(self) -> Parser:
         """Loads the parser; RunInference calls it once per worker process.
@@ -239,7 +256,9 @@ class ParseModelHandler(ModelHandler[Sentence, PredictionResult, "Parser"]):
           A `PredictionResult` per sentence, in batch order: ``example`` the `Sentence`,
           ``inference`` either ``{"tree": str, "score": float}`` (the one-line bracketed
           tree and its log-probability; with marginals also ``"tree_probability": float``
-          and ``"constituent_marginals": [float, ...]``, see `parse_fields`) or
+          and ``"constituent_marginals": [float, ...]``, with span_marginals those and
+          ``"span_marginals": [{"label", "start", "end", "probability"}, ...]``, see
+          `parse_fields`) or
           ``{"error": SentenceError}`` for a sentence refused alone (``too_many_words``,
           ``too_many_pieces``, ``rejected``). A refused sentence is never raised.
 
@@ -252,10 +271,12 @@ class ParseModelHandler(ModelHandler[Sentence, PredictionResult, "Parser"]):
         results = model.parse_each([sentence.text.split(" ") for sentence in batch],
                                    batch_size=len(batch),
                                    limits=model.sentence_limits.lowered(self._max_words),
-                                   marginals=self._marginals)
+                                   marginals=self._marginals,
+                                   span_marginals=self._span_marginals)
         return [PredictionResult(sentence, {"error": result}
                                  if isinstance(result, sentences.SentenceError)
-                                 else parse_fields(result, self._marginals))
+                                 else parse_fields(result, self._marginals,
+                                                   self._span_marginals))
                 for sentence, result in zip(batch, results)]
 
     def get_num_bytes(self, batch: Sequence[Sentence]) -> int:
@@ -278,22 +299,30 @@ class ParseModelHandler(ModelHandler[Sentence, PredictionResult, "Parser"]):
         return METRICS_NAMESPACE
 
 
-def parse_fields(result: ParseResult, marginals: bool = False) -> dict[str, Any]:
+def parse_fields(result: ParseResult, marginals: bool = False,
+                 span_marginals: float | None = None) -> dict[str, Any]:
     """A parsed sentence's fields in its record.
 
     Args:
       result: the sentence's `tetra_tf.parser.ParseResult`.
       marginals: also its marginals (result was parsed with ``marginals=True``).
+      span_marginals: the floor result was parsed with (``span_marginals=p``): also its
+        labelled spans, and its marginals. None (the default): neither.
 
     Returns:
       ``{"tree": str, "score": float}`` (the one-line bracketed tree, its
-      log-probability); with marginals also ``"tree_probability": float`` and
-      ``"constituent_marginals": [float, ...]`` (`ParseResult`'s, as a list).
+      log-probability); with marginals (or span_marginals) also ``"tree_probability":
+      float`` and ``"constituent_marginals": [float, ...]`` (`ParseResult`'s, as a list);
+      with span_marginals also ``"span_marginals": [{"label": str, "start": int, "end":
+      int, "probability": float}, ...]`` (`ParseResult.span_marginals`, in its order;
+      `bulk_options.span_records`).
     """
     fields = {"tree": result.bracketed, "score": result.score}
-    if marginals:
+    if marginals or span_marginals is not None:
         fields.update(tree_probability=result.tree_probability,
                       constituent_marginals=list(result.constituent_marginals))
+    if span_marginals is not None:
+        fields.update(span_marginals=bulk_options.span_records(result.span_marginals))
     return fields
 
 
@@ -483,7 +512,7 @@ class SplitResults(beam.DoFn):
 
     Outputs:
       - main: a record ``{"file": str, "line": int, "tree": str, "score": float}`` per
-        parsed sentence (and the inference's marginals, when it has them).
+        parsed sentence (and the inference's marginals and spans, when it has them).
       - REJECTED: a `dead_letter` per sentence `ParseModelHandler` refused (reason
         ``too_many_words``, ``too_many_pieces`` or ``rejected``).
     """
@@ -585,12 +614,14 @@ def build(pipeline: beam.Pipeline, options: ParseOptions,
       options: what to read, how to parse, where to write.
       handler: the model handler (tests inject failing ones); by default a
         `ParseModelHandler` of options.model_dir with options.batch_size, max_words and
-        marginals (a handler given is used as it is: its own marginals count).
+        marginals and span_marginals (a handler given is used as it is: its own marginals
+        count).
 
     Returns:
       ``{"parsed": PCollection, "rejected": PCollection}`` of dicts, every input line in
       exactly one: parsed ``{"file": str, "line": int, "tree": str, "score": float}``
-      (with options.marginals also ``tree_probability`` and ``constituent_marginals``);
+      (with options.marginals also ``tree_probability`` and ``constituent_marginals``;
+      with options.span_marginals those and ``span_marginals``);
       rejected ``{"file": str, "line": int, "reason": str, "error": str}`` with reason one
       of `sentences.REASONS` (``empty``, ``not_utf8``, ``too_long``, ``damaged`` and
       ``too_many_words`` from reading; ``too_many_pieces`` and ``rejected`` from the model)
@@ -599,6 +630,7 @@ def build(pipeline: beam.Pipeline, options: ParseOptions,
     Raises:
       tetra_tf.errors.ExportError: the default handler cannot read the export's limits
         file (see `ParseModelHandler`).
+      ValueError: options.span_marginals outside 0..1 (or NaN), or documents with ordered.
 
     Example:
         ```python
@@ -618,8 +650,11 @@ def build(pipeline: beam.Pipeline, options: ParseOptions,
     """
     if options.documents and options.ordered:
         raise ValueError("ordered output is one tree per line: not with documents")
+    if options.span_marginals is not None:
+        export_format.check_span_floor(options.span_marginals)
     handler = handler or ParseModelHandler(options.model_dir, options.batch_size,
-                                           options.max_words, marginals=options.marginals)
+                                           options.max_words, marginals=options.marginals,
+                                           span_marginals=options.span_marginals)
     matched = (pipeline
                | "Patterns" >> beam.Create(list(options.inputs))
                | "Match" >> fileio.MatchAll(EmptyMatchTreatment.DISALLOW))
@@ -698,6 +733,7 @@ def run(options: ParseOptions, pipeline_options, handler: Optional[ModelHandler]
 
     Raises:
       tetra_tf.errors.ExportError: as `build`, before the pipeline runs.
+      ValueError: as `build`, before the pipeline runs.
       Exception: the runner's error for a failed pipeline: an input pattern that matches
         no file, a model that does not load (ExportError), or a model failing itself
         (`tetra_tf.errors.ModelError`, whose message "the model failed: ..." the runner's

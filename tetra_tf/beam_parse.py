@@ -2,7 +2,7 @@ r"""Parses a corpus with an Apache Beam pipeline: a tree per line, dead letters 
 
   python -m tetra_tf.beam_parse --model_dir=models/tetra/1 --input='corpus/*.txt' \
       --output=out/trees [--tokenize | --documents] [--max_words=400] [--max_line_bytes=N]
-      [--ordered] [--marginals] [Beam pipeline options]
+      [--ordered] [--marginals] [--span_marginals=P] [Beam pipeline options]
 
 Input: files or globs (--input may be repeated; .gz and other compressions by extension),
 one sentence per line, PTB tokens separated by whitespace (or raw text with --tokenize), as
@@ -25,6 +25,11 @@ compressed input at a time. Output, sharded as Beam writes it:
 With --marginals each parsed record also has "tree_probability" (the tree's probability
 among all valid trees) and "constituent_marginals" (each constituent's probability, in the
 order the tree opens their brackets), as Parser.parse_each(marginals=True) gives them.
+With --span_marginals=P (a floor from 0 to 1; implies --marginals) each parsed record also
+has "span_marginals": every labelled span, in the tree or not, whose probability is at
+least P, [{"label", "start", "end", "probability"}, ...] (start and end: first and last
+word, 0-based, inclusive; by start, end, label), as Parser.parse_each(span_marginals=P)
+gives them; a sentence of more than 256 words is then a too_many_words dead letter.
 
 With --documents each line is a document of raw text, split into sentences (tetra_tf.text,
 as `python -m tetra_tf.parse --documents` splits it): each sentence is a record or a dead
@@ -60,7 +65,8 @@ LOCAL_RUNNER = "FnApiRunner"
 
 # The common options of the bulk programs (tetra_tf/bulk_options.py) this program has.
 BULK_OPTIONS = ("model_dir", "corpus_input", "corpus_output", "tokenize", "documents",
-                "max_words", "max_line_bytes", "batch_size", "ordered", "marginals")
+                "max_words", "max_line_bytes", "batch_size", "ordered", "marginals",
+                "span_marginals")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -113,7 +119,7 @@ def parse_args(argv: list[str]):
         model_dir=args.model_dir, inputs=args.corpus_input, output=args.corpus_output,
         tokenize=args.tokenize, documents=args.documents, max_words=args.max_words,
         max_line_bytes=args.max_line_bytes, batch_size=args.batch_size, ordered=args.ordered,
-        marginals=args.marginals)
+        marginals=args.marginals, span_marginals=args.span_marginals)
     return options, pipeline_options
 
 

@@ -7,7 +7,8 @@ help and check. Each program names the options it really has; `define_absl_flags
 `add_argparse_arguments` defines them, and `check` tests their values the same way
 everywhere (a missing required option, a bad number, --errors without --on_error=skip, a
 --model_dir without a SavedModel), raising `cli.UsageError` for the first problem.
-`DEFAULT_BATCH_SIZE` is the one default batch size of every way in (`Parser` included).
+`DEFAULT_BATCH_SIZE` is the one default batch size of every way in (`Parser` included);
+`span_records` is how Beam's records and Spark's rows hold every labelled span.
 
 Ordered output (--ordered of Beam and Spark): for each input file, ``FOLDER/PATH.trees``
 (FOLDER: the output followed by ``-ordered``; PATH: the file's path below the common folder
@@ -25,12 +26,15 @@ import argparse
 import contextlib
 import dataclasses
 import os
-from typing import IO, Any, Callable, Iterable, Mapping
+from typing import IO, TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from absl import flags
 
 from tetra_tf import cli, export_format, sentences
 from tetra_tf.errors import ExportError
+
+if TYPE_CHECKING:  # tetra_tf.parser loads TensorFlow
+    from tetra_tf.parser import Constituent
 
 # Flags defined here belong to the program that asks for them (they show in its --help).
 flags.disclaim_key_flags()
@@ -45,14 +49,16 @@ class Option:
 
     Attributes:
       key: its name in `OPTIONS`, in `check`'s values and as argparse's dest.
-      kind: str, int or bool.
+      kind: str, int, float or bool.
       default: its value when not given.
       help: what it does, for --help.
       flag: the flag's name on the command line (default: key).
       required: whether a program that has it needs a value.
       repeated: it may be given more than once; its value is a list.
       choices: the values a str option takes (empty: any).
-      minimum: the least value an int option takes.
+      minimum: the least value a number option takes.
+      maximum: the greatest value a number option takes (given with a minimum; NaN is
+        then refused).
     """
 
     key: str
@@ -63,7 +69,8 @@ class Option:
     required: bool = False
     repeated: bool = False
     choices: tuple[str, ...] = ()
-    minimum: int | None = None
+    minimum: float | None = None
+    maximum: float | None = None
 
     @property
     def name(self) -> str:
@@ -85,6 +92,15 @@ _MARGINALS_HELP = ("Also give each parsed sentence its tree's probability among 
                    "them, the root's and the parts of speech' left out), from the export's "
                    "parse_marginals signature; a sentence longer than that signature takes "
                    "is then refused (too_many_words).")
+
+_SPAN_MARGINALS_HELP = ("A probability from 0 to 1 (the floor): also give each parsed "
+                        "sentence every labelled span, in its tree or not, whose probability "
+                        "is at least the floor (span_marginals: label, start and end word, "
+                        "0-based and inclusive, and probability; by start, end, label), from "
+                        "the export's parse_span_marginals signature. Implies --marginals. Its "
+                        "work grows with words cubed: a sentence of more than "
+                        f"{export_format.MAX_MARGINALS_WORDS} words (that signature's bound) "
+                        "is refused (too_many_words).")
 
 OPTIONS: dict[str, Option] = {option.key: option for option in (
     Option("model_dir", str, None, "The exported SavedModel (tetra_tf.export's --export_dir, "
@@ -125,6 +141,7 @@ OPTIONS: dict[str, Option] = {option.key: option for option in (
     Option("ordered", bool, False, _ORDERED_HELP),
     # The corpus programs' marginals (parse.py's --marginals is its own: a line format).
     Option("marginals", bool, False, _MARGINALS_HELP),
+    Option("span_marginals", float, None, _SPAN_MARGINALS_HELP, minimum=0.0, maximum=1.0),
 )}
 
 
@@ -146,6 +163,8 @@ def define_absl_flags(keys: Iterable[str],
             flags.DEFINE_bool(*args, flag_values=flag_values)
         elif option.kind is int:
             flags.DEFINE_integer(*args, flag_values=flag_values)
+        elif option.kind is float:
+            flags.DEFINE_float(*args, flag_values=flag_values)
         elif option.repeated:
             flags.DEFINE_multi_string(*args, flag_values=flag_values)
         elif option.choices:
@@ -215,9 +234,28 @@ def _check_value(option: Option, value: Any) -> None:
     if option.choices and value is not None and value not in option.choices:
         raise cli.UsageError(f"--{option.name} must be one of {', '.join(option.choices)}, "
                              f"got {value!r}")
+    if value is None:
+        return
+    if option.maximum is not None and not option.minimum <= value <= option.maximum:
+        raise cli.UsageError(f"--{option.name} must be from {option.minimum:g} to "
+                             f"{option.maximum:g}, got {value:g}")
     if option.minimum is not None and value < option.minimum:
         limit = "positive" if option.minimum == 1 else f"{option.minimum} or more"
         raise cli.UsageError(f"--{option.name} must be {limit}")
+
+
+def span_records(spans: Iterable[Constituent]) -> list[dict[str, Any]]:
+    """Every labelled span of a parse (`ParseResult.span_marginals`) as Beam's records and
+    Spark's rows hold them.
+
+    Args:
+      spans: the spans, in the Parser's order (by start, end, label).
+
+    Returns:
+      ``[{"label": str, "start": int, "end": int, "probability": float}, ...]`` in that
+      order (start and end: the first and last word, 0-based, inclusive).
+    """
+    return [dataclasses.asdict(span) for span in spans]
 
 
 # --------------------------------------------------------------------------------------

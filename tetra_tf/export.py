@@ -100,9 +100,9 @@ PARSE_K_BEST_SIGNATURE = export_format.PARSE_K_BEST_SIGNATURE
 PARSE_CONSTRAINED_SIGNATURE = export_format.PARSE_CONSTRAINED_SIGNATURE
 PARSE_SPAN_MARGINALS_SIGNATURE = export_format.PARSE_SPAN_MARGINALS_SIGNATURE
 K_BEST = export_format.K_BEST
-# The longest sentence parse_marginals takes: its sums hold a state per span start and
-# end, memory O(batch · words² · depth).
-MAX_MARGINALS_WORDS = 256
+# The longest sentence parse_marginals (and parse_span_marginals) takes: its sums hold a
+# state per span start and end, memory O(batch · words² · depth).
+MAX_MARGINALS_WORDS = export_format.MAX_MARGINALS_WORDS
 # parse_span_marginals' bound, checked before the encoder runs; its peak memory is a few
 # tables of that many floats (64 MB each).
 MAX_SPAN_MARGINAL_CELLS = export_format.MAX_SPAN_MARGINAL_CELLS

@@ -59,6 +59,9 @@ SIGNATURES = (SERVING_SIGNATURE, PARSE_WORDS_SIGNATURE, PARSE_TEXT_SIGNATURE,
 CONSTRAINT_INPUTS = ("forced_spans", "forced_labels", "forbidden_spans", "given_pos_tags")
 # Outputs [B, N] padded to the batch's largest N, by the output that counts each row's N.
 SPAN_OUTPUTS = ("span_starts", "span_ends", "span_labels", "span_probabilities")
+# The longest sentence parse_marginals and parse_span_marginals take: their sums hold a
+# state per span start and end, memory O(batch · words² · depth).
+MAX_MARGINALS_WORDS = 256
 # parse_span_marginals' tables of every span: a call may hold at most this many cells
 # (sentences × the longest one's words² × max(labels, 2 · (depth + 1))).
 MAX_SPAN_MARGINAL_CELLS = 2 ** 24
@@ -83,6 +86,18 @@ LIMIT_KEYS = (MAX_PIECES_PER_WORD, MAX_PIECES_PER_CALL, MAX_WINDOW_POSITIONS_PER
 
 # A vocabulary with more capitals than this share of its regular entries is cased.
 _CASED_VOCABULARY_SHARE = 0.01
+
+
+def check_span_floor(span_marginals: float) -> None:
+    """Raises ValueError unless span_marginals is a floor parse_span_marginals takes (its
+    ``min_probability``): a probability from 0 to 1 (not a bool, not NaN).
+
+    The one check of every way in that asks for every labelled span (`Parser.parse_each`,
+    Beam's and Spark's), made before any work.
+    """
+    if isinstance(span_marginals, bool) or not 0.0 <= span_marginals <= 1.0:
+        raise ValueError(f"span_marginals is a probability from 0 to 1, got "
+                         f"{span_marginals!r}")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -403,10 +403,8 @@ class Parser:
         if constraints is not None and len(constraints) != len(word_lists):
             raise ValueError(f"constraints has {len(constraints)} entries for "
                              f"{len(word_lists)} sentences")
-        if span_marginals is not None and (isinstance(span_marginals, bool)
-                                           or not 0.0 <= span_marginals <= 1.0):
-            raise ValueError(f"span_marginals is a probability from 0 to 1, got "
-                             f"{span_marginals!r}")
+        if span_marginals is not None:
+            export_format.check_span_floor(span_marginals)
         return self._parse_each(word_lists, batch_size, limits, progress, read_trees=False,
                                 extra=_extra_signature(marginals, k_best,
                                                        constraints is not None,

@@ -13,7 +13,12 @@ Example:
 With ``marginals=True`` the rows also get ``tree_probability`` (the tree's probability
 among all valid trees) and ``constituent_marginals`` (each constituent's probability, in
 the order the tree string opens their brackets), after score, from
-`Parser.parse_each(marginals=True)`; both null for a refused row.
+`Parser.parse_each(marginals=True)`; both null for a refused row. With
+``span_marginals=p`` (a floor from 0 to 1, implying marginals) they also get, after those,
+``span_marginals``: every labelled span, in the tree or not, whose probability is at least
+p, as array<struct<label: string, start: int, end: int, probability: double>> (start and
+end: first and last word, 0-based, inclusive), in `Parser.parse_each(span_marginals=p)`'s
+order (by start, end, label); null for a refused row.
 
 The sentence contract is `tetra_tf.sentences`': a row's text becomes words with
 `sentences.text_to_words` (or it is refused with one of `sentences.REASONS`); the model
@@ -53,7 +58,7 @@ import time
 import warnings
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
-from tetra_tf import bulk_options, cpu, sentences
+from tetra_tf import bulk_options, cpu, export_format, sentences
 from tetra_tf.bulk_options import DEFAULT_BATCH_SIZE
 
 if TYPE_CHECKING:  # pyspark and TensorFlow are imported where they are used
@@ -73,6 +78,11 @@ TREE_PROBABILITY, CONSTITUENT_MARGINALS = "tree_probability", "constituent_margi
 MARGINALS_COLUMNS = (TREE_PROBABILITY, CONSTITUENT_MARGINALS)
 """The columns `parse_column(marginals=True)` adds after ``score``: ``tree_probability``
 (double) and ``constituent_marginals`` (array<double>)."""
+# With span_marginals, after those.
+SPAN_MARGINALS = "span_marginals"
+SPAN_MARGINALS_TYPE = "array<struct<label:string,start:int,end:int,probability:double>>"
+"""The type of the column `parse_column(span_marginals=p)` adds after `MARGINALS_COLUMNS`,
+``span_marginals`` (Spark's simple string; the fields are `bulk_options.span_records`')."""
 # The rows `read_files` makes: one per input line.
 FILE, LINE, SENTENCE = "file", "line", "sentence"
 LINES_SCHEMA = "file string, line long, sentence string, reason string, error string"
@@ -284,21 +294,27 @@ def warm_workers(session: "SparkSession", model_dir: str) -> None:
             _StartLoading(model_dir), "id long").collect()
 
 
-def parse_columns(marginals: bool = False) -> tuple[str, ...]:
+def parse_columns(marginals: bool = False,
+                  span_marginals: float | None = None) -> tuple[str, ...]:
     """The columns `parse_column` adds, in order.
 
     Args:
       marginals: as `parse_column`'s.
+      span_marginals: as `parse_column`'s (only whether it is None counts).
 
     Returns:
-      `PARSE_COLUMNS`; with marginals, `MARGINALS_COLUMNS` after ``score``.
+      `PARSE_COLUMNS`; with marginals, `MARGINALS_COLUMNS` after ``score``; with
+      span_marginals, those and `SPAN_MARGINALS` after them.
     """
-    return (TREE, SCORE, *(MARGINALS_COLUMNS if marginals else ()), REASON, ERROR)
+    spans = span_marginals is not None
+    return (TREE, SCORE, *(MARGINALS_COLUMNS if marginals or spans else ()),
+            *((SPAN_MARGINALS,) if spans else ()), REASON, ERROR)
 
 
 def parse_texts(parser: "Parser", texts: Sequence[str | None],
                 batch_size: int = DEFAULT_BATCH_SIZE, max_words: int = 0, tokenize: bool = False,
-                marginals: bool = False) -> list[tuple | sentences.SentenceError]:
+                marginals: bool = False, span_marginals: float | None = None
+                ) -> list[tuple | sentences.SentenceError]:
     """Parses texts with a parser, each failing alone: what `parse_column` does per batch.
 
     Each text becomes words with `sentences.text_to_words` (checked against the parser's
@@ -316,12 +332,17 @@ def parse_texts(parser: "Parser", texts: Sequence[str | None],
         instead of on whitespace. Default False.
       marginals: parse with `Parser.parse_each(marginals=True)` and give each parsed text
         its marginals too. Default False.
+      span_marginals: a floor p from 0 to 1: parse with
+        `Parser.parse_each(span_marginals=p)` and give each parsed text its marginals and
+        every labelled span at or above p. Default None: none.
 
     Returns:
       One item per text, in input order: ``(tree, score)`` (the one-line bracketed tree,
       and its log-probability as a float; with marginals ``(tree, score,
       tree_probability, constituent_marginals)``, the last a list of floats, as
-      `ParseResult` has them), or the `sentences.SentenceError` refusing it:
+      `ParseResult` has them; with span_marginals ``(tree, score, tree_probability,
+      constituent_marginals, span_marginals)``, the last a list of `bulk_options.span_records`
+      dicts), or the `sentences.SentenceError` refusing it:
       its ``reason`` is ``empty``, ``too_many_words`` or ``too_many_pieces`` from the
       contract, or what `Parser.parse_each` refuses alone (e.g. ``rejected``). A refused
       sentence is returned, never raised.
@@ -329,7 +350,8 @@ def parse_texts(parser: "Parser", texts: Sequence[str | None],
     Raises:
       tetra_tf.errors.ModelError: the model itself failed (see `Parser.parse_each`);
         inside `parse_column` this fails the task.
-      ValueError: a negative max_words, or a batch_size below 1 (when a text is parsed).
+      ValueError: a negative max_words, or a batch_size below 1 or span_marginals outside
+        0..1 (when a text is parsed).
 
     Example:
         ```python
@@ -359,26 +381,42 @@ def parse_texts(parser: "Parser", texts: Sequence[str | None],
             results[index] = e
     if words:
         for index, result in zip(todo, parser.parse_each(words, batch_size, limits,
-                                                         marginals=marginals)):
+                                                         marginals=marginals,
+                                                         span_marginals=span_marginals)):
             if isinstance(result, sentences.SentenceError):
                 results[index] = result
-            elif marginals:
-                results[index] = (result.bracketed, float(result.score),
-                                  float(result.tree_probability),
-                                  list(result.constituent_marginals))
-            else:
-                results[index] = (result.bracketed, float(result.score))
+                continue
+            values: tuple = (result.bracketed, float(result.score))
+            if marginals or span_marginals is not None:
+                values += (float(result.tree_probability),
+                           list(result.constituent_marginals))
+            if span_marginals is not None:
+                values += (bulk_options.span_records(result.span_marginals),)
+            results[index] = values
     return results
+
+
+def _arrow_types() -> dict[str, "pa.DataType"]:
+    """The Arrow type of each column `_ParsePartition` fills from a parse (`parse_column`'s
+    Spark types)."""
+    import pyarrow as pa  # pylint: disable=import-outside-toplevel
+
+    span = pa.struct([("label", pa.string()), ("start", pa.int32()), ("end", pa.int32()),
+                      ("probability", pa.float64())])
+    return {TREE: pa.string(), SCORE: pa.float64(), TREE_PROBABILITY: pa.float64(),
+            CONSTITUENT_MARGINALS: pa.list_(pa.float64()), SPAN_MARGINALS: pa.list_(span)}
 
 
 class _ParsePartition:
     """mapInArrow's function: Arrow batches of rows → the same rows with the parse columns."""
 
     def __init__(self, model_dir: str, text_column: str, batch_size: int, max_words: int,
-                 tokenize: bool, loads: "Accumulator | None", marginals: bool = False):
+                 tokenize: bool, loads: "Accumulator | None", marginals: bool = False,
+                 span_marginals: float | None = None):
         self.model_dir, self.text_column = model_dir, text_column
         self.batch_size, self.max_words, self.tokenize = batch_size, max_words, tokenize
         self.loads, self.marginals = loads, marginals
+        self.span_marginals = span_marginals
 
     def __call__(self, batches: Iterable["pa.RecordBatch"]) -> Iterator["pa.RecordBatch"]:
         import pyarrow as pa  # pylint: disable=import-outside-toplevel
@@ -391,24 +429,25 @@ class _ParsePartition:
             given_errors = (batch.column(names.index(ERROR)).to_pylist() if ERROR in names
                             else [None] * len(texts))
             todo = [i for i, reason in enumerate(given) if reason is None]
-            # A parse's values (tree, score[, tree_probability, constituent_marginals]) by
-            # row; None for a row not parsed.
+            # A parse's values (tree, score[, tree_probability, constituent_marginals[,
+            # span_marginals]]) by row; None for a row not parsed.
             parses: list[tuple | None] = [None] * len(texts)
             reasons, errors = list(given), list(given_errors)
             if todo:
                 parser = get_parser(self.model_dir, self.loads)
                 parsed = parse_texts(parser, [texts[i] for i in todo], self.batch_size,
-                                     self.max_words, self.tokenize, self.marginals)
+                                     self.max_words, self.tokenize, self.marginals,
+                                     self.span_marginals)
                 for index, result in zip(todo, parsed):
                     if isinstance(result, sentences.SentenceError):
                         reasons[index], errors[index] = result.reason, result.detail
                     else:
                         parses[index] = result
-            types = [pa.string(), pa.float64()] + ([pa.float64(), pa.list_(pa.float64())]
-                                                   if self.marginals else [])
-            values = [pa.array([None if row is None else row[i] for row in parses], kind)
-                      for i, kind in enumerate(types)]
-            columns = parse_columns(self.marginals)
+            columns = parse_columns(self.marginals, self.span_marginals)
+            arrow_types = _arrow_types()
+            values = [pa.array([None if row is None else row[i] for row in parses],
+                               arrow_types[name])
+                      for i, name in enumerate(columns) if name not in (REASON, ERROR)]
             kept = [name for name in names if name not in columns]
             yield pa.RecordBatch.from_arrays(
                 [batch.column(names.index(name)) for name in kept] + values
@@ -419,9 +458,11 @@ class _ParsePartition:
 def parse_column(df: "DataFrame", model_dir: str, text_column: str = SENTENCE,
                  batch_size: int = DEFAULT_BATCH_SIZE, max_words: int = 0,
                  tokenize: bool = False, loads: "Accumulator | None" = None,
-                 marginals: bool = False) -> "DataFrame":
+                 marginals: bool = False, span_marginals: float | None = None
+                 ) -> "DataFrame":
     """df with the parse of its text_column: tree, score, reason, error (see the module doc);
-    with marginals also tree_probability and constituent_marginals.
+    with marginals also tree_probability and constituent_marginals; with span_marginals
+    those and span_marginals.
 
     Lazy, as any DataFrame transformation: nothing is parsed (and model_dir is not read)
     until an action runs. Each Python worker loads the model once (`get_parser`); each
@@ -449,6 +490,11 @@ def parse_column(df: "DataFrame", model_dir: str, text_column: str = SENTENCE,
         (from `Parser.parse_each(marginals=True)`); a sentence longer than the export's
         parse_marginals signature takes is then refused (``too_many_words``). Default
         False.
+      span_marginals: a floor p from 0 to 1: also give each row ``span_marginals``, every
+        labelled span whose probability is at least p (from
+        `Parser.parse_each(span_marginals=p)`), and the marginals; a sentence of more than
+        the export's parse_span_marginals bound (256 words) is then refused
+        (``too_many_words``). Default None: none.
 
     Returns:
       A DataFrame of the same rows: df's columns (any of its own columns named as the
@@ -457,9 +503,12 @@ def parse_column(df: "DataFrame", model_dir: str, text_column: str = SENTENCE,
       ``tree_probability`` (double: the tree's probability among all valid trees) and
       ``constituent_marginals`` (array<double>: each constituent's probability, in the
       order the tree string opens their brackets, the root's and the parts of speech'
-      left out; `ParseResult.constituent_marginals`), ``reason`` (string: one of
-      `sentences.REASONS`) and ``error`` (string: the refusal's detail, without the
-      ``reason: `` prefix). A parsed row has tree and score (and the marginals), with
+      left out; `ParseResult.constituent_marginals`), with span_marginals also
+      ``span_marginals`` (`SPAN_MARGINALS_TYPE`: array<struct<label: string, start: int,
+      end: int, probability: double>>, `ParseResult.span_marginals` in its order),
+      ``reason`` (string: one of `sentences.REASONS`) and ``error`` (string: the refusal's
+      detail, without the ``reason: `` prefix). A parsed row has tree and score (and the
+      marginals and spans), with
       reason and error null; a refused row the reverse. Reasons the parse gives:
       ``empty`` (a null or blank text), ``too_many_words``, ``too_many_pieces``,
       ``rejected`` (the model refused it alone);
@@ -467,8 +516,8 @@ def parse_column(df: "DataFrame", model_dir: str, text_column: str = SENTENCE,
       `read_files`).
 
     Raises:
-      ValueError: df has no text_column, or it is not a string column (raised here, on the
-        driver).
+      ValueError: df has no text_column, or it is not a string column, or span_marginals
+        is outside 0..1 or NaN (raised here, on the driver).
 
     Example:
         ```python
@@ -483,23 +532,29 @@ def parse_column(df: "DataFrame", model_dir: str, text_column: str = SENTENCE,
         ```
     """
     from pyspark.sql.types import (  # pylint: disable=import-outside-toplevel
-        ArrayType, DoubleType, StringType, StructField, StructType)
+        ArrayType, DoubleType, IntegerType, StringType, StructField, StructType)
 
+    if span_marginals is not None:
+        export_format.check_span_floor(span_marginals)
     if text_column not in df.columns:
         raise ValueError(f"no column {text_column!r} (columns: {', '.join(df.columns)})")
     column_type = df.schema[text_column].dataType
     if not isinstance(column_type, StringType):
         raise ValueError(f"column {text_column!r} is {column_type.simpleString()}, not string")
-    columns = parse_columns(marginals)
+    columns = parse_columns(marginals, span_marginals)
+    span = StructType([StructField("label", StringType()), StructField("start", IntegerType()),
+                       StructField("end", IntegerType()),
+                       StructField("probability", DoubleType())])
     types = {TREE: StringType(), SCORE: DoubleType(), TREE_PROBABILITY: DoubleType(),
-             CONSTITUENT_MARGINALS: ArrayType(DoubleType()), REASON: StringType(),
-             ERROR: StringType()}
+             CONSTITUENT_MARGINALS: ArrayType(DoubleType()), SPAN_MARGINALS: ArrayType(span),
+             REASON: StringType(), ERROR: StringType()}
     fields = [field for field in df.schema.fields if field.name not in columns]
     schema = StructType(fields + [StructField(name, types[name]) for name in columns])
     with warnings.catch_warnings():  # mapInArrow passes Arrow batches: pandas is not used
         warnings.filterwarnings("ignore", message=".*PySpark does not yet fully support pandas")
         return df.mapInArrow(_ParsePartition(model_dir, text_column, batch_size, max_words,
-                                             tokenize, loads, marginals), schema)
+                                             tokenize, loads, marginals, span_marginals),
+                             schema)
 
 
 # --------------------------------------------------------------------------------------

@@ -3,7 +3,7 @@ r"""Parses text files on Apache Spark: a tree per line, an error row for every o
   python -m tetra_tf.spark_parse --model_dir=models/tetra/1 --input='corpus/*.txt' \
       --output=out/trees [--master=spark://HOST:7077] [--format=parquet|json] [--ordered]
       [--tokenize | --documents] [--max_words=N] [--max_line_bytes=N] [--batch_size=64]
-      [--partitions=N] [--marginals]
+      [--partitions=N] [--marginals] [--span_marginals=P]
 
 Input: files, folders or globs as Spark reads them (local paths, hdfs://, s3a://, gs:// with
 the cluster's connectors; --input may be repeated), one sentence per line, PTB tokens
@@ -28,6 +28,12 @@ With --marginals a row also has ``tree_probability`` (double: the tree's probabi
 all valid trees) and ``constituent_marginals`` (array of doubles: each constituent's
 probability, in the order the tree opens their brackets) after ``score``, null for a
 refused line, as Parser.parse_each(marginals=True) gives them.
+With --span_marginals=P (a floor from 0 to 1; implies --marginals) a row also has, after
+those, ``span_marginals`` (array of structs label (string), start, end (int: first and last
+word, 0-based, inclusive) and probability (double)): every labelled span, in the tree or
+not, whose probability is at least P, by start, end, label, as
+Parser.parse_each(span_marginals=P) gives them; null for a refused line. A sentence of more
+than 256 words is then refused (too_many_words).
 With --ordered, also OUTPUT-ordered/PATH.trees per input file (PATH below the input files'
 common folder): one tree per line in input order, an empty line for a refused one (an empty
 file for an input file without lines).
@@ -57,12 +63,13 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 from absl import flags  # noqa: E402
 
-from tetra_tf import bulk_options, cli, extras, sentences  # noqa: E402
+from tetra_tf import bulk_options, cli, export_format, extras, sentences  # noqa: E402
 
 FORMATS = ("parquet", "json")
 # The common options of the bulk programs (tetra_tf/bulk_options.py) this program has.
 BULK_OPTIONS = ("model_dir", "corpus_input", "corpus_output", "ordered", "tokenize",
-                "documents", "max_words", "max_line_bytes", "batch_size", "marginals")
+                "documents", "max_words", "max_line_bytes", "batch_size", "marginals",
+                "span_marginals")
 FLAGS = flags.FLAGS
 
 
@@ -173,29 +180,34 @@ def run(spark, model_dir: str, inputs: list[str], output: str, output_format: st
         max_line_bytes: int = sentences.DEFAULT_MAX_LINE_BYTES,
         batch_size: int = bulk_options.DEFAULT_BATCH_SIZE,
         partitions: int = 0, overwrite: bool = False, documents: bool = False,
-        marginals: bool = False) -> dict:
+        marginals: bool = False, span_marginals: float | None = None) -> dict:
     """Reads, parses and writes (see the module doc); returns a summary: rows (lines, or
     with documents sentences and refused lines), parsed, refused by reason, model loads
     [(host, pid, seconds)], seconds, ordered files. With marginals the rows also have
-    tree_probability and constituent_marginals (`tetra_spark.parse_column`'s)."""
+    tree_probability and constituent_marginals, with span_marginals (a floor from 0 to 1)
+    those and span_marginals (`tetra_spark.parse_column`'s). Raises ValueError for
+    documents with ordered or span_marginals outside 0..1, before any work."""
     from tetra_tf import spark as tetra_spark  # pylint: disable=import-outside-toplevel
 
     if documents and ordered:
         raise ValueError("ordered output is one tree per line: not with documents")
+    if span_marginals is not None:
+        export_format.check_span_floor(span_marginals)
     start = time.perf_counter()
     loads = tetra_spark.loads_accumulator(spark.sparkContext)
     tetra_spark.warm_workers(spark, model_dir)  # the model loads while the input is read
     lines = tetra_spark.read_files(spark, inputs, max_words, max_line_bytes, tokenize,
                                    partitions, documents)
     parsed = tetra_spark.parse_column(lines, model_dir, batch_size=batch_size, loads=loads,
-                                      marginals=marginals)
-    results = parsed.select(*output_columns(documents, marginals))
+                                      marginals=marginals, span_marginals=span_marginals)
+    results = parsed.select(*output_columns(documents, marginals, span_marginals))
     writer = results.write.mode("overwrite" if overwrite else "errorifexists")
     if output_format == "json":
         writer.json(output)
     else:
         writer.parquet(output)
-    written = read_output(spark, output, output_format, documents, marginals)
+    written = read_output(spark, output, output_format, documents, marginals,
+                          span_marginals)
     counts = collections.Counter({row[0]: row[1] for row in
                                   written.groupBy(tetra_spark.REASON).count().collect()})
     files = []
@@ -209,24 +221,30 @@ def run(spark, model_dir: str, inputs: list[str], output: str, output_format: st
             "ordered_files": files}
 
 
-def output_columns(documents: bool = False, marginals: bool = False) -> list[str]:
+def output_columns(documents: bool = False, marginals: bool = False,
+                   span_marginals: float | None = None) -> list[str]:
     """The output's columns: file, line (with documents: sentence_number, start, end), tree,
-    score (with marginals: tree_probability, constituent_marginals), reason, error."""
+    score (with marginals: tree_probability, constituent_marginals; with span_marginals
+    those and span_marginals), reason, error."""
     from tetra_tf import spark as tetra_spark  # pylint: disable=import-outside-toplevel
 
     place = [tetra_spark.SENTENCE_NUMBER, tetra_spark.START, tetra_spark.END] if documents \
         else []
-    return [tetra_spark.FILE, tetra_spark.LINE, *place, *tetra_spark.parse_columns(marginals)]
+    return [tetra_spark.FILE, tetra_spark.LINE, *place,
+            *tetra_spark.parse_columns(marginals, span_marginals)]
 
 
 def read_output(spark, output: str, output_format: str = "parquet", documents: bool = False,
-                marginals: bool = False):
+                marginals: bool = False, span_marginals: float | None = None):
     """The dataset `run` wrote, as a DataFrame."""
+    from tetra_tf import spark as tetra_spark  # pylint: disable=import-outside-toplevel
+
     types = {"line": "long", "sentence_number": "long", "start": "long", "end": "long",
              "score": "double", "tree_probability": "double",
-             "constituent_marginals": "array<double>"}
+             "constituent_marginals": "array<double>",
+             tetra_spark.SPAN_MARGINALS: tetra_spark.SPAN_MARGINALS_TYPE}
     schema = ", ".join(f"`{name}` {types.get(name, 'string')}"
-                       for name in output_columns(documents, marginals))
+                       for name in output_columns(documents, marginals, span_marginals))
     if output_format == "json":
         return spark.read.schema(schema).json(output)
     return spark.read.parquet(output)
@@ -249,7 +267,8 @@ def main(argv: list[str]) -> int:
             summary = run(spark, FLAGS.model_dir, FLAGS.input, FLAGS.output, FLAGS.format,
                           FLAGS.ordered, FLAGS.tokenize, FLAGS.max_words,
                           FLAGS.max_line_bytes, FLAGS.batch_size, FLAGS.partitions,
-                          FLAGS.overwrite, FLAGS.documents, FLAGS.marginals)
+                          FLAGS.overwrite, FLAGS.documents, FLAGS.marginals,
+                          FLAGS.span_marginals)
         except Exception as e:  # pylint: disable=broad-except
             print(f"error: {_job_error(e)}", file=sys.stderr)
             return cli.EXIT_FAILURE
