@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import numbers
 import os
 from typing import Any
 
@@ -92,6 +93,26 @@ class SpecialTokens:
     sep: str = "[SEP]"
     pad: str = "[PAD]"
     unk: str = "[UNK]"
+
+
+def check_span_floor(value: Any, name: str = "span_marginals") -> float:
+    """A floor of parse_span_marginals (its `min_probability`), as every way in checks it
+    before any work: a probability from 0 to 1 (NaN and bools are none).
+
+    Args:
+      value: the floor asked for.
+      name: what the caller calls it, for the message (an option, a flag, a setting).
+
+    Returns:
+      The floor, as a float.
+
+    Raises:
+      ValueError: naming `name`, for any other value.
+    """
+    if (isinstance(value, bool) or not isinstance(value, numbers.Real)
+            or not 0.0 <= value <= 1.0):
+        raise ValueError(f"{name} is a probability from 0 to 1, got {value!r}")
+    return float(value)
 
 
 def _is_remote(path: str) -> bool:
