@@ -22,14 +22,19 @@ DEFAULT_DISABLE_TAGGER = False
 """Whether `token.tag_` is left alone, unless configured (benepar's default: it is not)."""
 DEFAULT_MARGINALS = False
 """Whether constituents get their probabilities, unless configured (they cost time)."""
+DEFAULT_SPAN_MARGINALS = None
+"""The least probability of a sentence's labelled spans to list, unless configured (None:
+none are listed)."""
 
 
 @Language.factory(FACTORY_NAME, assigns=["token.tag"],
                   default_config={"batch_size": None,
                                   "disable_tagger": DEFAULT_DISABLE_TAGGER,
-                                  "marginals": DEFAULT_MARGINALS})
+                                  "marginals": DEFAULT_MARGINALS,
+                                  "span_marginals": DEFAULT_SPAN_MARGINALS})
 def make_tetra_tf(nlp: Language, name: str, model_dir: str, batch_size: Optional[int],
-                  disable_tagger: bool, marginals: bool) -> "TetraTfComponent":
+                  disable_tagger: bool, marginals: bool,
+                  span_marginals: Optional[float]) -> "TetraTfComponent":
     """The ``tetra_tf`` factory, called by ``nlp.add_pipe("tetra_tf", config={...})``.
 
     Args:
@@ -42,6 +47,9 @@ def make_tetra_tf(nlp: Language, name: str, model_dir: str, batch_size: Optional
             tags into it (benepar's option of the same name).
         marginals: also give constituents and sentences their probabilities
             (``Span._.constituent_probability``, ``Span._.tree_probability``).
+        span_marginals: a probability p from 0 to 1: also give each sentence its
+            labelled spans of at least p (``Span._.span_probabilities``), and what
+            marginals gives (None: not).
 
     Returns:
         The component (`tetra_tf.spacy_component.TetraTfComponent`).
@@ -53,4 +61,5 @@ def make_tetra_tf(nlp: Language, name: str, model_dir: str, batch_size: Optional
     """
     from tetra_tf.spacy_component import TetraTfComponent  # pylint: disable=import-outside-toplevel
 
-    return TetraTfComponent(nlp, name, model_dir, batch_size, disable_tagger, marginals)
+    return TetraTfComponent(nlp, name, model_dir, batch_size, disable_tagger, marginals,
+                            span_marginals)

@@ -1,6 +1,7 @@
 """Tests for tetra_tf/parse.py: the command-line parser."""
 
 import bz2
+import dataclasses
 import gzip
 import inspect
 import io
@@ -18,7 +19,7 @@ import tensorflow as tf
 from tetra_tf import bulk_options, evalb, parse, sentences
 from tetra_tf import parser as parser_module
 from tetra_tf.errors import ExportError
-from tetra_tf.parser import ParseResult, Parser
+from tetra_tf.parser import Constituent, ParseResult, Parser
 from tetra_tf.treebank import with_pos_tags
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -228,6 +229,95 @@ def test_cli_marginals_flag(export_dir, parser):
     assert result.stdout.splitlines() == [
         f"1\t{i}\t{s.start}\t{s.end}\t{parse.format_result(s.result, marginals=True)}"
         for i, s in enumerate(parser.parse_text(text, marginals=True), start=1)]
+
+
+def _spans_column(column: str) -> list[tuple[str, int, int, float]]:
+    """--span_marginals' column read back: (label, start, end, probability) per span."""
+    spans = []
+    for span in column.split():
+        start, end, rest = span.split(":", 2)
+        label, probability = rest.rsplit(":", 1)
+        spans.append((label, int(start), int(end), float(probability)))
+    return spans
+
+
+def test_cli_span_marginals_flag(export_dir, parser):
+    """--span_marginals=P: the --marginals columns, then every labelled span of at least P
+    as START:END:LABEL:PROBABILITY, as Parser.parse_each(span_marginals=P) gives them, in
+    its order; with --scores, after the score; with --documents, after the offsets."""
+    lines = ["The cat sat on the mat .", "Hi", "a b"]
+    word_lists = [line.split() for line in lines]
+    for floor in (0.0, 0.3):
+        result = _cli_here(f"--model_dir={export_dir}", f"--span_marginals={floor}",
+                           "--scores", stdin="\n".join(lines) + "\n", parser=parser)
+        assert result.returncode == 0, result.stderr
+        expected = parser.parse_each(word_lists, span_marginals=floor)
+        rows = [row.split("\t") for row in result.stdout.splitlines()]
+        assert len(rows) == len(lines) and all(len(row) == 5 for row in rows)
+        for (score, tree_probability, constituents, spans, tree), parsed in zip(rows,
+                                                                                  expected):
+            assert tree == parsed.bracketed
+            assert float(score) == pytest.approx(parsed.score, abs=1e-4)
+            assert float(tree_probability) == pytest.approx(parsed.tree_probability,
+                                                            abs=1e-4)
+            assert [float(p) for p in constituents.split()] == pytest.approx(
+                list(parsed.constituent_marginals), abs=1e-4)
+            written = _spans_column(spans)
+            assert [span[:3] for span in written] == [
+                (c.label, c.start, c.end) for c in parsed.span_marginals]  # and its order
+            assert [span[3] for span in written] == pytest.approx(
+                [c.probability for c in parsed.span_marginals], abs=1e-4)
+            assert all(p >= floor for *_, p in written)
+        if floor:
+            # Not every span the model admits reaches the floor.
+            every = parser.parse_each(word_lists, span_marginals=0.0)
+            assert sum(map(len, (r.span_marginals for r in expected))) < sum(
+                map(len, (r.span_marginals for r in every)))
+    # --marginals besides changes nothing.
+    result = _cli_here(f"--model_dir={export_dir}", "--span_marginals=0.3", "--marginals",
+                       stdin="\n".join(lines) + "\n", parser=parser)
+    assert result.stdout.splitlines() == [parse.format_result(r, span_marginals=True)
+                                          for r in expected]
+    # With --documents: the same columns after the sentence's ids and offsets.
+    text = "It rained. We left."
+    result = _cli_here(f"--model_dir={export_dir}", "--documents", "--scores",
+                       "--span_marginals=0.1", stdin=text, parser=parser)
+    assert result.returncode == 0, result.stderr
+    sentences_ = parser.parse_text(text, span_marginals=0.1)
+    assert result.stdout.splitlines() == [
+        f"1\t{i}\t{s.start}\t{s.end}\t"
+        f"{parse.format_result(s.result, scores=True, span_marginals=True)}"
+        for i, s in enumerate(sentences_, start=1)]
+    rows = [row.split("\t") for row in result.stdout.splitlines()]
+    assert len(rows) == 2 and all(len(row) == 9 for row in rows)
+    for row, sentence in zip(rows, sentences_):
+        assert _spans_column(row[7]) == [
+            (c.label, c.start, c.end, pytest.approx(c.probability, abs=1e-4))
+            for c in sentence.result.span_marginals]
+
+
+def test_format_result_writes_spans_after_the_marginals():
+    tree = "(TOP (NP (X a) (X b)))"
+    result = ParseResult(tree, -0.5, ["X", "X"], ["l", "l"], ["i"], tree_probability=0.5,
+                         constituent_marginals=(0.75,),
+                         span_marginals=(Constituent("NP", 0, 1, 0.75),
+                                         Constituent("X-Y", 1, 1, 0.0625)))
+    assert parse.format_result(result, scores=True, span_marginals=True) == (
+        f"-0.5000\t0.5000\t0.7500\t0:1:NP:0.7500 1:1:X-Y:0.0625\t{tree}")
+    # No span reaches the floor: an empty column.
+    empty = dataclasses.replace(result, span_marginals=())
+    assert parse.format_result(empty, span_marginals=True) == f"0.5000\t0.7500\t\t{tree}"
+
+
+@pytest.mark.parametrize("value", ["1.5", "-0.1", "nan"])
+def test_cli_span_marginals_outside_0_1_is_a_usage_error(tmp_path, value):
+    """A floor outside 0..1 is refused in one line, exit 2, before any model loads (the
+    model directory here holds none)."""
+    result = _cli_here(f"--model_dir={tmp_path}", f"--span_marginals={value}", stdin="a b\n")
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        f"error: --span_marginals is a probability from 0 to 1, got {float(value)!r}"]
+    assert result.stdout == ""
 
 
 @pytest.mark.parametrize("text, line_number", [("a\n\nb\n", 2), ("a\n  \t\n", 2), ("\n", 1)])

@@ -316,6 +316,24 @@ def test_span_marginals_list_every_labelled_span_at_or_above_the_floor(parser):
         parser.parse_each(word_lists, k_best=True, span_marginals=0.1)
 
 
+def test_span_marginals_of_texts_are_those_of_their_words(parser):
+    """parse_text(s)(span_marginals=p) gives each sentence what parse_each gives its words."""
+    (document,) = parser.parse_texts(["It rained. We left (early)."], span_marginals=0.05)
+    expected = parser.parse_each([s.words for s in document], span_marginals=0.05)
+    for sentence, result in zip(document, expected, strict=True):
+        assert sentence.result.bracketed == result.bracketed
+        assert [(c.label, c.start, c.end) for c in sentence.result.span_marginals] == [
+            (c.label, c.start, c.end) for c in result.span_marginals]
+        assert [c.probability for c in sentence.result.span_marginals] == pytest.approx(
+            [c.probability for c in result.span_marginals], abs=1e-5)
+        assert sentence.result.constituent_marginals == pytest.approx(
+            result.constituent_marginals, abs=1e-5)
+    (sentence,) = parser.parse_text("Hi.", span_marginals=0.0)
+    assert sentence.result.span_marginals
+    with pytest.raises(ValueError, match="span_marginals is a probability from 0 to 1"):
+        parser.parse_texts(["Hi."], span_marginals=float("nan"))
+
+
 def test_span_marginals_batches_stay_within_the_signatures_cells(parser, monkeypatch):
     """parse_span_marginals refuses a call of more than its cells (sentences × longest
     words² × the larger of labels and 2 · (depth + 1)): the Parser's batches stay within."""

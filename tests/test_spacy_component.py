@@ -18,7 +18,8 @@ from tetra_tf.parser import ModelError, Parser  # noqa: E402
 from tetra_tf.sentences import escape_leaf  # noqa: E402
 from tetra_tf.errors import ExportError  # noqa: E402
 from tetra_tf.spacy_component import (MissingSentencesError, NonConstituentError,  # noqa: E402
-                                      NonConstituentException, sentence_words)
+                                      NonConstituentException, TetraTfComponent,
+                                      sentence_words)
 
 TEXTS = [
     'She said "hello (and goodbye)" to me. The cat sat on the mat!',
@@ -365,6 +366,59 @@ def test_marginals_give_spans_the_parsers_probabilities_only_when_asked(nlp):
     assert chains  # unary chains were checked
 
 
+def test_span_marginals_give_sentences_the_parsers_labelled_spans_only_when_asked(nlp):
+    """With span_marginals=p each sentence gets every labelled span of at least p as
+    Parser.parse_each(span_marginals=p) gives them (labels, tokens, probabilities, order),
+    and what marginals gives; without it, and on any other span, None."""
+    from spacy.tokens import DocBin
+
+    component = nlp.get_pipe("tetra_tf")
+    plain = [nlp(text) for text in TEXTS]
+    floor = 0.05
+    component.span_marginals = floor  # as config={"span_marginals": 0.05} sets it
+    try:
+        docs = [nlp(text) for text in TEXTS]
+    finally:
+        component.span_marginals = None
+    checked = 0
+    for doc, plain_doc in zip(docs, plain, strict=True):
+        sents = [sent for sent in doc.sents if _word_tokens(sent)]
+        # The doc's sentences in one call, batched as the component batches them.
+        results = component.parser.parse_each(
+            [sentence_words(_word_tokens(sent)) for sent in sents],
+            batch_size=component.batch_size, span_marginals=floor)
+        for sent, result in zip(sents, results, strict=True):
+            indices = [token.i for token in _word_tokens(sent)]
+            spans = sent._.span_probabilities
+            assert [(span.start, span.end, label) for span, label, _ in spans] == [
+                (indices[c.start], indices[c.end] + 1, c.label)
+                for c in result.span_marginals]
+            assert [p for _, _, p in spans] == pytest.approx(
+                [c.probability for c in result.span_marginals], abs=1e-6)
+            assert all(p >= floor for _, _, p in spans)
+            assert not any(span[0].is_space or span[-1].is_space for span, _, _ in spans)
+            checked += len(spans)
+            # What marginals gives comes too.
+            assert sent._.tree_probability == pytest.approx(result.tree_probability,
+                                                            abs=1e-6)
+            assert any(c._.constituent_probability is not None for c in sent._.constituents)
+            # Only a sentence has them.
+            assert all(c._.span_probabilities is None for c in sent._.constituents
+                       if c._.parent is not None)
+        for plain_sent in plain_doc.sents:
+            assert plain_sent._.span_probabilities is None
+    assert checked
+    # Kept through DocBin, as the rest of the parse.
+    bin_ = DocBin(store_user_data=True)
+    bin_.add(docs[0])
+    restored = list(DocBin(store_user_data=True).from_bytes(bin_.to_bytes())
+                    .get_docs(nlp.vocab))[0]
+    assert [[(s.start, s.end, label, p) for s, label, p in sent._.span_probabilities]
+            for sent in restored.sents] == [
+        [(s.start, s.end, label, p) for s, label, p in sent._.span_probabilities]
+        for sent in docs[0].sents]
+
+
 def test_doc_without_sentence_boundaries_names_the_fix(tiny_export_dir):
     nlp = spacy.blank("en")
     nlp.add_pipe("tetra_tf", config={"model_dir": tiny_export_dir})
@@ -428,13 +482,23 @@ def test_bad_config_is_reported(tiny_export_dir, tmp_path):
     with pytest.raises(Exception, match="model_dir"):
         spacy.blank("en").add_pipe("tetra_tf")
     for key, value in (("disable_tagger", "maybe"), ("batch_size", "many"),
-                       ("marginals", "maybe")):
+                       ("marginals", "maybe"), ("span_marginals", "maybe")):
         with pytest.raises(Exception, match=key):  # spaCy checks the factory's annotations
             spacy.blank("en").add_pipe("tetra_tf", config={"model_dir": tiny_export_dir,
                                                            key: value})
     with pytest.raises(ValueError, match="batch_size must be positive"):
         spacy.blank("en").add_pipe("tetra_tf", config={"model_dir": tiny_export_dir,
                                                        "batch_size": 0})
+    for value in (1.5, -0.1):
+        with pytest.raises(ValueError, match="^tetra_tf: span_marginals is a probability "
+                                             f"from 0 to 1, got {value}$"):
+            spacy.blank("en").add_pipe("tetra_tf", config={"model_dir": tiny_export_dir,
+                                                           "span_marginals": value})
+    # (spaCy refuses NaN in any config itself; the component, made directly, too.)
+    with pytest.raises(ValueError, match="^tetra_tf: span_marginals is a probability "
+                                         "from 0 to 1, got nan$"):
+        TetraTfComponent(spacy.blank("en"), "tetra_tf", tiny_export_dir,
+                         span_marginals=float("nan"))
     assert tetra_tf_spacy.FACTORY_NAME == "tetra_tf"
 
 
@@ -538,3 +602,5 @@ def test_default_batch_size_is_every_way_in_s(tiny_export_dir):
     assert component.batch_size == DEFAULT_BATCH_SIZE
     assert nlp.get_pipe_config("tetra_tf")["marginals"] is False
     assert component.marginals is False
+    assert nlp.get_pipe_config("tetra_tf")["span_marginals"] is None
+    assert component.span_marginals is None

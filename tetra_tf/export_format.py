@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import numbers
 import os
 from typing import Any
 
@@ -88,18 +89,6 @@ LIMIT_KEYS = (MAX_PIECES_PER_WORD, MAX_PIECES_PER_CALL, MAX_WINDOW_POSITIONS_PER
 _CASED_VOCABULARY_SHARE = 0.01
 
 
-def check_span_floor(span_marginals: float) -> None:
-    """Raises ValueError unless span_marginals is a floor parse_span_marginals takes (its
-    ``min_probability``): a probability from 0 to 1 (not a bool, not NaN).
-
-    The one check of every way in that asks for every labelled span (`Parser.parse_each`,
-    Beam's and Spark's), made before any work.
-    """
-    if isinstance(span_marginals, bool) or not 0.0 <= span_marginals <= 1.0:
-        raise ValueError(f"span_marginals is a probability from 0 to 1, got "
-                         f"{span_marginals!r}")
-
-
 @dataclasses.dataclass(frozen=True)
 class SpecialTokens:
     """The vocabulary entries an encoder window starts and ends with, pads with, and gives a
@@ -111,6 +100,26 @@ class SpecialTokens:
     sep: str = "[SEP]"
     pad: str = "[PAD]"
     unk: str = "[UNK]"
+
+
+def check_span_floor(value: Any, name: str = "span_marginals") -> float:
+    """A floor of parse_span_marginals (its `min_probability`), as every way in checks it
+    before any work: a probability from 0 to 1 (NaN and bools are none).
+
+    Args:
+      value: the floor asked for.
+      name: what the caller calls it, for the message (an option, a flag, a setting).
+
+    Returns:
+      The floor, as a float.
+
+    Raises:
+      ValueError: naming `name`, for any other value.
+    """
+    if (isinstance(value, bool) or not isinstance(value, numbers.Real)
+            or not 0.0 <= value <= 1.0):
+        raise ValueError(f"{name} is a probability from 0 to 1, got {value!r}")
+    return float(value)
 
 
 def _is_remote(path: str) -> bool:

@@ -2,7 +2,7 @@ r"""Parses sentences, one per line, with an exported SavedModel; writes one tree
 
   python -m tetra_tf.parse --model_dir=models/tetra/1 [--input=FILE] [--output=FILE]
       [--tokenize | --documents] [--batch_size=64] [--on_error=fail|skip] [--errors=FILE]
-      [--max_words=N] [--max_line_bytes=N] [--scores] [--marginals]
+      [--max_words=N] [--max_line_bytes=N] [--scores] [--marginals] [--span_marginals=P]
   python -m tetra_tf.parse --model_dir=models/tetra/1 --describe
 
 Input (stdin by default, or --input=FILE; FILE.gz, .bz2, .xz and .lzma are decompressed):
@@ -18,18 +18,23 @@ ready for EVALB. A bracket inside a leaf, such as in ``:-)``, is written as its 
 log-probability of its tags, ≤ 0), a tab, then the tree. With --marginals it is the tree's
 probability among all valid trees (that of its tag sequence), a tab, each constituent's probability (space-separated,
 in the order the tree opens their brackets, the root's and the parts of speech' left out),
-a tab, then the tree (after the score, with both). --describe prints the export's model
-card (encoder, training data, dev/test F1) instead of parsing.
+a tab, then the tree (after the score, with both). --span_marginals=P (a probability from
+0 to 1) writes the --marginals columns, then one more before the tree: every labelled span,
+in the tree or not, whose probability is at least P, space-separated, each written
+START:END:LABEL:PROBABILITY (its first and last word, 0-based; by first word, then last
+word, then label; empty when no span reaches P); a sentence of more than 256 words is
+then refused (too_many_words). --describe prints the export's model card (encoder,
+training data, dev/test F1) instead of parsing.
 
 Documents (--documents): each input line is a document of raw text (a paragraph, or a
 text of up to --max_line_bytes on one line), split into sentences and PTB tokens by
 tetra_tf/text.py.
 Each sentence gets one output line: the input line's number, the sentence's number in
 it (from 1), its start and end character offsets in the line, and its tree (with
---scores, its score, then the tree), tab-separated; a blank line has no sentences and
-writes nothing. A refused sentence is a bad line as below, named "line N: sentence M";
-with --on_error=skip its output line has an empty tree, and a refused line (not_utf8,
-too_long) writes nothing (both are reported).
+--scores, --marginals or --span_marginals, their columns, then the tree), tab-separated;
+a blank line has no sentences and writes nothing. A refused sentence is a bad line as
+below, named "line N: sentence M"; with --on_error=skip its output line has an empty
+tree, and a refused line (not_utf8, too_long) writes nothing (both are reported).
 
 Streaming: lines are read, parsed and written in chunks (at most 4096 lines or 8 MiB of
 text; sorted by length inside a chunk so that batches pad little), so memory does not
@@ -157,18 +162,25 @@ def format_sentence(number: int, index: int, sentence, text: str) -> str:
     return f"{number}\t{index}\t{sentence.start}\t{sentence.end}\t{text}"
 
 
-def format_result(result, scores: bool = False, marginals: bool = False) -> str:
-    """One output line (without newline): the tree, after its score (--scores) and its
+def format_result(result, scores: bool = False, marginals: bool = False,
+                  span_marginals: bool = False) -> str:
+    """One output line (without newline): the tree, after its score (--scores), its
     marginals (--marginals: the tree's probability, a tab, each constituent's, space-
-    separated), tab-separated.
+    separated) and its spans (--span_marginals: the marginals, then every labelled span
+    as START:END:LABEL:PROBABILITY, space-separated), tab-separated.
 
     Args:
-      result: a `ParseResult` (parsed with marginals when they are asked for).
+      result: a `ParseResult` (parsed with marginals, or span_marginals, when they are
+        asked for).
+      span_marginals: write `result.span_marginals` (implies marginals).
     """
     columns = [f"{result.score:.4f}"] if scores else []
-    if marginals:
+    if marginals or span_marginals:
         columns += [f"{result.tree_probability:.4f}",
                     " ".join(f"{p:.4f}" for p in result.constituent_marginals)]
+    if span_marginals:
+        columns.append(" ".join(f"{c.start}:{c.end}:{c.label}:{c.probability:.4f}"
+                                for c in result.span_marginals))
     return "\t".join(columns + [result.bracketed])
 
 
@@ -196,7 +208,8 @@ def run(model_dir: str, input_file: IO, output_file: IO, tokenize: bool = False,
         max_words: int = 0, max_line_bytes: int = sentences.DEFAULT_MAX_LINE_BYTES,
         chunk_lines: int = CHUNK_LINES, output_name: str = "the output",
         errors_name: str = "--errors", scores: bool = False,
-        documents: bool = False, marginals: bool = False) -> Summary:
+        documents: bool = False, marginals: bool = False,
+        span_marginals: float | None = None) -> Summary:
     """Parses every line of input_file into output_file, chunk by chunk; returns a Summary.
 
     Args:
@@ -213,6 +226,8 @@ def run(model_dir: str, input_file: IO, output_file: IO, tokenize: bool = False,
       scores: write each tree's score before it (`format_result`).
       marginals: write the tree's and each constituent's probability before the tree
         (`format_result`).
+      span_marginals: a probability from 0 to 1: also write every labelled span of at
+        least that probability, after the marginals (`format_result`; implies marginals).
       documents: each line is a document of raw text (`Parser.parse_texts`): one output
         line per sentence (`format_sentence`: line and sentence numbers, offsets, tree),
         none for a blank line; a refused sentence's tree is empty (with "skip"), a refused
@@ -221,7 +236,8 @@ def run(model_dir: str, input_file: IO, output_file: IO, tokenize: bool = False,
     Raises:
       BadLineError: with on_error="fail", for the first bad line (after writing the
         trees of the lines before it).
-      InputError: for a bad option or an unreadable input.
+      InputError: for a bad option (span_marginals outside 0..1 among them, checked
+        before the model loads) or an unreadable input.
       ExportError: for a model directory that holds no usable export.
       OutputError: if output_file or errors_file cannot be written.
       parser.ModelError: if the model itself fails.
@@ -229,6 +245,7 @@ def run(model_dir: str, input_file: IO, output_file: IO, tokenize: bool = False,
     choices = bulk_options.ON_ERROR_CHOICES
     if on_error not in choices:
         raise InputError(f"--on_error must be one of {', '.join(choices)}, got {on_error!r}")
+    _check_span_marginals(span_marginals)
     # Checked before TensorFlow loads (seconds) for a local path.
     if parser is None:
         export_format.check(model_dir)
@@ -253,10 +270,12 @@ def run(model_dir: str, input_file: IO, output_file: IO, tokenize: bool = False,
             elif documents:
                 parsed = iter(parser.parse_texts([line.text for line in good],
                                                  batch_size=batch_size, limits=limits,
-                                                 progress=bar.update, marginals=marginals))
+                                                 progress=bar.update, marginals=marginals,
+                                                 span_marginals=span_marginals))
             else:
                 parsed = iter(parser.parse_each([line.words for line in good], batch_size,
-                                                limits, bar.update, marginals=marginals))
+                                                limits, bar.update, marginals=marginals,
+                                                span_marginals=span_marginals))
             out_lines, error_lines, trees = [], [], 0
             for line in chunk:
                 for index, prefix, result in _line_results(line, parsed, documents):
@@ -272,7 +291,8 @@ def run(model_dir: str, input_file: IO, output_file: IO, tokenize: bool = False,
                             out_lines.append(prefix)
                         continue
                     trees += 1
-                    out_lines.append(prefix + format_result(result, scores, marginals))
+                    out_lines.append(prefix + format_result(result, scores, marginals,
+                                                            span_marginals is not None))
             output.write(out_lines)
             summary.trees += trees
             errors.write(error_lines)
@@ -281,6 +301,15 @@ def run(model_dir: str, input_file: IO, output_file: IO, tokenize: bool = False,
     finally:
         bar.close()
     return summary
+
+
+def _check_span_marginals(span_marginals: float | None) -> None:
+    """InputError unless span_marginals is None or a probability from 0 to 1."""
+    if span_marginals is not None:
+        try:
+            export_format.check_span_floor(span_marginals, "--span_marginals")
+        except ValueError as e:
+            raise InputError(str(e)) from None
 
 
 def _line_results(line: sentences.Line, parsed: Iterator, documents: bool
@@ -397,6 +426,10 @@ def define_flags() -> None:
     flags.DEFINE_bool("marginals", False, "Write each tree's probability among all valid "
                       "trees, a tab, each constituent's probability (space-separated, in the "
                       "order the tree opens their brackets), a tab, then the tree.")
+    flags.DEFINE_float("span_marginals", None, "A probability P from 0 to 1: write the "
+                       "--marginals columns, then every labelled span whose probability is "
+                       "at least P (START:END:LABEL:PROBABILITY, space-separated; START and "
+                       "END its first and last word, 0-based), a tab, then the tree.")
     flags.DEFINE_bool("describe", False, "Print the export's model card (encoder, data, "
                       "dev/test F1) and exit.")
 
@@ -431,7 +464,8 @@ def _parse_flagged_files() -> Summary:
                    errors_file=errors_file, max_words=FLAGS.max_words,
                    max_line_bytes=FLAGS.max_line_bytes, output_name=FLAGS.output or "stdout",
                    errors_name=FLAGS.errors or "stderr", scores=FLAGS.scores,
-                   documents=FLAGS.documents, marginals=FLAGS.marginals)
+                   documents=FLAGS.documents, marginals=FLAGS.marginals,
+                   span_marginals=FLAGS.span_marginals)
 
 
 def main(argv) -> int:
@@ -442,6 +476,7 @@ def main(argv) -> int:
       could not be written, else cli.EXIT_OK.
     """
     del argv
+    _check_span_marginals(FLAGS.span_marginals)  # before the model directory is read
     bulk_options.check(bulk_options.absl_values(BULK_OPTIONS))
     if FLAGS.describe:
         sys.stdout.write(export_format.describe(FLAGS.model_dir))

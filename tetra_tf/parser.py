@@ -414,7 +414,8 @@ class Parser:
     def parse_text(self, text: str, split_sentences: bool = True,
                    batch_size: int = DEFAULT_BATCH_SIZE,
                    limits: SentenceLimits | None = None,
-                   marginals: bool = False) -> list[TextSentence]:
+                   marginals: bool = False,
+                   span_marginals: float | None = None) -> list[TextSentence]:
         """Parses raw text: splits it into sentences and PTB tokens, with character offsets.
 
         The text is tokenized as the SavedModel's ``parse_text`` signature tokenizes it
@@ -427,7 +428,7 @@ class Parser:
             ``empty``).
           batch_size: most sentences per model call.
           limits: as for `parse_each`.
-          marginals: as for `parse_each`.
+          marginals, span_marginals: as for `parse_each`.
 
         Returns:
           Its sentences in order (none for blank text), each with its tokens and its
@@ -446,13 +447,14 @@ class Parser:
             ```
         """
         return self.parse_texts([text], split_sentences, batch_size, limits,
-                                marginals=marginals)[0]
+                                marginals=marginals, span_marginals=span_marginals)[0]
 
     def parse_texts(self, texts: Sequence[str], split_sentences: bool = True,
                     batch_size: int = DEFAULT_BATCH_SIZE,
                     limits: SentenceLimits | None = None,
                     progress: Callable[[int], None] | None = None,
-                    marginals: bool = False) -> list[list[TextSentence]]:
+                    marginals: bool = False,
+                    span_marginals: float | None = None) -> list[list[TextSentence]]:
         """`parse_text` for many texts, their sentences batched together.
 
         Args:
@@ -461,14 +463,17 @@ class Parser:
           batch_size: most sentences per model call.
           limits: as for `parse_each`.
           progress: called with a number of sentences as they are done.
-          marginals: as for `parse_each`.
+          marginals, span_marginals: as for `parse_each`.
 
         Returns:
           Per text, in input order: its sentences.
 
         Raises:
           TypeError: a text is not a str (naming its index).
+          ValueError: span_marginals outside 0..1.
         """
+        if span_marginals is not None:
+            export_format.check_span_floor(span_marginals)
         documents = []
         for index, text in enumerate(texts):
             if not isinstance(text, str):
@@ -477,7 +482,8 @@ class Parser:
         results = iter(self._parse_each(
             [sentence.words for document in documents for sentence in document],
             batch_size, limits, progress, read_trees=False,
-            extra=_extra_signature(marginals, False)))
+            extra=_extra_signature(marginals, False, False, span_marginals is not None),
+            min_span_probability=span_marginals))
         return [[TextSentence(sentence.start, sentence.end, sentence.tokens, next(results))
                  for sentence in document] for document in documents]
 

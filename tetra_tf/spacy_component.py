@@ -30,6 +30,7 @@ added.
 | `batch_size` | `None`: 64, every way in's default | sentences per call of the model |
 | `disable_tagger` | `False` | leave `token.tag_` alone instead of writing the parser's POS tags (benepar's option of the same name) |
 | `marginals` | `False` | also set `_.constituent_probability` and `_.tree_probability` (parses with `Parser.parse_each(marginals=True)`) |
+| `span_marginals` | `None` | a probability `p` from 0 to 1: also set each sentence's `_.span_probabilities`, and what `marginals` sets (parses with `Parser.parse_each(span_marginals=p)`) |
 
 ### What the component sets
 
@@ -46,10 +47,11 @@ added.
 | `Span._.parse_error` | for a sentence the parser refused, `"REASON: detail"` (see `tetra_tf.sentences`); else `None` |
 | `Span._.constituent_probability` | with `marginals`, a constituent's probability (that of its outermost label, see below); `None` without `marginals`, for a word without a label, a sentence's `TOP` root and any span that is no constituent |
 | `Span._.tree_probability` | with `marginals`, a sentence's tree's probability among all valid trees (`ParseResult.tree_probability`); `None` for other spans and without `marginals` |
+| `Span._.span_probabilities` | with `span_marginals`, a sentence's every labelled span of at least that probability, in the tree or not, as `(span, label, probability)` tuples over its tokens (`ParseResult.span_marginals`, in its order); `None` for other spans and without `span_marginals` |
 | `Doc._.tetra_score` | the sum of its sentences' scores |
 
-`parse_score`, `parse_error`, `constituent_probability`, `tree_probability` and
-`tetra_score` are tetra-tf's own; the others are benepar's.
+`parse_score`, `parse_error`, `constituent_probability`, `tree_probability`,
+`span_probabilities` and `tetra_score` are tetra-tf's own; the others are benepar's.
 
 **Marginals.** With `marginals`, each sentence is parsed with
 `Parser.parse_each(marginals=True)`: the same trees, and the probability of each of their
@@ -60,6 +62,15 @@ inner labels' probabilities are in `ParseResult.constituents`, not on the span).
 sentence whose root is `TOP` (several children) gets `None` there: the root is in every
 tree, so the parser gives it no probability. A sentence over the export's
 `parse_marginals` bound (256 words) is then refused (`too_many_words`).
+
+**Every labelled span.** With `span_marginals` (a probability `p` from 0 to 1), each
+sentence is parsed with `Parser.parse_each(span_marginals=p)`: the same trees, what
+`marginals` gives, and every labelled span whose probability is at least `p`, in the tree
+or not (`ParseResult.span_marginals`). A sentence's `_.span_probabilities` holds them as
+`(span, label, probability)`, by first word, then last word, then label; each span covers
+the tokens of its words as constituents do (from its first word's token to its last
+word's, whitespace tokens between them included). A sentence over 256 words is then
+refused (`too_many_words`).
 
 A span whose tokens are not one constituent raises `NonConstituentError`: reading
 `_.labels`, `_.parse_string` or `_.parent` raises at once, and `_.constituents` and
@@ -135,7 +146,7 @@ from spacy.language import Language
 from spacy.tokens import Doc, Span, Token
 from spacy.util import minibatch, raise_error
 
-from tetra_tf import sentences
+from tetra_tf import export_format, sentences
 from tetra_tf import text as text_lib
 
 if TYPE_CHECKING:
@@ -247,7 +258,7 @@ class TetraTfComponent:
 
     def __init__(self, nlp: Language, name: str, model_dir: str,
                  batch_size: int | None = None, disable_tagger: bool = False,
-                 marginals: bool = False):
+                 marginals: bool = False, span_marginals: float | None = None):
         """Loads the export and registers the Doc/Span/Token attributes.
 
         Args:
@@ -260,9 +271,12 @@ class TetraTfComponent:
                 tags into it (benepar's option).
             marginals: also set `Span._.constituent_probability` and
                 `Span._.tree_probability` (see the module's Marginals).
+            span_marginals: a probability from 0 to 1: also set
+                `Span._.span_probabilities`, and what `marginals` sets (see the module's
+                Every labelled span). None: not.
 
         Raises:
-            ValueError: batch_size is not positive.
+            ValueError: batch_size is not positive, or span_marginals is no probability.
             tetra_tf.errors.ExportError: model_dir holds no usable export.
         """
         from tetra_tf.bulk_options import DEFAULT_BATCH_SIZE  # pylint: disable=C0415
@@ -272,6 +286,9 @@ class TetraTfComponent:
             batch_size = DEFAULT_BATCH_SIZE
         if batch_size < 1:
             raise ValueError(f"tetra_tf: batch_size must be positive, got {batch_size}")
+        if span_marginals is not None:
+            span_marginals = export_format.check_span_floor(span_marginals,
+                                                            "tetra_tf: span_marginals")
         self.name = name
         """The component's name in the pipeline."""
         self.model_dir = model_dir
@@ -282,6 +299,8 @@ class TetraTfComponent:
         """Whether `token.tag_` is left alone."""
         self.marginals = marginals
         """Whether sentences are parsed with their marginals."""
+        self.span_marginals = span_marginals
+        """The least probability of a sentence's labelled spans to list (None: none)."""
         self.parser = Parser(model_dir)
         """The export's `tetra_tf.parser.Parser`."""
         self.error_handler: ErrorHandler = raise_error
@@ -359,7 +378,9 @@ class TetraTfComponent:
         try:
             results = self.parser.parse_each([sentence_words(words) for _, words in jobs],
                                              batch_size=self.batch_size,
-                                             marginals=self.marginals) if jobs else []
+                                             marginals=self.marginals,
+                                             span_marginals=self.span_marginals
+                                             ) if jobs else []
         except ModelError as e:
             error_handler(self.name, self, ready, e)
             return []
@@ -369,7 +390,8 @@ class TetraTfComponent:
                 data[index]["refused"][f"{words[0].i}:{words[-1].i + 1}"] = str(result)
             else:
                 _add_sentence(data[index], words, result.tree, result.score,
-                              result.constituents, result.tree_probability)
+                              result.constituents, result.tree_probability,
+                              result.span_marginals)
         for doc, doc_data in zip(ready, data):
             doc._.set(DATA_ATTRIBUTE, doc_data)
             if not self.disable_tagger:
@@ -392,12 +414,13 @@ def _empty_data(num_tokens: int) -> dict[str, Any]:
     return {"starts": [], "ends": [], "labels": [], "parents": [], "subtree_ends": [],
             "index": {}, "pos": [""] * num_tokens, "words": [""] * num_tokens,
             "sentence_scores": {}, "score": 0.0, "refused": {}, "probabilities": [],
-            "tree_probabilities": {}}
+            "tree_probabilities": {}, "span_probabilities": {}}
 
 
 def _add_sentence(data: dict[str, Any], words: list[Token], tree: nltk.Tree,
                   score: float, constituents: Sequence[Constituent] | None = None,
-                  tree_probability: float | None = None) -> None:
+                  tree_probability: float | None = None,
+                  spans: Sequence[Constituent] | None = None) -> None:
     """Appends a sentence's constituents (TOP dropped; unary chains merged) to `data`.
 
     Args:
@@ -409,6 +432,9 @@ def _add_sentence(data: dict[str, Any], words: list[Token], tree: nltk.Tree,
             (`ParseResult.constituents`); each position gets its outermost label's. None:
             no marginals.
         tree_probability: its tree's probability (with marginals).
+        spans: its labelled spans (`ParseResult.span_marginals`), kept as [first token,
+            end token, label, probability] lists over the same tokens as constituents.
+            None: not asked for.
     """
     token_indices = [token.i for token in words]
     word_counts = _word_counts(tree)
@@ -461,6 +487,10 @@ def _add_sentence(data: dict[str, Any], words: list[Token], tree: nltk.Tree,
     data["score"] += score
     if tree_probability is not None:
         data["tree_probabilities"][str(first)] = tree_probability
+    if spans is not None:
+        data["span_probabilities"][str(first)] = [
+            [token_indices[c.start], token_indices[c.end] + 1, c.label, c.probability]
+            for c in spans]
 
 
 def _is_phrase(node) -> bool:
@@ -783,6 +813,35 @@ def get_tree_probability(span: Span) -> float | None:
     return _sentence_value(span, "tree_probabilities")
 
 
+def get_span_probabilities(span: Span) -> tuple[tuple[Span, str, float], ...] | None:
+    """`Span._.span_probabilities`: a sentence's labelled spans (with span_marginals).
+
+    Args:
+        span: any span of a parsed doc.
+
+    Returns:
+        With the component's `span_marginals` (p), if the span is a parsed sentence's
+        root constituent: every labelled span of the sentence, in its tree or not, whose
+        probability is at least p, as `(span, label, probability)` over the doc's tokens,
+        by first word, then last word, then label (`ParseResult.span_marginals`). Else
+        None (never raises NonConstituentError).
+
+    Raises:
+        ValueError: the doc was not parsed by the component.
+
+    Example:
+        ```python
+        for span, label, probability in sent._.span_probabilities:  # span_marginals: 0.1
+            print(span.text, label, round(probability, 3))
+        ```
+    """
+    spans = _sentence_value(span, "span_probabilities")
+    if spans is None:
+        return None
+    return tuple((span.doc[start:end], label, probability)
+                 for start, end, label, probability in spans)
+
+
 def _sentence_value(span: Span, key: str) -> Any:
     """data[key]'s entry for the span if it is a parsed sentence's root constituent, else
     None (also for data of older versions without the key)."""
@@ -818,7 +877,7 @@ def install_extensions() -> None:
     Called by the component; registering replaces benepar's attributes of the same names
     (`force=True`). Does nothing if they are registered already.
     """
-    if Doc.has_extension(DATA_ATTRIBUTE) and Span.has_extension("tree_probability"):
+    if Doc.has_extension(DATA_ATTRIBUTE) and Span.has_extension("span_probabilities"):
         return
     Doc.set_extension(DATA_ATTRIBUTE, default=None, force=True)
     Doc.set_extension("tetra_score", getter=get_doc_score, force=True)
@@ -827,7 +886,8 @@ def install_extensions() -> None:
                          ("children", get_children), ("parse_score", get_parse_score),
                          ("parse_error", get_parse_error),
                          ("constituent_probability", get_constituent_probability),
-                         ("tree_probability", get_tree_probability)):
+                         ("tree_probability", get_tree_probability),
+                         ("span_probabilities", get_span_probabilities)):
         Span.set_extension(name, getter=getter, force=True)
     for name, getter in (("labels", get_labels), ("parse_string", get_parse_string),
                          ("parent", get_parent)):
