@@ -428,7 +428,8 @@ class Parser:
             ``empty``).
           batch_size: most sentences per model call.
           limits: as for `parse_each`.
-          marginals, span_marginals: as for `parse_each`.
+          marginals: as for `parse_each`.
+          span_marginals: as for `parse_each`.
 
         Returns:
           Its sentences in order (none for blank text), each with its tokens and its
@@ -463,7 +464,8 @@ class Parser:
           batch_size: most sentences per model call.
           limits: as for `parse_each`.
           progress: called with a number of sentences as they are done.
-          marginals, span_marginals: as for `parse_each`.
+          marginals: as for `parse_each`.
+          span_marginals: as for `parse_each`.
 
         Returns:
           Per text, in input order: its sentences.
