@@ -372,7 +372,7 @@ def test_cli_model_failure_is_exit_1_in_one_line(export_dir, corpus, tmp_path, m
     (["--model_dir=EXPORT", "--input=NOWHERE", "--output=Y", "--max_line_bytes=0"],
      "--max_line_bytes must be positive"),
     (["--model_dir=EXPORT", "--input=NOWHERE", "--output=Y", "--span_marginals=nan"],
-     "--span_marginals must be from 0 to 1, got nan"),
+     "--span_marginals is a probability from 0 to 1, got nan"),
 ])
 def test_cli_usage_errors_are_one_line(export_dir, args, message, capsys):
     args = [a.replace("EXPORT", export_dir) for a in args]

@@ -67,11 +67,11 @@ def test_a_program_gets_only_the_options_it_names():
     (["--model_dir=EXPORT", "--input=a", "--output=o", "--max_line_bytes=0"],
      "--max_line_bytes must be positive"),
     (["--model_dir=EXPORT", "--input=a", "--output=o", "--span_marginals=1.5"],
-     "--span_marginals must be from 0 to 1, got 1.5"),
+     "--span_marginals is a probability from 0 to 1, got 1.5"),
     (["--model_dir=EXPORT", "--input=a", "--output=o", "--span_marginals=-0.1"],
-     "--span_marginals must be from 0 to 1, got -0.1"),
+     "--span_marginals is a probability from 0 to 1, got -0.1"),
     (["--model_dir=NOWHERE", "--input=a", "--output=o", "--span_marginals=nan"],
-     "--span_marginals must be from 0 to 1, got nan"),  # before the model is looked for
+     "--span_marginals is a probability from 0 to 1, got nan"),  # before the model is looked for
     (["--model_dir=NOWHERE", "--input=a", "--output=o"],
      "--model_dir: NOWHERE holds no SavedModel (saved_model.pb); export one with python -m "
      "tetra_tf.export"),

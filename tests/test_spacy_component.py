@@ -417,6 +417,16 @@ def test_span_marginals_give_sentences_the_parsers_labelled_spans_only_when_aske
             for sent in restored.sents] == [
         [(s.start, s.end, label, p) for s, label, p in sent._.span_probabilities]
         for sent in docs[0].sents]
+    # A sentence over the signature's 256 words is refused alone, the others parsed.
+    component.span_marginals = floor
+    try:
+        doc = nlp("The cat sat. " + "a " * 257 + ".")
+    finally:
+        component.span_marginals = None
+    short, long_ = doc.sents
+    assert short._.span_probabilities and short._.parse_error is None
+    assert long_._.span_probabilities is None
+    assert long_._.parse_error.startswith("too_many_words")
 
 
 def test_doc_without_sentence_boundaries_names_the_fix(tiny_export_dir):
@@ -604,3 +614,6 @@ def test_default_batch_size_is_every_way_in_s(tiny_export_dir):
     assert component.marginals is False
     assert nlp.get_pipe_config("tetra_tf")["span_marginals"] is None
     assert component.span_marginals is None
+    configured = spacy.blank("en").add_pipe(
+        "tetra_tf", config={"model_dir": tiny_export_dir, "span_marginals": 0.25})
+    assert configured.span_marginals == 0.25  # what the spans test sets on its component

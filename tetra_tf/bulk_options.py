@@ -57,8 +57,8 @@ class Option:
       repeated: it may be given more than once; its value is a list.
       choices: the values a str option takes (empty: any).
       minimum: the least value a number option takes.
-      maximum: the greatest value a number option takes (given with a minimum; NaN is
-        then refused).
+      check: the owner of the values a number option takes, called with (value, flag
+        name), raising ValueError with the message for any other value (NaN included).
     """
 
     key: str
@@ -70,7 +70,7 @@ class Option:
     repeated: bool = False
     choices: tuple[str, ...] = ()
     minimum: float | None = None
-    maximum: float | None = None
+    check: Callable[[Any, str], Any] | None = None
 
     @property
     def name(self) -> str:
@@ -141,7 +141,8 @@ OPTIONS: dict[str, Option] = {option.key: option for option in (
     Option("ordered", bool, False, _ORDERED_HELP),
     # The corpus programs' marginals (parse.py's --marginals is its own: a line format).
     Option("marginals", bool, False, _MARGINALS_HELP),
-    Option("span_marginals", float, None, _SPAN_MARGINALS_HELP, minimum=0.0, maximum=1.0),
+    Option("span_marginals", float, None, _SPAN_MARGINALS_HELP,
+           check=export_format.check_span_floor),
 )}
 
 
@@ -236,9 +237,11 @@ def _check_value(option: Option, value: Any) -> None:
                              f"got {value!r}")
     if value is None:
         return
-    if option.maximum is not None and not option.minimum <= value <= option.maximum:
-        raise cli.UsageError(f"--{option.name} must be from {option.minimum:g} to "
-                             f"{option.maximum:g}, got {value:g}")
+    if option.check is not None:
+        try:
+            option.check(value, f"--{option.name}")
+        except ValueError as e:
+            raise cli.UsageError(str(e)) from None
     if option.minimum is not None and value < option.minimum:
         limit = "positive" if option.minimum == 1 else f"{option.minimum} or more"
         raise cli.UsageError(f"--{option.name} must be {limit}")

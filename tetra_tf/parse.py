@@ -428,8 +428,11 @@ def define_flags() -> None:
                       "order the tree opens their brackets), a tab, then the tree.")
     flags.DEFINE_float("span_marginals", None, "A probability P from 0 to 1: write the "
                        "--marginals columns, then every labelled span whose probability is "
-                       "at least P (START:END:LABEL:PROBABILITY, space-separated; START and "
-                       "END its first and last word, 0-based), a tab, then the tree.")
+                       "at least P, in the tree or not (START:END:LABEL:PROBABILITY, "
+                       "space-separated, by START, END, then LABEL; START and END its first "
+                       "and last word, 0-based), a tab, then the tree. A sentence of more "
+                       f"than {export_format.MAX_MARGINALS_WORDS} words is then refused "
+                       "(too_many_words).")
     flags.DEFINE_bool("describe", False, "Print the export's model card (encoder, data, "
                       "dev/test F1) and exit.")
 

@@ -80,7 +80,11 @@ MARGINALS_COLUMNS = (TREE_PROBABILITY, CONSTITUENT_MARGINALS)
 (double) and ``constituent_marginals`` (array<double>)."""
 # With span_marginals, after those.
 SPAN_MARGINALS = "span_marginals"
-SPAN_MARGINALS_TYPE = "array<struct<label:string,start:int,end:int,probability:double>>"
+# The fields of each span (`bulk_options.span_records`') and their Spark types.
+_SPAN_FIELDS = (("label", "string"), ("start", "int"), ("end", "int"),
+                ("probability", "double"))
+SPAN_MARGINALS_TYPE = ("array<struct<"
+                       + ",".join(f"{name}:{kind}" for name, kind in _SPAN_FIELDS) + ">>")
 """The type of the column `parse_column(span_marginals=p)` adds after `MARGINALS_COLUMNS`,
 ``span_marginals`` (Spark's simple string; the fields are `bulk_options.span_records`')."""
 # The rows `read_files` makes: one per input line.
@@ -401,8 +405,8 @@ def _arrow_types() -> dict[str, "pa.DataType"]:
     Spark types)."""
     import pyarrow as pa  # pylint: disable=import-outside-toplevel
 
-    span = pa.struct([("label", pa.string()), ("start", pa.int32()), ("end", pa.int32()),
-                      ("probability", pa.float64())])
+    kinds = {"string": pa.string(), "int": pa.int32(), "double": pa.float64()}
+    span = pa.struct([(name, kinds[kind]) for name, kind in _SPAN_FIELDS])
     return {TREE: pa.string(), SCORE: pa.float64(), TREE_PROBABILITY: pa.float64(),
             CONSTITUENT_MARGINALS: pa.list_(pa.float64()), SPAN_MARGINALS: pa.list_(span)}
 
@@ -542,9 +546,8 @@ def parse_column(df: "DataFrame", model_dir: str, text_column: str = SENTENCE,
     if not isinstance(column_type, StringType):
         raise ValueError(f"column {text_column!r} is {column_type.simpleString()}, not string")
     columns = parse_columns(marginals, span_marginals)
-    span = StructType([StructField("label", StringType()), StructField("start", IntegerType()),
-                       StructField("end", IntegerType()),
-                       StructField("probability", DoubleType())])
+    kinds = {"string": StringType(), "int": IntegerType(), "double": DoubleType()}
+    span = StructType([StructField(name, kinds[kind]) for name, kind in _SPAN_FIELDS])
     types = {TREE: StringType(), SCORE: DoubleType(), TREE_PROBABILITY: DoubleType(),
              CONSTITUENT_MARGINALS: ArrayType(DoubleType()), SPAN_MARGINALS: ArrayType(span),
              REASON: StringType(), ERROR: StringType()}
