@@ -16,7 +16,9 @@ j. So the probability that fencepost k's node spans (i, j) is the forward mass u
 leaf i, times two constrained stretches (i → k and k → j), times the backward mass from
 leaf j; the probability that (i, j) is a node sums it over k. For a stretch the
 constraint is a floor on the depth, so each is a small DP of its own over the same
-states.
+states. In the graph the stretches, and the sums over depths that join them, run in
+linear space with each row scaled to a largest entry of 1 and its scale kept as a log:
+products and sums instead of log-add-exps, as exact in float64.
 
 `Lattice` is the NumPy (float64) reference, one sentence at a time; `GraphLattice` is the
 same sums as TF ops for a padded batch, inside the SavedModel; `ChainMarginals` turns them
