@@ -16,9 +16,7 @@ j. So the probability that fencepost k's node spans (i, j) is the forward mass u
 leaf i, times two constrained stretches (i → k and k → j), times the backward mass from
 leaf j; the probability that (i, j) is a node sums it over k. For a stretch the
 constraint is a floor on the depth, so each is a small DP of its own over the same
-states. In the graph the stretches, and the sums over depths that join them, run in
-linear space with each row scaled to a largest entry of 1 and its scale kept as a log:
-products and sums instead of log-add-exps, as exact in float64.
+states.
 
 `Lattice` is the NumPy (float64) reference, one sentence at a time; `GraphLattice` is the
 same sums as TF ops for a padded batch, inside the SavedModel; `ChainMarginals` turns them
@@ -265,13 +263,6 @@ def _graph_shift(state, step: int):
     return tf.concat([state[..., -step:], fill], axis=-1)
 
 
-def _finite_max(x):
-    """The largest entry along the last axis (kept), 0 where every entry is −inf."""
-    tf = _tf()
-    top = tf.reduce_max(x, axis=-1, keepdims=True)
-    return tf.where(tf.math.is_finite(top), top, tf.zeros_like(top))
-
-
 def graph_direction_scores(scores, directions: Sequence[int]):
     """`direction_scores` as TF ops: [..., V] → [..., 2]."""
     tf = _tf()
@@ -439,101 +430,52 @@ class GraphLattice:
         return self._factors
 
     def _compute_span_factors(self):
-        # The stretches run in linear space, each start's (end's) row rescaled to a largest
-        # entry of 1 after every step with its log scale kept apart: a multiply-add per
-        # action instead of a log-add-exp, exact up to entries below float precision
-        # relative to their row's largest.
         tf = _tf()
-        d, batch, width, dtype = self.d, self.batch_size, self.width, self.dtype
-        zero = tf.zeros([], dtype)
+        d, batch, width = self.d, self.batch_size, self.width
+        neg_inf = tf.constant(-np.inf, self.dtype)
         rows = self.depths[:, None]
-        identity = tf.cast(tf.equal(self.depths, rows), dtype)  # [h, depth]: 1 at h
-        words = tf.range(width)[None, :]  # [1, W (start or end)]
+        identity = tf.where(tf.equal(self.depths, rows), tf.zeros([], self.dtype), neg_inf)
+        words = tf.range(width)[None, :, None, None]  # [1, W (start or end), 1, 1]
         num_steps = tf.maximum(width - 1, 0)
-        at_least_floor = self.depths >= tf.maximum(rows, 1)
-        above_floor = self.depths >= rows + 1
-        at_least_one = self.depths >= 1
-
-        def weights(scores):
-            """[B, 2] direction scores → each one's weight against the larger ([B, 1, 1,
-            1] twice) and the larger's log ([B, 1])."""
-            top = tf.reduce_max(scores, axis=-1, keepdims=True)
-            top = tf.where(tf.math.is_finite(top), top, zero)
-            weight = tf.exp(scores - top)[:, None, None, :]
-            return weight[..., :1], weight[..., 1:], top
-
-        def shift(state, step):
-            if step == 0:
-                return state
-            fill = tf.zeros_like(state[..., :abs(step)])
-            if step > 0:
-                return tf.concat([fill, state[..., :-step]], axis=-1)
-            return tf.concat([state[..., -step:], fill], axis=-1)
-
-        def step(state, scale, scores, steps, sign):
-            """One action forward (sign 1) or back (−1): the state and its log scale."""
-            left, right, top = weights(scores)
-            state = (shift(state, sign * steps[0]) * left
-                     + shift(state, sign * steps[1]) * right)
-            return state, scale + top
-
-        def rescale(state, scale):
-            largest = tf.reduce_max(state, axis=[2, 3])
-            largest = tf.where(largest > 0, largest, tf.ones_like(largest))
-            return state / largest[..., None, None], scale + tf.math.log(largest)
-
-        def record(state, scale):
-            return tf.math.log(tf.linalg.diag_part(state)) + scale[..., None]
 
         # i → k, for every start i at once: [B, I, h, depth], floors h by row.
-        def forward(t, state, scale, records):
-            state, scale = step(state, scale, self.internal[:, t], _INTERNAL_STEPS, 1)
-            state = tf.where(at_least_floor, state, zero)
-            state, scale = step(state, scale, self.leaf[:, t + 1], _LEAF_STEPS, 1)
-            state = tf.where(at_least_floor, state, zero)
-            starts_here = tf.equal(words, t + 1)
-            state = tf.where(starts_here[:, :, None, None], identity, state)
-            scale = tf.where(starts_here, zero, scale)
-            state, scale = rescale(state, scale)
-            return t + 1, state, scale, records.write(t + 1, record(state, scale))
+        def diagonal(state):
+            return tf.linalg.diag_part(state)
 
-        state = tf.where(tf.equal(words, 0)[:, :, None, None], identity,
-                         tf.zeros([batch, width, d + 1, d + 1], dtype))
-        scale = tf.zeros([batch, width], dtype)
-        records = tf.TensorArray(dtype, size=width, element_shape=[None, None, d + 1])
-        records = records.write(0, record(state, scale))
-        _, _, _, records = tf.while_loop(lambda t, *_: t < num_steps, forward,
-                                         (0, state, scale, records),
-                                         maximum_iterations=num_steps)
+        def forward(t, state, records):
+            state = self.advance(state, self.internal[:, t], _INTERNAL_STEPS, floor=rows)
+            state = self.advance(state, self.leaf[:, t + 1], _LEAF_STEPS, floor=rows)
+            state = tf.where(tf.equal(words, t + 1), identity, state)
+            return t + 1, state, records.write(t + 1, diagonal(state))
+
+        state = tf.where(tf.equal(words, 0), identity,
+                         tf.fill([batch, width, d + 1, d + 1], neg_inf))
+        records = tf.TensorArray(self.dtype, size=width, element_shape=[None, None, d + 1])
+        records = records.write(0, diagonal(state))
+        _, _, records = tf.while_loop(lambda t, *_: t < num_steps, forward,
+                                      (0, state, records), maximum_iterations=num_steps)
         before_node = tf.transpose(records.stack(), [1, 2, 0, 3])  # [B, I, K, h]
 
         # k → j, for every end j at once: [B, J, s, depth] after each action.
-        def backward(t, state, scale, records):
-            later = tf.where(above_floor, state, zero)  # leaves before j
-            ends_here, ends_later = tf.equal(words, t + 1), words > t + 1
-            state = tf.where(ends_here[:, :, None, None], identity,
-                             tf.where(ends_later[:, :, None, None], later, zero))
-            scale = tf.where(ends_later, scale, zero)
-            state, scale = step(tf.where(at_least_one, state, zero), scale,
-                                self.leaf[:, t + 1], _LEAF_STEPS, -1)
-            state = tf.where(self.depths >= rows, state, zero)
-            records = records.write(t, record(tf.where(at_least_one, state, zero), scale))
-            state, scale = step(tf.where(at_least_one, state, zero), scale,
-                                self.internal[:, t], _INTERNAL_STEPS, -1)
-            state, scale = rescale(state, scale)
-            return t - 1, state, scale, records
+        def backward(t, state, records):
+            later = tf.where(self.depths >= rows + 1, state, neg_inf)  # leaves before j
+            state = tf.where(tf.equal(words, t + 1), identity,
+                             tf.where(words > t + 1, later, neg_inf))
+            state = self.retreat(state, self.leaf[:, t + 1], _LEAF_STEPS)
+            state = tf.where(self.depths >= rows, state, neg_inf)
+            records = records.write(t, diagonal(self._mask(state)))
+            state = self.retreat(state, self.internal[:, t], _INTERNAL_STEPS)
+            return t - 1, state, records
 
-        state = tf.zeros([batch, width, d + 1, d + 1], dtype)
-        records = tf.TensorArray(dtype, size=width, element_shape=[None, None, d + 1])
-        records = records.write(num_steps, tf.fill([batch, width, d + 1],
-                                                   tf.constant(-np.inf, dtype)))
-        _, _, _, records = tf.while_loop(lambda t, *_: t >= 0, backward,
-                                         (num_steps - 1, state, scale, records),
-                                         maximum_iterations=num_steps)
+        state = tf.fill([batch, width, d + 1, d + 1], neg_inf)
+        records = tf.TensorArray(self.dtype, size=width, element_shape=[None, None, d + 1])
+        records = records.write(num_steps, tf.fill([batch, width, d + 1], neg_inf))
+        _, _, records = tf.while_loop(lambda t, *_: t >= 0, backward,
+                                      (num_steps - 1, state, records),
+                                      maximum_iterations=num_steps)
         after_node = tf.transpose(records.stack(), [1, 2, 0, 3])  # [B, J, K, s]
 
         # Arriving at depth h after word i's l.
-        neg_inf = tf.constant(-np.inf, dtype)
         first = tf.where(tf.equal(self.depths, 1), self.leaf[:, :1, :1], neg_inf)
         later = _graph_shift(self.after_internal[:, :-1], 1) + self.leaf[:, 1:, :1]
         arrive = tf.concat([first, later], axis=1)  # [B, W, h]
@@ -589,20 +531,9 @@ class GraphLattice:
             label_given_direction,
             [[0, 0], [0, self.width - tf.shape(label_given_direction)[1]], [0, 0], [0, 0]])
         ends = tf.range(self.width)[None, :]
-        # `_node_log_mass` in linear space: each start's reach and each end's settle scaled
-        # to a largest of 1 over the depths, per fencepost, so that the sum over depths is
-        # a product and a sum; the scales are added back in log space.
-        reach_top = _finite_max(reach)                                   # [B, I, K, 1]
-        reach = tf.exp(reach - reach_top)
-        settle = tf.stack([settle, _graph_shift(settle, 1)], axis=3)  # [B, J, K, 2, h]
-        settle_top = _finite_max(settle)                                 # [B, J, K, 2, 1]
-        settle = tf.transpose(tf.exp(settle - settle_top), [0, 2, 4, 1, 3])  # [B, K, h, J, 2]
-        offset = (settle_top[..., 0] + self.internal[:, None]
-                  - self.log_partition[:, None, None, None])             # [B, J, K, 2]
 
         def by_start(i, records):
-            inner = tf.einsum("bkh,bkhjs->bjks", reach[:, i], settle)
-            nodes = tf.exp(tf.math.log(inner) + reach_top[:, i, None] + offset)
+            nodes = tf.exp(self._node_log_mass(reach[:, i:i + 1], settle))
             nodes = tf.where(((i < ends) & (ends < self.lengths[:, None]))[:, :, None, None],
                              nodes, tf.zeros([], self.dtype))
             return i + 1, records.write(
