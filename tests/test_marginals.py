@@ -158,14 +158,16 @@ def test_binary_spans_are_the_rebuilt_trees_nodes():
             assert marginals.binary_spans(leaves, internals) == expected
 
 
-@pytest.mark.parametrize("max_stack_depth", [2, 8])
-def test_graph_lattice_equals_the_numpy_reference_on_a_padded_batch(max_stack_depth):
+@pytest.mark.parametrize("max_stack_depth, spread", [(2, 2), (8, 2), (8, 60)])
+def test_graph_lattice_equals_the_numpy_reference_on_a_padded_batch(max_stack_depth, spread):
+    """Also with scores so spread (60) that the states' entries are hundreds of orders of
+    magnitude apart: the span sums rescale in linear space, the reference adds logs."""
     tf = pytest.importorskip("tensorflow")
-    rng = np.random.default_rng(max_stack_depth)
+    rng = np.random.default_rng(max_stack_depth + spread)
     lengths = [0, 1, 2, 5, 7, 3]
     width = 7
-    leaf_scores = rng.normal(0, 2, (len(lengths), width, 4))
-    internal_scores = rng.normal(0, 2, (len(lengths), width, 4))
+    leaf_scores = rng.normal(0, spread, (len(lengths), width, 4))
+    internal_scores = rng.normal(0, spread, (len(lengths), width, 4))
     lattice = marginals.GraphLattice(tf.constant(leaf_scores), tf.constant(internal_scores),
                                      tf.constant(lengths), LEAF_DIRECTIONS,
                                      INTERNAL_DIRECTIONS, max_stack_depth)
@@ -317,3 +319,31 @@ def test_constituent_marginals_equal_brute_force_over_every_tag_sequence(n):
         table[start, end, chains.labels.index(label)] = probability
     assert len(mass) > len(expected)  # spans of other trees too
     np.testing.assert_allclose(every, table, atol=1e-6)
+
+
+def test_graph_span_sums_keep_their_precision_over_long_improbable_stretches():
+    """Words that favour l and fenceposts that favour L, each by e^200: past the depth cap
+    every step is hundreds of orders of magnitude below its best, for whole trees alike.
+    The linear-space sums must rescale as they go (else they fall to 0), and give the
+    reference's probabilities."""
+    tf = pytest.importorskip("tensorflow")
+    rng = np.random.default_rng(40)
+    n, max_stack_depth = 30, 4
+    leaf_scores = rng.normal(0, 2, (1, n, 4)) + np.where(LEAF_DIRECTIONS == 0, 100.0, -100.0)
+    internal_scores = rng.normal(0, 2, (1, n, 4)) + np.where(INTERNAL_DIRECTIONS == 0, 100.0,
+                                                             -100.0)
+    lattice = marginals.GraphLattice(tf.constant(leaf_scores), tf.constant(internal_scores),
+                                     tf.constant([n]), LEAF_DIRECTIONS, INTERNAL_DIRECTIONS,
+                                     max_stack_depth)
+    reference = marginals.Lattice(leaf_scores[0], internal_scores[0], LEAF_DIRECTIONS,
+                                  INTERNAL_DIRECTIONS, max_stack_depth)
+    spans = [(i, j) for i in range(n) for j in range(i + 1, n)]
+    nodes = lattice.node_marginals(tf.constant([[i for i, _ in spans]]),
+                                   tf.constant([[j for _, j in spans]])).numpy()[0]
+    likely = 0
+    for m, (i, j) in enumerate(spans):
+        expected = reference.node_marginals(i, j)
+        np.testing.assert_allclose(nodes[m, :n - 1], expected, atol=1e-9, rtol=1e-6,
+                                   err_msg=f"span {i}..{j}")
+        likely += expected.sum() > 0.01
+    assert likely >= n - 1  # a whole tree of probabilities that matter, not only vanishing ones
