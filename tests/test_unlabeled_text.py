@@ -3,6 +3,7 @@
 import importlib.util
 import json
 import os
+import sys
 
 import pytest
 
@@ -13,6 +14,7 @@ def _load_tool():
     path = os.path.join(REPO_ROOT, "tools", "unlabeled_text.py")
     spec = importlib.util.spec_from_file_location("unlabeled_text", path)
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclass looks its module up there
     spec.loader.exec_module(module)
     return module
 
