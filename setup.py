@@ -12,6 +12,9 @@ setup(
     python_requires=">=3.10",
     packages=find_packages(include=["tetra_tf", "tetra_tf.*"]),
     py_modules=["tetra_tf_spacy"],  # the spaCy entry point, light: see its docstring
+    # The packaged parsers (tetra_tf/packaged_models.py): tetra_tf/models/NAME/ holds an
+    # export's files, at most two folders deep, with float16 weights.
+    package_data={"tetra_tf": ["models/*/*", "models/*/*/*"]},
     # The runtime: parsing an export from Python or the command line (tetra_tf/extras.py).
     install_requires=[
         "tensorflow==2.20.*",

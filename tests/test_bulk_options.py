@@ -6,7 +6,7 @@ import os
 import pytest
 from absl import flags
 
-from tetra_tf import bulk_options, cli
+from tetra_tf import bulk_options, cli, packaged_models
 from conftest import run_python
 
 CORPUS_OPTIONS = ("model_dir", "corpus_input", "corpus_output", "tokenize", "batch_size",
@@ -72,9 +72,12 @@ def test_a_program_gets_only_the_options_it_names():
      "--span_marginals is a probability from 0 to 1, got -0.1"),
     (["--model_dir=NOWHERE", "--input=a", "--output=o", "--span_marginals=nan"],
      "--span_marginals is a probability from 0 to 1, got nan"),  # before the model is looked for
-    (["--model_dir=NOWHERE", "--input=a", "--output=o"],
-     "--model_dir: NOWHERE holds no SavedModel (saved_model.pb); export one with python -m "
+    (["--model_dir=NOWHERE/1", "--input=a", "--output=o"],
+     "--model_dir: NOWHERE/1 holds no SavedModel (saved_model.pb); export one with python -m "
      "tetra_tf.export"),
+    (["--model_dir=NOWHERE", "--input=a", "--output=o"],
+     "--model_dir: NOWHERE is neither an export's path nor a packaged model's name (packaged: "
+     + (", ".join(packaged_models.names()) or "none") + ")"),
 ])
 def test_check_names_the_first_problem_whichever_adapter(export_dir, argv, message):
     argv = [arg.replace("EXPORT", export_dir) for arg in argv]

@@ -62,7 +62,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 from apache_beam.ml.inference.base import ModelHandler, PredictionResult, RunInference
 
-from tetra_tf import bulk_options, export_format, sentences
+from tetra_tf import bulk_options, export_format, packaged_models, sentences
 from tetra_tf import text as text_lib
 from tetra_tf.bulk_options import DEFAULT_BATCH_SIZE
 
@@ -217,7 +217,8 @@ class ParseModelHandler(ModelHandler[Sentence, PredictionResult, "Parser"]):
         if span_marginals is not None:
             export_format.check_span_floor(span_marginals)
         if max_batch_words is None:
-            limits = sentences.SentenceLimits.from_export(export_format.read_limits(model_dir))
+            limits = sentences.SentenceLimits.from_export(export_format.read_limits(
+                packaged_models.resolve(model_dir)))
             max_batch_words = (limits.max_pieces // limits.max_pieces_per_word
                                if limits.max_pieces and limits.max_pieces_per_word
                                else batch_size * 64)

@@ -30,7 +30,7 @@ from typing import IO, TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from absl import flags
 
-from tetra_tf import cli, export_format, sentences
+from tetra_tf import cli, export_format, packaged_models, sentences
 from tetra_tf.errors import ExportError
 
 if TYPE_CHECKING:  # tetra_tf.parser loads TensorFlow
@@ -104,8 +104,9 @@ _SPAN_MARGINALS_HELP = ("A probability from 0 to 1 (the floor): also give each p
 
 OPTIONS: dict[str, Option] = {option.key: option for option in (
     Option("model_dir", str, None, "The exported SavedModel (tetra_tf.export's --export_dir, "
-           "e.g. models/tetra/1); on a cluster, at a path every worker reads (gs://, a "
-           "shared folder ...).", required=True),
+           "e.g. models/tetra/1; on a cluster, at a path every worker reads: gs://, a "
+           "shared folder ...), or the name of a model packaged with tetra-tf "
+           "(tetra_tf.packaged_models).", required=True),
     # parse.py's input and output: one stream each.
     Option("input", str, None, "Input file, one sentence per line, UTF-8; .gz, .bz2, .xz "
            "and .zst are decompressed (default: stdin)."),
@@ -224,7 +225,7 @@ def check(values: Mapping[str, Any]) -> None:
                              "line goes to stderr)")
     if values.get("model_dir"):
         try:
-            export_format.check(values["model_dir"])
+            export_format.check(packaged_models.resolve(values["model_dir"]))
         except ExportError as e:
             raise cli.UsageError(f"--model_dir: {e}") from None
 

@@ -83,7 +83,7 @@ from typing import IO, Any, Iterator, Sequence, TextIO
 from absl import flags
 from tqdm import tqdm
 
-from tetra_tf import bulk_options, cli, export_format, sentences
+from tetra_tf import bulk_options, cli, export_format, packaged_models, sentences
 from tetra_tf.errors import InputError
 
 # A chunk is read, parsed and written before the next is read: this bounds memory.
@@ -248,6 +248,7 @@ def run(model_dir: str, input_file: IO, output_file: IO, tokenize: bool = False,
     _check_span_marginals(span_marginals)
     # Checked before TensorFlow loads (seconds) for a local path.
     if parser is None:
+        model_dir = packaged_models.resolve(model_dir)
         export_format.check(model_dir)
     own_limits = sentences.SentenceLimits().lowered(max_words, max_line_bytes)
     output = _Writer(output_file, output_name)
@@ -482,7 +483,7 @@ def main(argv) -> int:
     _check_span_marginals(FLAGS.span_marginals)  # before the model directory is read
     bulk_options.check(bulk_options.absl_values(BULK_OPTIONS))
     if FLAGS.describe:
-        sys.stdout.write(export_format.describe(FLAGS.model_dir))
+        sys.stdout.write(export_format.describe(packaged_models.resolve(FLAGS.model_dir)))
         return cli.EXIT_OK
     output_existed = bool(FLAGS.output) and os.path.exists(FLAGS.output)
     try:

@@ -38,7 +38,7 @@ from absl import logging
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the tokenizer's ops the SavedModel uses)
 
-from tetra_tf import cpu, export_format, sentences
+from tetra_tf import cpu, export_format, packaged_models, sentences
 from tetra_tf import text as text_lib
 from tetra_tf.constraints import Constraints
 from tetra_tf import constraints as constraints_lib
@@ -188,11 +188,14 @@ class Parser:
         ```
     """
 
-    def __init__(self, export_dir: str, concurrent_calls: int = DEFAULT_CONCURRENT_CALLS):
+    def __init__(self, export_dir: str | None = None,
+                 concurrent_calls: int = DEFAULT_CONCURRENT_CALLS):
         """Loads the SavedModel.
 
         Args:
-          export_dir: a local path, or one that TensorFlow's file systems read (gs://...).
+          export_dir: an export's path (local, or one that TensorFlow's file systems read:
+            gs://...), or a packaged model's name; None: the packaged default model
+            (`tetra_tf.packaged_models`).
           concurrent_calls: batches parsed at once when a call is given several: their
             model calls run on that many pool threads (so a `tf.device` scope around a
             parse does not reach them), each holding its own activations in memory. If
@@ -202,10 +205,12 @@ class Parser:
 
         Raises:
           ExportError: if export_dir holds no SavedModel, one that is not a tetra-tf
-            export, or unreadable export files.
+            export, or unreadable export files; or names a packaged model that is not
+            there or whose files are damaged.
           ValueError: if concurrent_calls < 1.
         """
         self.concurrent_calls = concurrent_calls
+        export_dir = packaged_models.resolve(export_dir)
         export_format.check(export_dir)
         self.export_dir = export_dir
         if cpu.share_cores(self.concurrent_calls):  # before the load starts TensorFlow's runtime

@@ -1,0 +1,163 @@
+"""Tests for tetra_tf/packaged_models.py: a packed export loads by name and by default, parses
+as its float32 source does, and missing or damaged files are refused with one line."""
+
+import json
+import os
+import shutil
+
+import tetra_tf  # noqa: F401  (selects Keras 2 before TensorFlow loads)
+import pytest
+
+from tetra_tf import packaged_models, parse
+from tetra_tf.errors import ExportError
+from tetra_tf.parser import Parser
+from conftest import run_cli
+
+SENTENCES = [s.split() for s in ("The cat sat on the mat .", "She says he even left early .",
+                                 "Mr. Smith ?", "3 dogs , 2 cats and a bird")]
+
+
+@pytest.fixture(scope="module")
+def packaged_dir(tiny_export_dir, tmp_path_factory):
+    """A packaged-models folder holding the tiny export packed as `tiny`."""
+    root = str(tmp_path_factory.mktemp("packaged"))
+    packaged_models.pack(tiny_export_dir, "tiny", 3, os.path.join(root, "tiny"))
+    return root
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    """A fresh $TETRA_TF_HOME, where packaged models are written out."""
+    monkeypatch.setenv("TETRA_TF_HOME", str(tmp_path / "home"))
+    return tmp_path / "home"
+
+
+@pytest.fixture
+def as_default(packaged_dir, monkeypatch):
+    """The packed tiny export is the package's only model, and its default."""
+    monkeypatch.setattr(packaged_models, "PACKAGED_DIR", packaged_dir)
+    monkeypatch.setattr(packaged_models, "DEFAULT_MODEL", "tiny")
+
+
+@pytest.fixture(scope="module")
+def source_parser(tiny_export_dir):
+    return Parser(tiny_export_dir)
+
+
+def _trees(parser):
+    return [result.bracketed for result in parser.parse_each(SENTENCES)]
+
+
+def test_packed_weights_are_float16_at_half_the_size(packaged_dir, tiny_export_dir):
+    import tensorflow as tf
+
+    packed = tf.train.load_checkpoint(os.path.join(packaged_dir, "tiny",
+                                                   packaged_models.PACKED_WEIGHTS))
+    floats = {str(dtype) for dtype in packed.get_variable_to_dtype_map().values()
+              if dtype.is_floating}
+    assert floats == {"<dtype: 'float16'>"}
+    size = lambda d: sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d))
+    source = size(os.path.join(tiny_export_dir, "variables"))
+    assert size(os.path.join(packaged_dir, "tiny", "weights_float16")) < 0.6 * source
+    assert not os.path.exists(os.path.join(packaged_dir, "tiny", "variables"))
+
+
+def test_a_packaged_model_parses_as_its_source_export(packaged_dir, home, source_parser):
+    export_dir = packaged_models.export_dir("tiny", packaged_dir)
+    assert export_dir == os.path.join(str(home), "models", "tiny", "3")  # TF Serving's layout
+    packaged = Parser(export_dir)
+    assert _trees(packaged) == _trees(source_parser)
+    scores = [r.score for r in packaged.parse_each(SENTENCES)]
+    source_scores = [r.score for r in source_parser.parse_each(SENTENCES)]
+    assert scores == pytest.approx(source_scores, abs=0.05)  # float16 rounding, no more
+
+
+def test_the_export_is_written_once_then_reused(packaged_dir, home, monkeypatch):
+    first = packaged_models.export_dir("tiny", packaged_dir)
+    monkeypatch.setattr(packaged_models, "_write_export",
+                        lambda *args: pytest.fail("written again"))
+    assert packaged_models.export_dir("tiny", packaged_dir) == first
+
+
+def test_an_unwritable_home_gets_a_copy_of_its_own(packaged_dir, tmp_path, monkeypatch):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("TETRA_TF_HOME", str(blocker / "home"))
+    export_dir = packaged_models.export_dir("tiny", packaged_dir)
+    assert not export_dir.startswith(str(blocker))
+    assert os.path.isfile(os.path.join(export_dir, "saved_model.pb"))
+    shutil.rmtree(export_dir)
+
+
+def test_parser_and_resolve_take_a_name_none_or_a_path(as_default, home, tiny_export_dir,
+                                                       source_parser):
+    assert packaged_models.resolve(tiny_export_dir) == tiny_export_dir
+    assert packaged_models.resolve(None) == packaged_models.resolve("tiny")
+    assert _trees(Parser()) == _trees(source_parser)
+    assert Parser("tiny").export_dir == packaged_models.export_dir("tiny")
+
+
+def test_an_unknown_name_is_refused_naming_the_packaged_ones(as_default):
+    with pytest.raises(ExportError, match=r"^tinny is neither an export's path nor a packaged "
+                       r"model's name \(packaged: tiny\)$"):
+        Parser("tinny")
+
+
+def test_a_path_is_never_taken_for_a_name(as_default, tmp_path, monkeypatch):
+    (tmp_path / "tiny").mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert not packaged_models.is_name("tiny")  # ./tiny exists: the user's folder
+    assert not packaged_models.is_name("models/tiny")
+    with pytest.raises(ExportError, match="tiny"):
+        Parser("tiny")
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda d: os.remove(os.path.join(d, "saved_model.pb")), "saved_model.pb is missing"),
+    (lambda d: open(os.path.join(d, "assets", "encoder_vocab.txt"), "a").write("x"),
+     "assets/encoder_vocab.txt does not match its SHA-256"),
+    (lambda d: open(os.path.join(d, "weights_float16", "variables.index"), "ab").write(b"\0"),
+     "weights_float16/variables.index does not match its SHA-256"),
+    (lambda d: open(os.path.join(d, "manifest.json"), "w").write("{"), "manifest.json is unreadable"),
+    (lambda d: shutil.rmtree(d), "no packaged model named tiny"),
+])
+def test_missing_or_damaged_files_are_refused_in_one_line(packaged_dir, home, tmp_path,
+                                                          damage, message):
+    copy = str(tmp_path / "packaged")
+    shutil.copytree(packaged_dir, copy)
+    damage(os.path.join(copy, "tiny"))
+    with pytest.raises(ExportError) as raised:
+        packaged_models.export_dir("tiny", copy)
+    assert message in str(raised.value)
+    assert "\n" not in str(raised.value)
+    assert not os.path.exists(os.path.join(str(home), "models", "tiny", "3"))
+
+
+def test_the_parse_cli_takes_a_packaged_models_name(as_default, home, source_parser):
+    result = run_cli(parse.define_flags, parse.main, "--model_dir=tiny",
+                     stdin="\n".join(" ".join(s) for s in SENTENCES) + "\n")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == _trees(source_parser)
+
+
+def test_the_parse_cli_refuses_a_damaged_packaged_model_in_one_line(as_default, home, tmp_path,
+                                                                    monkeypatch):
+    copy = str(tmp_path / "packaged")
+    shutil.copytree(packaged_models.PACKAGED_DIR, copy)
+    os.remove(os.path.join(copy, "tiny", "saved_model.pb"))
+    monkeypatch.setattr(packaged_models, "PACKAGED_DIR", copy)
+    result = run_cli(parse.define_flags, parse.main, "--model_dir=tiny", stdin="Hi\n")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "error: --model_dir: the packaged model tiny is damaged: saved_model.pb is missing "
+        "(reinstall tetra-tf, or pass an export's path)"]
+
+
+def test_the_manifest_lists_every_file_with_its_digest(packaged_dir):
+    with open(os.path.join(packaged_dir, "tiny", packaged_models.MANIFEST_FILE)) as f:
+        record = json.load(f)
+    on_disk = {os.path.relpath(os.path.join(root, name), os.path.join(packaged_dir, "tiny"))
+               for root, _, names in os.walk(os.path.join(packaged_dir, "tiny"))
+               for name in names} - {packaged_models.MANIFEST_FILE}
+    assert set(record["files"]) == on_disk
+    assert (record["name"], record["version"], record["weights_dtype"]) == ("tiny", "3", "float16")
