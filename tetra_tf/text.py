@@ -14,9 +14,10 @@ lookaround, no backreference, no `(?i)`, no `\\d \\s \\w` (Unicode in Python, AS
 RE2); where NLTK looks ahead, a later rule removes a marker again ("S&P", "AT&T").
 
 After the split, each token is written as the treebank writes it: brackets as -LRB- …,
-straight and curly double quotes as ``` `` ``` or '' by their side, curly single quotes as
-` and ', Unicode dashes and the ellipsis character as -- and ...; the offsets still point
-at the characters of the text.
+a straight double quote as ``` `` ``` or '' by its neighbours, curly quotes as ``` `` ```
+'' ` ', Unicode dashes and the ellipsis character as -- and ...; ``` `` ``` and '' keep the
+side they are written with (NLTK's tokenizer turns a '' after a space into ``` `` ```). The
+offsets still point at the characters of the text.
 
 Sentences are split by rules of the same kind: a candidate end after `.`, `?` or `!`, then
 closing quotes or brackets, whitespace, and a capital or digit; not after a known
@@ -40,7 +41,7 @@ _RESERVED = f"[{MARK}{BEGIN}{END}{SENTENCE}]"
 _WS = "".join(chr(low) if low == high else f"{chr(low)}-{chr(high)}"
               for low, high in sentences.WHITESPACE_RANGES)
 
-# Whole tokens rewritten as the treebank writes them (quotes by side: see `ptb_words`).
+# Whole tokens rewritten as the treebank writes them (a straight quote: see `ptb_words`).
 TOKEN_REWRITES = {**sentences.PTB_BRACKET_ESCAPES,
                   "\u201c": "``", "\u201e": "``", "\u00ab": "``",
                   "\u201d": "''", "\u00bb": "''", "\u2018": "`", "\u2019": "'",
@@ -155,10 +156,11 @@ def ptb_words(surfaces: Sequence[str], starts: Sequence[int],
     """Tokens as written → the words the model reads, as the treebank writes them.
 
     Brackets become -LRB- ..., curly quotes `` '' ` ', Unicode dashes and the ellipsis
-    character -- and ..., and a straight double quote (" or '') opens a quotation (``)
-    when it starts the sentence, follows whitespace, or touches an opening bracket or
-    quote; otherwise it closes one (''). `tokenize` writes its tokens so, and so does the
-    spaCy component with spaCy's own tokens.
+    character -- and ..., and a straight double quote " opens a quotation (``) when it
+    starts the sentence, follows whitespace, or touches an opening bracket or quote;
+    otherwise it closes one (''). `` and '' keep the side they are written with, so PTB
+    words come back as they are. `tokenize` writes its tokens so, and so does the spaCy
+    component with spaCy's own tokens.
 
     Args:
       surfaces: the sentence's tokens as written.
@@ -178,7 +180,7 @@ def ptb_words(surfaces: Sequence[str], starts: Sequence[int],
     words = []
     previous_surface, previous_end = "", 0
     for surface, start, end in zip(surfaces, starts, ends):
-        if surface in ('"', "''"):
+        if surface == '"':
             opening = (start == 0 or start > previous_end
                        or previous_surface in OPENING_SURFACES)
             words.append("``" if opening else "''")
@@ -392,8 +394,7 @@ def _graph_tokens(texts) -> _FlatTokens:
     previous_end = tf.where(first, tf.zeros_like(ends), tf.roll(ends, 1, axis=0))
     opening = (tf.equal(starts, 0) | (starts > previous_end)
                | tf.reduce_any(tf.equal(previous[:, None], list(OPENING_SURFACES)), axis=1))
-    is_quote = tf.equal(surfaces, '"') | tf.equal(surfaces, "''")
-    words = tf.where(is_quote, tf.where(opening, "``", "''"), words)
+    words = tf.where(tf.equal(surfaces, '"'), tf.where(opening, "``", "''"), words)
     return _FlatTokens(words, starts, ends, tokens_per_text)
 
 
