@@ -1,6 +1,7 @@
 """Tests for tetra_tf/text.py: raw text to sentences and PTB tokens with offsets."""
 
 import collections
+import random
 import re
 
 import pytest
@@ -18,6 +19,7 @@ HOSTILE = [
     "Mr. Smith of the U.S. met Dr. J. K. Rowling.", "'Tis the season; gonna wanna go.",
     "\"Quoted\" and ''double'' and `single'.", "a\u00a0b\u2009c \ufeffd",
     "S&P 500 rose; AT&T fell & Co. didn't.", "x\ue000y\ue003z", "(a [b {c} d] e) <f>",
+    "AT&T&S&P\u2019s \u2019Tis it\u2019s\u2019\u2014 \u2018\"so\" x.\u2026",
     "He said ``fine,'' then ''odd'' (``x'').",
 ]
 
@@ -113,28 +115,27 @@ def test_ptb_words_of_the_sample_leaves_are_the_leaves():
 ASCII_SPELLINGS = {"\u201c": "``", "\u201e": "``", "\u00ab": "``", "\u201d": "''",
                    "\u00bb": "''", "\u2018": "`", "\u2019": "'", "\u2012": "--",
                    "\u2013": "--", "\u2014": "--", "\u2015": "--", "\u2026": "..."}
-# \u2019 beside another apostrophe or a closing quote: its ASCII spelling would run into a
-# '' that neither character is, so NLTK has no answer to compare with.
-_NO_NLTK_COUNTERPART = re.compile("\u2019['\u2019\u201d\u00bb]|['\u201d\u00bb]\u2019")
+# \u2019 beside another apostrophe: spelled in ASCII, the two would be a '' that they are
+# not, so NLTK has no answer to compare with.
+_NO_NLTK_COUNTERPART = re.compile("\u2019['\u2019]|'\u2019")
 
 
 def _spelled_in_ascii(line: str) -> str:
     """Deliberate difference 2: each Unicode quote, dash and ellipsis spelled in ASCII, and
-    spaced from ASCII punctuation its spelling would run together with (".\u2026" is not
-    "...."); \u2018 is always spaced (NLTK splits off no lone `)."""
-    def spelled(c: str) -> str:
-        return ASCII_SPELLINGS.get(c, c)
-
+    spaced from an ASCII mark before it that its spelling would take in (".\u2026" is
+    ". ...", not "...." that NLTK reads as "..." "."); \u2018 always spaced (NLTK splits
+    off no lone `), and a closing double quote after an apostrophe spelled " (which closes
+    there) rather than ''."""
     pieces = []
     for i, c in enumerate(line):
-        spelling = spelled(c)
-        if c in ASCII_SPELLINGS and c != "\u2019":
-            before = spelled(line[i - 1]) if i else " "
-            after = spelled(line[i + 1]) if i + 1 < len(line) else " "
-            if c == "\u2018" or before[-1] == spelling[0]:
-                spelling = " " + spelling
-            if c == "\u2018" or after[0] == spelling[-1]:
-                spelling += " "
+        spelling = ASCII_SPELLINGS.get(c, c)
+        before = ASCII_SPELLINGS.get(line[i - 1], line[i - 1]) if i else " "
+        if spelling == "''" and before == "'":
+            spelling = '"'
+        elif c == "\u2018":
+            spelling = " ` "
+        elif c in ASCII_SPELLINGS and before[-1] == spelling[0] and before != spelling:
+            spelling = " " + spelling
         pieces.append(spelling)
     return "".join(pieces)
 
@@ -154,7 +155,7 @@ def nltk_words(line: str) -> list[str] | None:
     6. the reserved characters U+E000 to U+E003 are read as U+FFFD.
 
     Returns:
-      The words; None where \u2019 touches another apostrophe or a closing quote.
+      The words; None where \u2019 touches another apostrophe.
     """
     from nltk.tokenize import TreebankWordTokenizer
 
@@ -166,11 +167,11 @@ def nltk_words(line: str) -> list[str] | None:
     tokenizer = TreebankWordTokenizer()
     words = tokenizer.tokenize(line, convert_parentheses=True)
     spans = list(tokenizer.span_tokenize(line))
-    tokens = [["''" if line[start:end] == "''" else word, start, end]
+    tokens = [["''" if line[start:end] == "''" else word, start, end]  # 3
               for word, (start, end) in zip(words, spans)]
-    if line.startswith('""'):
+    if line.startswith('""'):  # 4
         tokens[1][0] = "''"
-    joined = []
+    joined = []  # 5
     index = 0
     while index < len(tokens):
         word, start, end = tokens[index]
@@ -258,6 +259,57 @@ def test_the_graph_tokenizes_as_the_host_on_hostile_text():
 def test_the_graph_tokenizes_as_the_host_on_the_test_split():
     raws = [raw for _, raw in _gold_and_raw("test")]
     assert _graph_tokens(raws) == [text.tokenize(raw) for raw in raws]
+
+
+# Generated text: words that the contraction and clitic rules split (or must not), and the
+# characters the rules touch, run together or apart by every kind of space.
+GENERATED_TEXTS = 1500
+_GENERATED_WORDS = ("the", "He", "said", "fine", "x", "9", "3.5", "1,000", "U.S.", "Mr.",
+                    "a.m.", "don't", "can't", "it's", "I'm", "they'll", "we've", "dogs'",
+                    "O'Neil", "rock'n'roll", "cannot", "gonna", "wanna", "'tis", "Tis",
+                    "S&P", "AT&T", "it\u2019s", "don\u2019t")
+_GENERATED_PUNCTUATION = ('"', "''", "``", "'", "`", "\u201c", "\u201d", "\u201e",
+                          "\u2018", "\u2019", "\u00ab", "\u00bb", "(", ")", "[", "]", "{",
+                          "}", "<", ">", "--", "-", "\u2012", "\u2013", "\u2014", "\u2015",
+                          "\u2026", ".", "...", "?", "!", ",", ";", ":", "&", "%", "$", "@",
+                          "#")
+_GENERATED_SEPARATORS = ("", "", " ", " ", " ", "  ", "\t", "\n", "\u00a0")
+
+
+def generated_texts(count: int, seed: int = 69) -> list[str]:
+    """count texts of 1 to 12 pieces (a word or a punctuation mark, then a separator)."""
+    rng = random.Random(seed)
+    texts = []
+    for _ in range(count):
+        pieces = []
+        for _ in range(rng.randint(1, 12)):
+            pieces.append(rng.choice(_GENERATED_WORDS if rng.random() < 0.5
+                                     else _GENERATED_PUNCTUATION))
+            pieces.append(rng.choice(_GENERATED_SEPARATORS))
+        texts.append("".join(pieces))
+    return texts
+
+
+def test_tokenizes_generated_text_as_nltk_but_for_deliberate_differences_host_and_graph():
+    """Every difference from NLTK's TreebankWordTokenizer is one of `nltk_words`'
+    deliberate ones, and the graph gives the host's tokens and offsets."""
+    from nltk.tokenize import TreebankWordTokenizer
+
+    texts = generated_texts(GENERATED_TEXTS)
+    host = [text.tokenize(line) for line in texts]
+    compared = differ_from_nltk = 0
+    for line, tokens in zip(texts, host):
+        expected = nltk_words(line)
+        if expected is None:
+            continue
+        compared += 1
+        got = [token.word for token in tokens]
+        assert got == expected, line
+        differ_from_nltk += got != TreebankWordTokenizer().tokenize(line,
+                                                                   convert_parentheses=True)
+    assert compared >= 0.98 * len(texts)
+    assert differ_from_nltk >= 0.2 * compared  # the deliberate differences are exercised
+    assert _graph_tokens(texts) == host
 
 
 def _graph_documents(texts):

@@ -48,30 +48,33 @@ TOKEN_REWRITES = {**sentences.PTB_BRACKET_ESCAPES,
                   "\u2012": "--", "\u2013": "--", "\u2014": "--", "\u2015": "--",
                   "\u2026": "..."}
 # A straight double quote touching one of these (as written) opens a quotation.
-OPENING_SURFACES = ("(", "[", "{", "<", "``", "\u201c", "\u201e", "\u00ab")
+OPENING_SURFACES = ("(", "[", "{", "<", "``", "\u201c", "\u201e", "\u00ab", "\u2018")
+# What the clitic and contraction rules read as an apostrophe.
+APOSTROPHE = "['\u2019]"
 
 
 def _letters(word: str) -> str:
     """A case-insensitive literal without `(?i)` (the engines fold K, ſ … differently)."""
-    return "".join(f"[{c.lower()}{c.upper()}]" if c.isalpha() else re.escape(c) for c in word)
+    return "".join(f"[{c.lower()}{c.upper()}]" if c.isalpha() else APOSTROPHE if c == "'"
+                   else re.escape(c) for c in word)
 
 
 def _token_rules() -> list[tuple[str, str]]:
     """(pattern, replacement) pairs, in NLTK's order; replacements use only \\1..\\9."""
     space = f"[{_WS}{MARK}]"                 # NLTK's " " or \s before its ENDING stage
     boundary = f"[{_WS}{_MARKS}]"            # ... and after NLTK pads the text with spaces
-    apostrophe = "['\u2019]"
+    apostrophe = APOSTROPHE
     not_space = f"[^'\u2019{_WS}{_MARKS}]"  # NLTK's [^' ] in the ENDING stage
     closers = "\\])}>\"'\u201d\u2019\u00bb"
     rules = [
         # STARTING_QUOTES (which way a quote faces is decided per token)
         ("(``)", MARK + r"\1" + MARK),
         (f"([ (\\[{{<{_WS}])(\"|'')", r"\1" + MARK + r"\2" + MARK),
-        ("([\u201c\u201e\u00ab\u2018\u2012-\u2015\u2026])", MARK + r"\1" + MARK),
+        ("([\u201c\u201e\u00ab\u2018])", MARK + r"\1" + MARK),
         # PUNCTUATION
         ("([:,])([^0-9])", MARK + r"\1" + MARK + r"\2"),
         (f"([:,]){END}", MARK + r"\1" + MARK + END),
-        (r"(\.\.\.)", MARK + r"\1" + MARK),
+        ("(\\.\\.\\.|\u2026)", MARK + r"\1" + MARK),  # and \u2026 where NLTK splits ...
         ("([;@#$%&])", MARK + r"\1" + MARK),
         # the final period: NLTK's ([^\.])(\.)([\]\)}>"\']*)\s*$
         (f"([^.])(\\.)([{closers}]*)({space}*){END}", r"\1" + MARK + r"\2\3\4" + END),
@@ -79,7 +82,7 @@ def _token_rules() -> list[tuple[str, str]]:
         (f"([^'\u2019])({apostrophe})({space})", r"\1" + MARK + r"\2\3"),
         # PARENS_BRACKETS, DOUBLE_DASHES
         (r"([\]\[(){}<>])", MARK + r"\1" + MARK),
-        ("(--)", MARK + r"\1" + MARK),
+        ("(--|[\u2012-\u2015])", MARK + r"\1" + MARK),  # and Unicode dashes where -- splits
         # ENDING_QUOTES
         ("('')", MARK + r"\1" + MARK),
         ('(")', MARK + r"\1" + MARK),
@@ -89,9 +92,10 @@ def _token_rules() -> list[tuple[str, str]]:
         (f"({not_space})({apostrophe}ll|{apostrophe}LL|{apostrophe}re|{apostrophe}RE|"
          f"{apostrophe}ve|{apostrophe}VE|n{apostrophe}t|N{apostrophe}T)({boundary})",
          r"\1" + MARK + r"\2\3"),
-        # The treebank keeps "S&P", "AT&T": no split at & between capitals.
-        (f"([A-Z]){MARK}(&){MARK}([A-Z])", r"\1\2\3"),
     ]
+    # The treebank keeps "S&P", "AT&T": no split at & between capitals. Each match takes
+    # the capital after the &, so "AT&T&S" needs two passes.
+    rules += [(f"([A-Z]){MARK}(&){MARK}([A-Z])", r"\1\2\3")] * 2
     # CONTRACTIONS2 and CONTRACTIONS3 ("cannot", "gonna", "'tis" ...); \b is ASCII in both.
     for first, second in (("can", "not"), ("d", "'ye"), ("gim", "me"), ("gon", "na"),
                           ("got", "ta"), ("lem", "me"), ("more", "'n")):
