@@ -205,8 +205,8 @@ def _parser_answers(parser, lines: list[str]) -> list[tuple]:
 def _spacy(export_dir: str, lines: list[str]) -> list[tuple | None]:
     """The spaCy component on docs of the lines' words, each doc one sentence; None for a
     line without words (a doc without tokens has no sentence to parse or refuse). Each
-    tree's leaves are the doc's tokens as benepar writes them: as they are, brackets
-    escaped."""
+    tree's leaves are the doc's tokens as they are, quotes included, with brackets escaped
+    (a token that is a bracket as benepar writes it, -LRB-)."""
     spacy = pytest.importorskip("spacy")
     from spacy.tokens import Doc
 
