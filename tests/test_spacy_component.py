@@ -12,7 +12,7 @@ spacy = pytest.importorskip("spacy")
 
 import nltk  # noqa: E402
 
-from conftest import REPO_ROOT, parse_with_copies_of  # noqa: E402
+from conftest import REPO_ROOT, parse_with_copies_of, requires_nltk_sample  # noqa: E402
 import tetra_tf_spacy  # noqa: E402
 from tetra_tf.parser import ModelError, Parser  # noqa: E402
 from tetra_tf.sentences import escape_leaf  # noqa: E402
@@ -102,6 +102,26 @@ def test_sentence_words_are_the_tokens_written_as_the_treebank_writes_them():
     # The same spelling as raw text gets where the tokens agree.
     raw = "He said \u201cok\u201d \u2014 fine."
     assert sentence_words(_word_tokens(nlp(raw))) == [t.word for t in text.tokenize(raw)]
+
+
+@requires_nltk_sample
+def test_a_doc_of_ptb_words_gives_the_parser_those_words():
+    """Docs made of the sample's gold leaves (as benepar's users make them from
+    pre-tokenized text): the parser gets exactly the leaves, quotes of either side
+    included, as the parse CLI reads them from a line."""
+    from spacy.tokens import Doc
+
+    from tetra_tf import treebank
+
+    vocab = spacy.blank("en").vocab
+    quotes = 0
+    for entry in treebank.read_nltk_sample("test"):
+        if entry.tree is None:
+            continue
+        leaves = treebank.clean_tree(entry.tree).leaves()
+        assert sentence_words(Doc(vocab, words=leaves)) == leaves
+        quotes += leaves.count("''") + leaves.count("``")
+    assert quotes > 0
 
 
 def test_sentences_get_the_parsers_trees_over_their_tokens(nlp, parser):

@@ -24,13 +24,16 @@ PIECE_LIMIT_WORD = "!" * 8  # 8 pieces: the per-word cap
 
 def odd_lines(max_pieces: int) -> list[str]:
     """Lines a user could send: every whitespace character inside a line, format
-    characters, combining marks, brackets raw and escaped, emoji, an over-long word, a
-    sentence past the export's pieces, empty and blank lines."""
+    characters, combining marks, brackets raw and escaped, PTB quotes of both sides (a ''
+    after a space closes, as written), emoji, an over-long word, a sentence past the
+    export's pieces, empty and blank lines."""
     lines = [f"New{char}York is big ." for char in sorted(sentences.WHITESPACE - {"\n"})]
     lines += [f"a{char}b c ." for char in ("\u200b", "\u200c", "\u200d", "\u2060", "\ufeff",
                                            "\u00ad", "\u180e")]
     lines += ["cafe\u0301 is e\u0301 \u0301 .", "( ) [ ] { } .", "-LRB- -RRB- -LSB- -RSB- "
-              "-LCB- -RCB- .", "a(b c[d e{f} :-) .", "smile \U0001F600 \U0001F44D\U0001F3FD "
+              "-LCB- -RCB- .", "a(b c[d e{f} :-) .", "He said `` fine '' .",
+              "'' Odd , '' she said -LRB- `` x '' -RRB- `` .",
+              "smile \U0001F600 \U0001F44D\U0001F3FD "
               "\U0001F468\u200d\U0001F469\u200d\U0001F467 .", "a " + "!" * 60 + " word .",
               " ".join([PIECE_LIMIT_WORD] * (max_pieces // 8 + 1)), "", "  \t\u3000 ",
               "The cat sat on the mat ."]
@@ -201,9 +204,13 @@ def _parser_answers(parser, lines: list[str]) -> list[tuple]:
 
 def _spacy(export_dir: str, lines: list[str]) -> list[tuple | None]:
     """The spaCy component on docs of the lines' words, each doc one sentence; None for a
-    line without words (a doc without tokens has no sentence to parse or refuse)."""
+    line without words (a doc without tokens has no sentence to parse or refuse). Each
+    tree's leaves are the doc's tokens as they are, quotes included, with brackets escaped
+    (a token that is a bracket as benepar writes it, -LRB-)."""
     spacy = pytest.importorskip("spacy")
     from spacy.tokens import Doc
+
+    from tetra_tf import treebank
 
     nlp = spacy.blank("en")
     nlp.add_pipe("tetra_tf", config={"model_dir": export_dir})
@@ -219,8 +226,13 @@ def _spacy(export_dir: str, lines: list[str]) -> list[tuple | None]:
             continue
         sentence = doc[:]
         error = sentence._.parse_error
-        answers.append(_answer(reason=sentences.reason_in(error)) if error
-                       else ("tree", _without_top("(TOP " + sentence._.parse_string + ")")))
+        if error:
+            answers.append(_answer(reason=sentences.reason_in(error)))
+            continue
+        tree = "(TOP " + sentence._.parse_string + ")"
+        assert treebank.parse_tree(tree).leaves() == [
+            sentences.escape_leaf(token.text) for token in doc], tree
+        answers.append(("tree", _without_top(tree)))
     return answers
 
 
@@ -290,6 +302,8 @@ def test_saved_model_splits_each_whitespace_character(saved_model):
 PARAGRAPH = ("Mr. Smith went to Washington (D.C.) on Jan. 5. He said \u201cit\u2019s "
              "fine\u201d \u2014 and left\u2026  \u201cWasn't it?\u201d she asked. "
              "Prices rose 3.5% to $1,000.50!")
+# TeX-style quotes, the closing one once after a space as in text tokenized once.
+TEX_QUOTES = "He said ``it's fine '' and left. ``Really?'' she asked."
 
 
 def _text_sentences(parser, text: str) -> list[tuple]:
@@ -366,8 +380,16 @@ def test_a_paragraph_gets_the_same_sentences_tokens_offsets_and_trees_everywhere
     import tensorflow as tf
 
     parser = parsers(tiny_export_dir)
-    texts = [PARAGRAPH, "", " \t\u3000", "One sentence without an end"]
+    texts = [PARAGRAPH, "", " \t\u3000", "One sentence without an end", TEX_QUOTES]
     expected = [_text_sentences(parser, text) for text in texts]
+    # Quotes keep the side they are written with.
+    assert [s[2] for s in expected[4]] == [
+        ["He", "said", "``", "it", "'s", "fine", "''", "and", "left", "."],
+        ["``", "Really", "?", "''", "she", "asked", "."]]
+    # Its sentences' words, as a Doc of PTB words, get the same trees from spaCy.
+    with _loaded_once(parser):
+        assert _spacy(tiny_export_dir, [" ".join(s[2]) for s in expected[4]]) == [
+            _answer(s[5]) for s in expected[4]]
     # The paragraph's three sentences ("…" ends none), each token's offsets its surface.
     assert [s[2][:2] for s in expected[0]] == [["Mr.", "Smith"], ["He", "said"],
                                                ["Prices", "rose"]]

@@ -14,9 +14,10 @@ lookaround, no backreference, no `(?i)`, no `\\d \\s \\w` (Unicode in Python, AS
 RE2); where NLTK looks ahead, a later rule removes a marker again ("S&P", "AT&T").
 
 After the split, each token is written as the treebank writes it: brackets as -LRB- …,
-straight and curly double quotes as ``` `` ``` or '' by their side, curly single quotes as
-` and ', Unicode dashes and the ellipsis character as -- and ...; the offsets still point
-at the characters of the text.
+a straight double quote as ``` `` ``` or '' by its neighbours, curly quotes as ``` `` ```
+'' ` ', Unicode dashes and the ellipsis character as -- and ...; ``` `` ``` and '' keep the
+side they are written with (NLTK's tokenizer turns a '' after a space into ``` `` ```). The
+offsets still point at the characters of the text.
 
 Sentences are split by rules of the same kind: a candidate end after `.`, `?` or `!`, then
 closing quotes or brackets, whitespace, and a capital or digit; not after a known
@@ -40,37 +41,40 @@ _RESERVED = f"[{MARK}{BEGIN}{END}{SENTENCE}]"
 _WS = "".join(chr(low) if low == high else f"{chr(low)}-{chr(high)}"
               for low, high in sentences.WHITESPACE_RANGES)
 
-# Whole tokens rewritten as the treebank writes them (quotes by side: see `ptb_words`).
+# Whole tokens rewritten as the treebank writes them (a straight quote: see `ptb_words`).
 TOKEN_REWRITES = {**sentences.PTB_BRACKET_ESCAPES,
                   "\u201c": "``", "\u201e": "``", "\u00ab": "``",
                   "\u201d": "''", "\u00bb": "''", "\u2018": "`", "\u2019": "'",
                   "\u2012": "--", "\u2013": "--", "\u2014": "--", "\u2015": "--",
                   "\u2026": "..."}
 # A straight double quote touching one of these (as written) opens a quotation.
-OPENING_SURFACES = ("(", "[", "{", "<", "``", "\u201c", "\u201e", "\u00ab")
+OPENING_SURFACES = ("(", "[", "{", "<", "``", "\u201c", "\u201e", "\u00ab", "\u2018")
+# What the clitic and contraction rules read as an apostrophe.
+APOSTROPHE = "['\u2019]"
 
 
 def _letters(word: str) -> str:
     """A case-insensitive literal without `(?i)` (the engines fold K, ſ … differently)."""
-    return "".join(f"[{c.lower()}{c.upper()}]" if c.isalpha() else re.escape(c) for c in word)
+    return "".join(f"[{c.lower()}{c.upper()}]" if c.isalpha() else APOSTROPHE if c == "'"
+                   else re.escape(c) for c in word)
 
 
 def _token_rules() -> list[tuple[str, str]]:
     """(pattern, replacement) pairs, in NLTK's order; replacements use only \\1..\\9."""
     space = f"[{_WS}{MARK}]"                 # NLTK's " " or \s before its ENDING stage
     boundary = f"[{_WS}{_MARKS}]"            # ... and after NLTK pads the text with spaces
-    apostrophe = "['\u2019]"
+    apostrophe = APOSTROPHE
     not_space = f"[^'\u2019{_WS}{_MARKS}]"  # NLTK's [^' ] in the ENDING stage
     closers = "\\])}>\"'\u201d\u2019\u00bb"
     rules = [
         # STARTING_QUOTES (which way a quote faces is decided per token)
         ("(``)", MARK + r"\1" + MARK),
         (f"([ (\\[{{<{_WS}])(\"|'')", r"\1" + MARK + r"\2" + MARK),
-        ("([\u201c\u201e\u00ab\u2018\u2012-\u2015\u2026])", MARK + r"\1" + MARK),
+        ("([\u201c\u201e\u00ab\u2018])", MARK + r"\1" + MARK),
         # PUNCTUATION
         ("([:,])([^0-9])", MARK + r"\1" + MARK + r"\2"),
         (f"([:,]){END}", MARK + r"\1" + MARK + END),
-        (r"(\.\.\.)", MARK + r"\1" + MARK),
+        ("(\\.\\.\\.|\u2026)", MARK + r"\1" + MARK),  # and \u2026 where NLTK splits ...
         ("([;@#$%&])", MARK + r"\1" + MARK),
         # the final period: NLTK's ([^\.])(\.)([\]\)}>"\']*)\s*$
         (f"([^.])(\\.)([{closers}]*)({space}*){END}", r"\1" + MARK + r"\2\3\4" + END),
@@ -78,7 +82,7 @@ def _token_rules() -> list[tuple[str, str]]:
         (f"([^'\u2019])({apostrophe})({space})", r"\1" + MARK + r"\2\3"),
         # PARENS_BRACKETS, DOUBLE_DASHES
         (r"([\]\[(){}<>])", MARK + r"\1" + MARK),
-        ("(--)", MARK + r"\1" + MARK),
+        ("(--|[\u2012-\u2015])", MARK + r"\1" + MARK),  # and Unicode dashes where -- splits
         # ENDING_QUOTES
         ("('')", MARK + r"\1" + MARK),
         ('(")', MARK + r"\1" + MARK),
@@ -88,9 +92,10 @@ def _token_rules() -> list[tuple[str, str]]:
         (f"({not_space})({apostrophe}ll|{apostrophe}LL|{apostrophe}re|{apostrophe}RE|"
          f"{apostrophe}ve|{apostrophe}VE|n{apostrophe}t|N{apostrophe}T)({boundary})",
          r"\1" + MARK + r"\2\3"),
-        # The treebank keeps "S&P", "AT&T": no split at & between capitals.
-        (f"([A-Z]){MARK}(&){MARK}([A-Z])", r"\1\2\3"),
     ]
+    # The treebank keeps "S&P", "AT&T": no split at & between capitals. Each match takes
+    # the capital after the &, so "AT&T&S" needs two passes.
+    rules += [(f"([A-Z]){MARK}(&){MARK}([A-Z])", r"\1\2\3")] * 2
     # CONTRACTIONS2 and CONTRACTIONS3 ("cannot", "gonna", "'tis" ...); \b is ASCII in both.
     for first, second in (("can", "not"), ("d", "'ye"), ("gim", "me"), ("gon", "na"),
                           ("got", "ta"), ("lem", "me"), ("more", "'n")):
@@ -155,10 +160,11 @@ def ptb_words(surfaces: Sequence[str], starts: Sequence[int],
     """Tokens as written → the words the model reads, as the treebank writes them.
 
     Brackets become -LRB- ..., curly quotes `` '' ` ', Unicode dashes and the ellipsis
-    character -- and ..., and a straight double quote (" or '') opens a quotation (``)
-    when it starts the sentence, follows whitespace, or touches an opening bracket or
-    quote; otherwise it closes one (''). `tokenize` writes its tokens so, and so does the
-    spaCy component with spaCy's own tokens.
+    character -- and ..., and a straight double quote " opens a quotation (``) when it
+    starts the sentence, follows whitespace, or touches an opening bracket or quote;
+    otherwise it closes one (''). `` and '' keep the side they are written with, so PTB
+    words come back as they are. `tokenize` writes its tokens so, and so does the spaCy
+    component with spaCy's own tokens.
 
     Args:
       surfaces: the sentence's tokens as written.
@@ -178,7 +184,7 @@ def ptb_words(surfaces: Sequence[str], starts: Sequence[int],
     words = []
     previous_surface, previous_end = "", 0
     for surface, start, end in zip(surfaces, starts, ends):
-        if surface in ('"', "''"):
+        if surface == '"':
             opening = (start == 0 or start > previous_end
                        or previous_surface in OPENING_SURFACES)
             words.append("``" if opening else "''")
@@ -392,8 +398,7 @@ def _graph_tokens(texts) -> _FlatTokens:
     previous_end = tf.where(first, tf.zeros_like(ends), tf.roll(ends, 1, axis=0))
     opening = (tf.equal(starts, 0) | (starts > previous_end)
                | tf.reduce_any(tf.equal(previous[:, None], list(OPENING_SURFACES)), axis=1))
-    is_quote = tf.equal(surfaces, '"') | tf.equal(surfaces, "''")
-    words = tf.where(is_quote, tf.where(opening, "``", "''"), words)
+    words = tf.where(tf.equal(surfaces, '"'), tf.where(opening, "``", "''"), words)
     return _FlatTokens(words, starts, ends, tokens_per_text)
 
 
