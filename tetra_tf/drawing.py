@@ -70,7 +70,9 @@ def tree_svg(bracketed: str, words: Sequence[str] | None = None,
         label = _node(_xml_text(node.label()), POS if is_pos else LABEL, probability)
         return [label, *(build(child, False) for child in node)]
 
-    layout = svgling.core.TreeLayout(build(tree, True), options=svgling.core.TreeOptions())
+    # The words on one row at the bottom, to be read as the sentence.
+    layout = svgling.core.TreeLayout(build(tree, True),
+                                     options=svgling.core.TreeOptions(leaf_nodes_align=True))
     if probabilities_left:
         raise ValueError(f"{len(probabilities_left)} more probabilities than constituents")
     return layout.get_svg().tostring()
