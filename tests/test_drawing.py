@@ -95,3 +95,25 @@ def test_typed_text_is_text_never_markup(typed):
 def test_mismatched_words_or_probabilities_are_refused(words, probabilities, message):
     with pytest.raises(ValueError, match=message):
         drawing.tree_svg("(TOP (S (NP (DT a)) (VP (VB b))))", words, probabilities)
+
+
+def test_a_text_sentence_draws_its_words_as_written_and_shows_a_refusal(tiny_export_dir):
+    """TextSentence.to_svg: the tokens as written ("(" not -LRB-, the typed markup as
+    text); a refused sentence's Jupyter view is its reason, escaped."""
+    from tetra_tf.sentences import SentenceError
+
+    parser = Parser(tiny_export_dir)
+    text = "He left (early) & <b>then</b>. Word " + " ".join(["word"] * 15) + "."
+    first, second = parser.parse_text(text, limits=parser.sentence_limits.lowered(15),
+                                      marginals=True)
+    svg = first.to_svg()
+    assert first._repr_html_() == svg
+    assert texts(svg, drawing.WORD) == [text[t.start:t.end] for t in first.tokens]
+    assert "(" in texts(svg, drawing.WORD) and "-LRB-" in first.words
+    assert texts(svg, drawing.PROBABILITY) == [
+        f"{c.probability:.2f}" for c in first.result.constituents]
+    assert isinstance(second.result, SentenceError)
+    with pytest.raises(SentenceError, match="too_many_words"):
+        second.to_svg()
+    view = second._repr_html_()
+    assert view.startswith("<p>refused: too_many_words: ") and "<b>" not in view
