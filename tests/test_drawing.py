@@ -117,3 +117,14 @@ def test_a_text_sentence_draws_its_words_as_written_and_shows_a_refusal(tiny_exp
         second.to_svg()
     view = second._repr_html_()
     assert view.startswith("<p>refused: too_many_words: ") and "<b>" not in view
+
+
+def test_a_deep_tree_draws_and_one_too_deep_is_refused():
+    """svgling recurses through the tree: a tree deeper than Python's default recursion
+    limit still draws; past MAX_DEPTH levels it is refused in one line."""
+    def chain(depth):
+        return "(TOP " + "(X (Y w) " * depth + "(Y w)" + ")" * depth + ")"
+
+    assert texts(drawing.tree_svg(chain(600)), drawing.WORD) == ["w"] * 601
+    with pytest.raises(ValueError, match=f"levels deep; at most {drawing.MAX_DEPTH}"):
+        drawing.tree_svg(chain(drawing.MAX_DEPTH))

@@ -16,6 +16,7 @@ preorder (the order its string writes them).
 from __future__ import annotations
 
 import re
+import sys
 from typing import Sequence
 
 LABEL, POS, WORD, PROBABILITY = "label", "pos", "word", "probability"
@@ -24,6 +25,9 @@ XML_DECLARATION = '<?xml version="1.0" encoding="utf-8" ?>\n'
 # probable (at most MAX_SHADE_OPACITY, so that the label stays readable).
 SHADE_COLOR = "#2f6fde"
 MAX_SHADE_OPACITY = 0.55
+# The deepest tree drawn (svgling recurses through it; a parse this deep has thousands of
+# words).
+MAX_DEPTH = 2000
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
 
@@ -44,13 +48,20 @@ def tree_svg(bracketed: str, words: Sequence[str] | None = None,
       The SVG, as text.
 
     Raises:
-      ValueError: bracketed is not one tree, or words or probabilities do not match it.
+      ValueError: bracketed is not one tree, words or probabilities do not match it, or it
+        is more than MAX_DEPTH levels deep.
     """
     import svgling.core  # pylint: disable=import-outside-toplevel  (only when drawing)
 
     from tetra_tf import treebank  # pylint: disable=import-outside-toplevel
 
     tree = treebank.parse_tree(bracketed)
+    depth = tree.height()
+    if depth > MAX_DEPTH:
+        raise ValueError(f"the tree is {depth} levels deep; at most {MAX_DEPTH} are drawn")
+    # svgling lays out and writes a tree recursively, a few frames a level.
+    if sys.getrecursionlimit() < 8 * depth + 1000:
+        sys.setrecursionlimit(8 * depth + 1000)
     leaves = tree.leaves()
     if words is not None and len(words) != len(leaves):
         raise ValueError(f"{len(words)} words for a tree of {len(leaves)} leaves")

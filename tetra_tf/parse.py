@@ -403,12 +403,15 @@ def _write_svg(folder: str, name: str, result, sentence) -> None:
     """Draws a parse (a document's sentence with its words as written) into folder/name.
 
     Raises:
-      OutputError: the file cannot be written.
+      OutputError: the tree cannot be drawn, or the file cannot be written.
     """
     from tetra_tf import drawing  # pylint: disable=import-outside-toplevel
 
-    svg = sentence.to_svg() if sentence is not None else result.to_svg()
     path = os.path.join(folder, name)
+    try:
+        svg = sentence.to_svg() if sentence is not None else result.to_svg()
+    except ValueError as e:  # (a tree too deep to draw)
+        raise OutputError(f"cannot draw {path}: {e}") from None
     try:
         with open(path, "w", encoding="utf-8") as file:
             file.write(drawing.XML_DECLARATION + svg + "\n")
