@@ -81,9 +81,11 @@ def tree_svg(bracketed: str, words: Sequence[str] | None = None,
         label = _node(_xml_text(node.label()), POS if is_pos else LABEL, probability)
         return [label, *(build(child, False) for child in node)]
 
-    # The words on one row at the bottom, to be read as the sentence.
+    # The words on one row at the bottom, to be read as the sentence; a little more room
+    # around each label than svgling's default (its widths are estimated from characters).
     layout = svgling.core.TreeLayout(build(tree, True),
-                                     options=svgling.core.TreeOptions(leaf_nodes_align=True))
+                                     options=svgling.core.TreeOptions(leaf_nodes_align=True,
+                                                                      leaf_padding=3))
     if probabilities_left:
         raise ValueError(f"{len(probabilities_left)} more probabilities than constituents")
     return layout.get_svg().tostring()
