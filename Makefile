@@ -103,9 +103,9 @@ unlabeled:
 parse:
 	$(PYTHON) -m tetra_tf.parse --model_dir=$(EXPORT_DIR) --input=$(INPUT) --output=$(OUTPUT)
 
-# TF Serving's REST API on 127.0.0.1:8501 for the export.
+# TF Serving's REST API on 127.0.0.1:8501 for the export, and the parse page at http://127.0.0.1:8501/.
 serve:
-	$(PYTHON) serving/server.py --model_base_path=$(dir $(EXPORT_DIR)) --model_name=tetra --rest_api_port=8501
+	$(PYTHON) serving/server.py --model_base_path=$(dir $(EXPORT_DIR)) --model_name=tetra --rest_api_port=8501 --parse_page
 
 bench:
 	$(PYTHON) bench/decoder.py

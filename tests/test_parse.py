@@ -3,12 +3,14 @@
 import bz2
 import dataclasses
 import gzip
+import json
 import inspect
 import io
 import lzma
 import os
 import subprocess
 import sys
+import xml.etree.ElementTree as ElementTree
 
 import tetra_tf  # noqa: F401  (selects Keras 2 before TensorFlow loads)
 
@@ -681,3 +683,136 @@ def test_eval_export_scores_with_gold_or_predicted_pos(export_dir, parser, loade
     gold_path.write_text("(TOP (S (NN a)\n", encoding="utf-8")
     with pytest.raises(ValueError, match="gold.txt:1: not a tree"):
         eval_export.read_gold(str(gold_path))
+
+
+JSON_LINES = ["The cat sat on the mat .", "", "-LRB- 1\\/2 -RRB- ``quoted''",
+              "a b c d e f g h", "<script>alert(1)</script> <b> &amp;"]
+
+
+@pytest.mark.parametrize("flags, options", [
+    ((), {}),
+    (("--marginals",), {"marginals": True}),
+    (("--span_marginals=0.01",), {"span_marginals": 0.01}),
+    (("--k_best",), {"k_best": True}),
+])
+def test_cli_json_reads_back_as_parse_each(export_dir, parser, flags, options):
+    """Each JSON line read back: the same words, tags, tree, score, constituents, spans,
+    probabilities and k best trees as Parser.parse_each on that line; a refused line's
+    object carries the reason and the error the text output reports."""
+    text = "\n".join(JSON_LINES) + "\n"
+    result = _cli_here(f"--model_dir={export_dir}", "--output_format=json", "--max_words=7",
+                       "--on_error=skip", *flags, stdin=text, parser=parser)
+    assert result.returncode == 0, result.stderr
+    records = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [record["line"] for record in records] == list(range(1, len(JSON_LINES) + 1))
+    limits = parser.sentence_limits.lowered(7)
+    expected = parser.parse_each([line.split() for line in JSON_LINES], limits=limits,
+                                 **options)
+    errors = result.stderr.splitlines()
+    for number, (record, want) in enumerate(zip(records, expected), start=1):
+        if isinstance(want, sentences.SentenceError):
+            # The reason parse_each gives; the error the command reports for the line.
+            assert set(record) == {"line", "reason", "error"}
+            assert record["reason"] == want.reason
+            assert record["error"].startswith(f"{want.reason}: ")
+            assert f"line {number}: {record['error']}" in errors
+            continue
+        assert record["words"] == JSON_LINES[number - 1].split()
+        assert record["pos_tags"] == want.pos_tags and record["tree"] == want.bracketed
+        assert record["score"] == want.score
+        assert record == {"line": number, **want.to_dict()}
+        if "marginals" in options or "span_marginals" in options:
+            assert record["tree_probability"] == want.tree_probability
+            assert [(c["label"], c["start"], c["end"], c["probability"])
+                    for c in record["constituents"]] == [
+                (c.label, c.start, c.end, c.probability) for c in want.constituents]
+            assert record["constituent_marginals"] == list(want.constituent_marginals)
+        else:
+            assert "constituents" not in record
+        if "span_marginals" in options:
+            assert [Constituent(**span) for span in record["span_marginals"]] == list(
+                want.span_marginals)
+        if "k_best" in options:
+            assert [(k["tree"], k["score"]) for k in record["k_best"]] == list(want.k_best)
+            assert record["k_best"][0]["tree"] == record["tree"]
+    # The same reasons as the text output's.
+    plain = _cli_here(f"--model_dir={export_dir}", "--max_words=7", "--on_error=skip",
+                      stdin=text, parser=parser)
+    assert [line for line in plain.stderr.splitlines() if line.startswith("line ")] == [
+        line for line in errors if line.startswith("line ")]
+
+
+def test_cli_json_documents_read_back_as_parse_text(export_dir, parser):
+    """With --documents: an object per sentence with its numbers, offsets, words and
+    parse, as Parser.parse_text gives them (TextSentence.to_dict); typed markup stays
+    text."""
+    lines = ["It rained (a lot). We left &amp; ran <b>home</b>.", "",
+             "One two three four five six seven eight nine ten eleven twelve thirteen "
+             "fourteen fifteen sixteen. Short one."]
+    result = _cli_here(f"--model_dir={export_dir}", "--output_format=json", "--documents",
+                       "--marginals", "--max_words=15", "--on_error=skip",
+                       stdin="\n".join(lines) + "\n", parser=parser)
+    assert result.returncode == 0, result.stderr
+    records = [json.loads(line) for line in result.stdout.splitlines()]
+    # One call on every line, as the command makes it (batches change the last bits).
+    parsed = parser.parse_texts(lines, limits=parser.sentence_limits.lowered(15),
+                                marginals=True)
+    expected = [(number, index, sentence)
+                for number, document in enumerate(parsed, start=1)
+                for index, sentence in enumerate(document, start=1)]
+    assert len(records) == len(expected) == 4
+    for record, (number, index, sentence) in zip(records, expected):
+        assert record == {"line": number, "sentence_number": index, **sentence.to_dict()}
+        line = lines[number - 1]
+        assert line[record["start"]:record["end"]].strip()
+        assert [line[start:end] for start, end in zip(record["word_starts"],
+                                                       record["word_ends"])] == list(
+            sentence.written)
+    refused = [record for record in records if "reason" in record]
+    assert [(r["line"], r["sentence_number"], r["reason"]) for r in refused] == [
+        (3, 1, "too_many_words")]
+    assert "tree" not in refused[0] and refused[0]["words"][0] == "One"
+    assert {"&", "amp", ";", "<", "b", ">"} <= set(records[1]["words"])
+
+
+def test_cli_svg_draws_one_file_per_sentence(export_dir, parser, tmp_path):
+    """--output_format=svg: a drawing per parsed sentence, named by line and sentence; the
+    documents' drawings show the words as written; nothing on stdout."""
+    folder = tmp_path / "drawings"
+    result = _cli_here(f"--model_dir={export_dir}", "--output_format=svg", "--marginals",
+                       f"--output={folder}", "--on_error=skip",
+                       stdin="The cat sat .\n\n-LRB- x -RRB-\n", parser=parser)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == ""
+    assert sorted(os.listdir(folder)) == ["line-1.svg", "line-3.svg"]
+    drawing_3 = (folder / "line-3.svg").read_text(encoding="utf-8")
+    assert drawing_3.startswith("<?xml") and ">-LRB-</text>" in drawing_3
+    documents = tmp_path / "documents"
+    result = _cli_here(f"--model_dir={export_dir}", "--output_format=svg", "--documents",
+                       f"--output={documents}", stdin="He left (early).\n",
+                       parser=parser)
+    assert result.returncode == 0, result.stderr
+    names = sorted(os.listdir(documents))
+    assert names == ["line-1-sentence-1.svg"]
+    drawn = ElementTree.parse(documents / names[0]).getroot()
+    words = [element.text for element in drawn.iter("{http://www.w3.org/2000/svg}text")
+             if element.get("class") == "word"]
+    assert words == ["He", "left", "(", "early", ")", "."]
+    result = _cli_here(f"--model_dir={export_dir}", "--output_format=svg", "--documents",
+                       f"--output={documents}", stdin="\n<b>Then</b> &amp;\n", parser=parser)
+    drawn = ElementTree.parse(documents / "line-2-sentence-1.svg").getroot()
+    assert [element.text for element in drawn.iter("{http://www.w3.org/2000/svg}text")
+            if element.get("class") == "word"] == ["<", "b", ">", "Then", "<", "/b", ">",
+                                                  "&", "amp", ";"]
+    assert drawn.find(".//b") is None
+
+
+@pytest.mark.parametrize("flags, message", [
+    (("--output_format=xml",), "--output_format"),
+    (("--k_best",), "--k_best needs --output_format=json"),
+    (("--output_format=json", "--k_best", "--marginals"), "--k_best cannot be combined"),
+])
+def test_cli_output_format_usage_errors(tmp_path, flags, message):
+    result = _cli_here(f"--model_dir={tmp_path}", *flags, stdin="a b\n")
+    assert result.returncode == 2
+    assert message in result.stderr and len(result.stderr.splitlines()) <= 2

@@ -29,6 +29,7 @@ import tetra_tf  # noqa: F401,E402  (selects Keras 2 before TensorFlow loads)
 
 from tetra_tf import bulk_options, sentences, spark_parse  # noqa: E402
 from tetra_tf import spark as tetra_spark  # noqa: E402
+from tetra_tf.parser import ParseResult  # noqa: E402
 from conftest import REPO_ROOT, assert_spans_are_the_parsers, run_module  # noqa: E402
 
 
@@ -403,7 +404,7 @@ class _RecordingParser:
                    span_marginals=None):
         self.calls.append((words, batch_size))
         return [sentences.SentenceError(sentences.REJECTED, "no") if "REFUSE" in sentence
-                else type("Result", (), {"bracketed": " ".join(sentence), "score": -1.0})()
+                else ParseResult(" ".join(sentence), -1.0, [], [], [])
                 for sentence in words]
 
 

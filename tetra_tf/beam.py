@@ -62,7 +62,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 from apache_beam.ml.inference.base import ModelHandler, PredictionResult, RunInference
 
-from tetra_tf import bulk_options, export_format, packaged_models, sentences
+from tetra_tf import bulk_options, export_format, packaged_models, parse_record, sentences
 from tetra_tf import text as text_lib
 from tetra_tf.bulk_options import DEFAULT_BATCH_SIZE
 
@@ -316,15 +316,11 @@ def parse_fields(result: ParseResult, marginals: bool = False,
       float`` and ``"constituent_marginals": [float, ...]`` (`ParseResult`'s, as a list);
       with span_marginals also ``"span_marginals": [{"label": str, "start": int, "end":
       int, "probability": float}, ...]`` (`ParseResult.span_marginals`, in its order;
-      `bulk_options.span_records`).
+      `parse_record.span_records`). The names and values are `parse_record`'s: the
+      same as in `ParseResult.to_dict` and the parse command's JSON.
     """
-    fields = {"tree": result.bracketed, "score": result.score}
-    if marginals or span_marginals is not None:
-        fields.update(tree_probability=result.tree_probability,
-                      constituent_marginals=list(result.constituent_marginals))
-    if span_marginals is not None:
-        fields.update(span_marginals=bulk_options.span_records(result.span_marginals))
-    return fields
+    del marginals, span_marginals  # the result holds what it was parsed with
+    return parse_record.bulk_fields(result)
 
 
 def sentence_words(sentence: Sentence) -> int:
@@ -492,9 +488,11 @@ def dead_letter(path: str, number: int, error: sentences.SentenceError,
       "REASON: detail" (e.g. ``"empty: no words (give one sentence per line)"``), the
       reason one of `sentences.REASONS`.
     """
-    record = {"file": path, "line": number, "reason": error.reason, "error": str(error)}
+    record = {parse_record.FILE: path, parse_record.LINE: number,
+              **parse_record.error_fields(error)}
     if sentence is not None:
-        record.update(zip(("sentence_number", "start", "end"), sentence))
+        record.update(zip((parse_record.SENTENCE_NUMBER, parse_record.START,
+                           parse_record.END), sentence))
     return record
 
 
@@ -545,10 +543,10 @@ class SplitResults(beam.DoFn):
             return
         self._parsed.inc()
         self._words.inc(sentence.num_words)
-        record = {"file": sentence.file, "line": sentence.line}
+        record = {parse_record.FILE: sentence.file, parse_record.LINE: sentence.line}
         if sentence.sentence_number:
-            record.update(sentence_number=sentence.sentence_number, start=sentence.start,
-                          end=sentence.end)
+            record.update({parse_record.SENTENCE_NUMBER: sentence.sentence_number,
+                           parse_record.START: sentence.start, parse_record.END: sentence.end})
         yield {**record, **inference}
 
 

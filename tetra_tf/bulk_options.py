@@ -7,8 +7,7 @@ help and check. Each program names the options it really has; `define_absl_flags
 `add_argparse_arguments` defines them, and `check` tests their values the same way
 everywhere (a missing required option, a bad number, --errors without --on_error=skip, a
 --model_dir without a SavedModel), raising `cli.UsageError` for the first problem.
-`DEFAULT_BATCH_SIZE` is the one default batch size of every way in (`Parser` included);
-`span_records` is how Beam's records and Spark's rows hold every labelled span.
+`DEFAULT_BATCH_SIZE` is the one default batch size of every way in (`Parser` included).
 
 Ordered output (--ordered of Beam and Spark): for each input file, ``FOLDER/PATH.trees``
 (FOLDER: the output followed by ``-ordered``; PATH: the file's path below the common folder
@@ -32,9 +31,6 @@ from absl import flags
 
 from tetra_tf import cli, export_format, packaged_models, sentences
 from tetra_tf.errors import ExportError
-
-if TYPE_CHECKING:  # tetra_tf.parser loads TensorFlow
-    from tetra_tf.parser import Constituent
 
 # Flags defined here belong to the program that asks for them (they show in its --help).
 flags.disclaim_key_flags()
@@ -246,20 +242,6 @@ def _check_value(option: Option, value: Any) -> None:
     if option.minimum is not None and value < option.minimum:
         limit = "positive" if option.minimum == 1 else f"{option.minimum} or more"
         raise cli.UsageError(f"--{option.name} must be {limit}")
-
-
-def span_records(spans: Iterable[Constituent]) -> list[dict[str, Any]]:
-    """Every labelled span of a parse (`ParseResult.span_marginals`) as Beam's records and
-    Spark's rows hold them.
-
-    Args:
-      spans: the spans, in the Parser's order (by start, end, label).
-
-    Returns:
-      ``[{"label": str, "start": int, "end": int, "probability": float}, ...]`` in that
-      order (start and end: the first and last word, 0-based, inclusive).
-    """
-    return [dataclasses.asdict(span) for span in spans]
 
 
 # --------------------------------------------------------------------------------------

@@ -3,6 +3,7 @@ r"""Parses sentences, one per line, with an exported SavedModel; writes one tree
   python -m tetra_tf.parse --model_dir=models/tetra/1 [--input=FILE] [--output=FILE]
       [--tokenize | --documents] [--batch_size=64] [--on_error=fail|skip] [--errors=FILE]
       [--max_words=N] [--max_line_bytes=N] [--scores] [--marginals] [--span_marginals=P]
+      [--output_format=text|json|svg] [--k_best]
   python -m tetra_tf.parse --model_dir=models/tetra/1 --describe
 
 Input (stdin by default, or --input=FILE; FILE.gz, .bz2, .xz and .lzma are decompressed):
@@ -35,6 +36,19 @@ it (from 1), its start and end character offsets in the line, and its tree (with
 a blank line has no sentences and writes nothing. A refused sentence is a bad line as
 below, named "line N: sentence M"; with --on_error=skip its output line has an empty
 tree, and a refused line (not_utf8, too_long) writes nothing (both are reported).
+
+Formats (--output_format): text, the lines above; json, one JSON object per output line
+instead (`json_record`, field names from tetra_tf/parse_record.py, the same as Beam's
+records and Spark's columns): ``line`` (and with --documents ``sentence_number``,
+``start``, ``end``, ``word_starts``, ``word_ends``), ``words``, ``pos_tags``, ``tree``,
+``score``; with --marginals ``tree_probability``, ``constituent_marginals`` and
+``constituents`` ([{label, start, end, probability}]); with --span_marginals
+``span_marginals``; with --k_best ``k_best`` ([{tree, score}], best first); a refused line
+or sentence (with --on_error=skip) gets an object with ``reason`` and ``error`` instead of
+an empty line. svg: each tree drawn by tetra_tf/drawing.py into its own file in the folder
+--output names (made if missing), line-N.svg, or line-N-sentence-M.svg with --documents
+(whose drawings show the words as written); with --marginals each constituent shows its
+probability; nothing goes to stdout.
 
 Streaming: lines are read, parsed and written in chunks (at most 4096 lines or 8 MiB of
 text; sorted by length inside a chunk so that batches pad little), so memory does not
@@ -74,6 +88,7 @@ import collections
 import contextlib
 import dataclasses
 import io
+import json
 import os
 import stat
 import sys
@@ -83,8 +98,12 @@ from typing import IO, Any, Iterator, Sequence, TextIO
 from absl import flags
 from tqdm import tqdm
 
-from tetra_tf import bulk_options, cli, export_format, packaged_models, sentences
+from tetra_tf import bulk_options, cli, export_format, packaged_models, parse_record, sentences
 from tetra_tf.errors import InputError
+
+# --output_format: bracketed trees in columns, JSON objects, or SVG drawings.
+TEXT, JSON, SVG = "text", "json", "svg"
+OUTPUT_FORMATS = (TEXT, JSON, SVG)
 
 # A chunk is read, parsed and written before the next is read: this bounds memory.
 CHUNK_LINES = 4096
@@ -209,7 +228,8 @@ def run(model_dir: str, input_file: IO, output_file: IO, tokenize: bool = False,
         chunk_lines: int = CHUNK_LINES, output_name: str = "the output",
         errors_name: str = "--errors", scores: bool = False,
         documents: bool = False, marginals: bool = False,
-        span_marginals: float | None = None) -> Summary:
+        span_marginals: float | None = None, output_format: str = TEXT,
+        k_best: bool = False, svg_dir: str | None = None) -> Summary:
     """Parses every line of input_file into output_file, chunk by chunk; returns a Summary.
 
     Args:
@@ -232,6 +252,12 @@ def run(model_dir: str, input_file: IO, output_file: IO, tokenize: bool = False,
         line per sentence (`format_sentence`: line and sentence numbers, offsets, tree),
         none for a blank line; a refused sentence's tree is empty (with "skip"), a refused
         line writes nothing; both are reported to errors_file.
+      output_format: TEXT (the lines above), JSON (one `parse_record` object per
+        sentence: `json_record`; with "skip", a refused line or sentence gets an object with
+        its reason and error instead of an empty line) or SVG (each parsed sentence drawn
+        into its own file in svg_dir, `svg_name`; nothing written to output_file).
+      k_best: with JSON, also each sentence's best trees and their scores (``k_best``).
+      svg_dir: with SVG, the folder the drawings go to (made if missing).
 
     Raises:
       BadLineError: with on_error="fail", for the first bad line (after writing the
@@ -246,6 +272,8 @@ def run(model_dir: str, input_file: IO, output_file: IO, tokenize: bool = False,
     if on_error not in choices:
         raise InputError(f"--on_error must be one of {', '.join(choices)}, got {on_error!r}")
     _check_span_marginals(span_marginals)
+    _check_output_format(output_format, k_best, svg_dir,
+                         marginals or span_marginals is not None)
     # Checked before TensorFlow loads (seconds) for a local path.
     if parser is None:
         model_dir = packaged_models.resolve(model_dir)
@@ -272,15 +300,18 @@ def run(model_dir: str, input_file: IO, output_file: IO, tokenize: bool = False,
                 parsed = iter(parser.parse_texts([line.text for line in good],
                                                  batch_size=batch_size, limits=limits,
                                                  progress=bar.update, marginals=marginals,
-                                                 span_marginals=span_marginals))
+                                                 span_marginals=span_marginals,
+                                                 k_best=k_best))
             else:
                 parsed = iter(parser.parse_each([line.words for line in good], batch_size,
                                                 limits, bar.update, marginals=marginals,
-                                                span_marginals=span_marginals))
+                                                span_marginals=span_marginals,
+                                                k_best=k_best))
             out_lines, error_lines, trees = [], [], 0
             for line in chunk:
-                for index, prefix, result in _line_results(line, parsed, documents):
-                    if isinstance(result, sentences.SentenceError):
+                for index, sentence, result in _line_results(line, parsed, documents):
+                    refused = isinstance(result, sentences.SentenceError)
+                    if refused:
                         if on_error == "fail":
                             output.write(out_lines)
                             raise BadLineError(line.number, result, summary.trees + trees,
@@ -288,12 +319,21 @@ def run(model_dir: str, input_file: IO, output_file: IO, tokenize: bool = False,
                         summary.bad[result.reason] += 1
                         where = f"line {line.number}: " + (f"sentence {index}: " if index else "")
                         error_lines.append(f"{where}{result}")
-                        if prefix is not None:
-                            out_lines.append(prefix)
-                        continue
-                    trees += 1
-                    out_lines.append(prefix + format_result(result, scores, marginals,
-                                                            span_marginals is not None))
+                    else:
+                        trees += 1
+                    if output_format == JSON:
+                        out_lines.append(json.dumps(json_record(line.number, index, sentence,
+                                                                result), ensure_ascii=False))
+                    elif output_format == SVG:
+                        if not refused:
+                            _write_svg(svg_dir, svg_name(line.number, index), result,
+                                       sentence)
+                    elif refused:
+                        if not documents or sentence is not None:
+                            out_lines.append(_prefix(line.number, index, sentence))
+                    else:
+                        out_lines.append(_prefix(line.number, index, sentence) + format_result(
+                            result, scores, marginals, span_marginals is not None))
             output.write(out_lines)
             summary.trees += trees
             errors.write(error_lines)
@@ -314,18 +354,93 @@ def _check_span_marginals(span_marginals: float | None) -> None:
 
 
 def _line_results(line: sentences.Line, parsed: Iterator, documents: bool
-                  ) -> Iterator[tuple[int | None, str | None, Any]]:
-    """A line's results as (sentence number or None, output prefix, result): one for a line
-    that is a sentence (prefix ""), one per sentence of a document (prefix: its
-    `format_sentence` columns). A refused line's prefix is "" (an empty output line), or
-    None with documents (no output line)."""
+                  ) -> Iterator[tuple[int | None, Any, Any]]:
+    """A line's results as (sentence number or None, its `TextSentence` or None, result):
+    one for a line that is a sentence or a refused line, one per sentence of a
+    document."""
     if line.error is not None:
-        yield None, None if documents else "", line.error
+        yield None, None, line.error
     elif not documents:
-        yield None, "", next(parsed)
+        yield None, None, next(parsed)
     else:
         for index, sentence in enumerate(next(parsed), start=1):
-            yield index, format_sentence(line.number, index, sentence, ""), sentence.result
+            yield index, sentence, sentence.result
+
+
+def _prefix(number: int, index: int | None, sentence) -> str:
+    """What a text output line starts with: a document sentence's `format_sentence`
+    columns, else nothing."""
+    return "" if sentence is None else format_sentence(number, index, sentence, "")
+
+
+def json_record(number: int, index: int | None, sentence, result) -> dict[str, Any]:
+    """One --output_format=json object: the line's number, and with documents the
+    sentence's number, then the sentence's fields (`TextSentence.to_dict`) or the
+    result's (`ParseResult.to_dict`, or a refusal's reason and error); names:
+    `tetra_tf.parse_record`.
+
+    Args:
+      number: the input line's number.
+      index: the sentence's number in the line (documents), else None.
+      sentence: the `TextSentence` (documents), else None.
+      result: the sentence's or line's ParseResult or SentenceError.
+    """
+    record: dict[str, Any] = {parse_record.LINE: number}
+    if sentence is not None:
+        record[parse_record.SENTENCE_NUMBER] = index
+        record.update(sentence.to_dict())
+    else:
+        record.update(parse_record.outcome_fields(result))
+    return record
+
+
+def svg_name(number: int, index: int | None) -> str:
+    """The file --output_format=svg draws a sentence into: ``line-N.svg``, or with
+    documents ``line-N-sentence-M.svg``."""
+    return f"line-{number}" + (f"-sentence-{index}" if index is not None else "") + ".svg"
+
+
+def _write_svg(folder: str, name: str, result, sentence) -> None:
+    """Draws a parse (a document's sentence with its words as written) into folder/name.
+
+    Raises:
+      OutputError: the tree cannot be drawn, or the file cannot be written.
+    """
+    from tetra_tf import drawing  # pylint: disable=import-outside-toplevel
+
+    path = os.path.join(folder, name)
+    try:
+        svg = sentence.to_svg() if sentence is not None else result.to_svg()
+    except ValueError as e:  # (a tree too deep to draw)
+        raise OutputError(f"cannot draw {path}: {e}") from None
+    try:
+        with open(path, "w", encoding="utf-8") as file:
+            file.write(drawing.XML_DECLARATION + svg + "\n")
+    except OSError as e:
+        raise OutputError(f"cannot write {path} ({e.strerror or e})") from None
+
+
+def _check_output_format(output_format: str, k_best: bool, svg_dir: str | None,
+                         marginals: bool) -> None:
+    """InputError for an unknown format, --k_best without JSON (or with marginals), or SVG
+    without a folder (which is made here if missing)."""
+    if output_format not in OUTPUT_FORMATS:
+        raise InputError(f"--output_format must be one of {', '.join(OUTPUT_FORMATS)}, got "
+                         f"{output_format!r}")
+    if k_best and output_format != JSON:
+        raise InputError("--k_best needs --output_format=json")
+    if k_best and marginals:
+        raise InputError("--k_best cannot be combined with --marginals or --span_marginals "
+                         "(they come from different signatures)")
+    if output_format == SVG:
+        if not svg_dir:
+            raise InputError("--output_format=svg needs --output=DIR, a folder for the "
+                             "drawings")
+        try:
+            os.makedirs(svg_dir, exist_ok=True)
+        except OSError as e:
+            raise InputError(f"--output: cannot make the folder {svg_dir} "
+                             f"({e.strerror or e})") from None
 
 
 def load_parser(model_dir: str):
@@ -434,6 +549,16 @@ def define_flags() -> None:
                        "and last word, 0-based), a tab, then the tree. A sentence of more "
                        f"than {export_format.MAX_MARGINALS_WORDS} words is then refused "
                        "(too_many_words).")
+    flags.DEFINE_enum("output_format", TEXT, OUTPUT_FORMATS, "text: bracketed trees, one "
+                      "line per input line (with the columns of --scores, --marginals, "
+                      "--span_marginals, --documents); json: one JSON object per line (with "
+                      "--documents, per sentence): line and sentence numbers, offsets, "
+                      "words, POS tags, tree, score, and what --marginals, --span_marginals "
+                      "and --k_best add, or a refusal's reason and error; svg: each tree "
+                      "drawn into its own file in the folder --output names "
+                      "(line-N.svg, with --documents line-N-sentence-M.svg).")
+    flags.DEFINE_bool("k_best", False, "With --output_format=json: also each sentence's "
+                      f"best trees (at most {export_format.K_BEST}) and their scores.")
     flags.DEFINE_bool("describe", False, "Print the export's model card (encoder, data, "
                       "dev/test F1) and exit.")
 
@@ -461,15 +586,17 @@ def _parse_flagged_files() -> Summary:
         errors_file = _open_errors(FLAGS.errors)
         if errors_file is not None:
             stack.enter_context(_closing(errors_file, FLAGS.errors))
-        output_file = (stack.enter_context(replacing_output(FLAGS.output)) if FLAGS.output
-                       else sys.stdout.buffer)
+        drawing = FLAGS.output_format == SVG  # --output names the drawings' folder
+        output_file = (stack.enter_context(replacing_output(FLAGS.output))
+                       if FLAGS.output and not drawing else sys.stdout.buffer)
         return run(FLAGS.model_dir, input_file, output_file, FLAGS.tokenize,
                    FLAGS.batch_size, progress=bool(FLAGS.input), on_error=FLAGS.on_error,
                    errors_file=errors_file, max_words=FLAGS.max_words,
                    max_line_bytes=FLAGS.max_line_bytes, output_name=FLAGS.output or "stdout",
                    errors_name=FLAGS.errors or "stderr", scores=FLAGS.scores,
                    documents=FLAGS.documents, marginals=FLAGS.marginals,
-                   span_marginals=FLAGS.span_marginals)
+                   span_marginals=FLAGS.span_marginals, output_format=FLAGS.output_format,
+                   k_best=FLAGS.k_best, svg_dir=FLAGS.output if drawing else None)
 
 
 def main(argv) -> int:
@@ -481,6 +608,9 @@ def main(argv) -> int:
     """
     del argv
     _check_span_marginals(FLAGS.span_marginals)  # before the model directory is read
+    if FLAGS.output_format != SVG:  # (the folder is made once the input opens)
+        _check_output_format(FLAGS.output_format, FLAGS.k_best, None,
+                             FLAGS.marginals or FLAGS.span_marginals is not None)
     bulk_options.check(bulk_options.absl_values(BULK_OPTIONS))
     if FLAGS.describe:
         sys.stdout.write(export_format.describe(packaged_models.resolve(FLAGS.model_dir)))
@@ -489,7 +619,9 @@ def main(argv) -> int:
     try:
         summary = _parse_flagged_files()
     except BadLineError as e:
-        if FLAGS.output:
+        if FLAGS.output_format == SVG:
+            done = f"the trees before it are drawn in {FLAGS.output}"
+        elif FLAGS.output:
             done = (f"{FLAGS.output} was left unchanged" if output_existed
                     else f"{FLAGS.output} was not created")
         elif e.trees_written:

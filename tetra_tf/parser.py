@@ -27,7 +27,9 @@ import collections
 import concurrent.futures
 import dataclasses
 import functools
+import html
 import itertools
+import json
 import math
 import numbers
 import re
@@ -38,7 +40,7 @@ from absl import logging
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the tokenizer's ops the SavedModel uses)
 
-from tetra_tf import cpu, export_format, packaged_models, sentences
+from tetra_tf import cpu, export_format, packaged_models, parse_record, sentences
 from tetra_tf import text as text_lib
 from tetra_tf.constraints import Constraints
 from tetra_tf import constraints as constraints_lib
@@ -104,6 +106,12 @@ class ParseResult:
       span_marginals: with ``span_marginals=p``, every labelled span (in the tree or
         not) whose probability is at least p and above 0, by first word, then last word,
         then label; else None.
+      words: the words the model read, as given (PTB tokens; None for a result made
+        without them).
+
+    A result shows itself as a drawing in Jupyter (`_repr_svg_`); `to_svg` gives the
+    drawing, `to_dict` and `to_json` the JSON object every way in writes
+    (`tetra_tf.parse_record`).
 
     Example:
         ```python
@@ -124,6 +132,33 @@ class ParseResult:
     constituent_marginals: tuple[float, ...] | None = None
     k_best: tuple[tuple[str, float], ...] | None = None
     span_marginals: tuple[Constituent, ...] | None = None
+    words: tuple[str, ...] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The parse as a JSON object: words, pos_tags, tree, score, and the marginals,
+        spans or k best trees it was parsed with (fields: `tetra_tf.parse_record`)."""
+        return parse_record.result_fields(self)
+
+    def to_json(self) -> str:
+        """`to_dict` as one line of JSON (UTF-8 text, not ASCII-escaped)."""
+        return json.dumps(self.to_dict(), ensure_ascii=False)
+
+    def to_svg(self, words: Sequence[str] | None = None) -> str:
+        """The tree drawn as an SVG document (`tetra_tf.drawing.tree_svg`): each
+        constituent's probability as a number and a shade when parsed with marginals.
+
+        Args:
+          words: the words to write under the tree (default: `words`, else the tree's
+            leaves), e.g. as they were written in a raw text.
+        """
+        from tetra_tf import drawing  # pylint: disable=import-outside-toplevel
+
+        return drawing.tree_svg(self.bracketed, words if words is not None else self.words,
+                                self.constituent_marginals)
+
+    def _repr_svg_(self) -> str:
+        """Jupyter's drawing of the result."""
+        return self.to_svg()
 
     @functools.cached_property
     def constituents(self) -> list[Constituent] | None:
@@ -157,6 +192,12 @@ class TextSentence(text_lib.Sentence):
         offsets in the whole text: ``text[token.start:token.end]`` is what was written.
       result: its ParseResult (one leaf per token, in order), or the SentenceError that
         refuses it (e.g. ``too_many_words``).
+      written: each token as it was written in the text (``text[token.start:token.end]``;
+        empty for a sentence made without its text).
+
+    A sentence shows itself in Jupyter (`_repr_html_`: its drawing with the words as
+    written, or its refusal); `to_svg` gives the drawing, `to_dict` and `to_json` the
+    JSON object (`tetra_tf.parse_record`).
 
     Example:
         ```python
@@ -168,6 +209,36 @@ class TextSentence(text_lib.Sentence):
     """
 
     result: ParseResult | SentenceError
+    written: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The sentence as a JSON object: start, end, words, word_starts, word_ends, then
+        its parse's fields (`ParseResult.to_dict`) or its refusal's (reason, error)."""
+        return {parse_record.START: self.start, parse_record.END: self.end,
+                parse_record.WORDS: self.words,
+                parse_record.WORD_STARTS: [token.start for token in self.tokens],
+                parse_record.WORD_ENDS: [token.end for token in self.tokens],
+                **parse_record.outcome_fields(self.result)}
+
+    def to_json(self) -> str:
+        """`to_dict` as one line of JSON (UTF-8 text, not ASCII-escaped)."""
+        return json.dumps(self.to_dict(), ensure_ascii=False)
+
+    def to_svg(self) -> str:
+        """The sentence's tree drawn as SVG (`ParseResult.to_svg`), its words as written.
+
+        Raises:
+          SentenceError: the sentence was refused (it has no tree).
+        """
+        if isinstance(self.result, SentenceError):
+            raise self.result
+        return self.result.to_svg(self.written or None)
+
+    def _repr_html_(self) -> str:
+        """Jupyter's view: the drawing, or the refusal's reason (escaped)."""
+        if isinstance(self.result, SentenceError):
+            return f"<p>refused: {html.escape(str(self.result))}</p>"
+        return self.to_svg()
 
 
 class Parser:
@@ -420,7 +491,8 @@ class Parser:
                    batch_size: int = DEFAULT_BATCH_SIZE,
                    limits: SentenceLimits | None = None,
                    marginals: bool = False,
-                   span_marginals: float | None = None) -> list[TextSentence]:
+                   span_marginals: float | None = None,
+                   k_best: bool = False) -> list[TextSentence]:
         """Parses raw text: splits it into sentences and PTB tokens, with character offsets.
 
         The text is tokenized as the SavedModel's ``parse_text`` signature tokenizes it
@@ -435,6 +507,7 @@ class Parser:
           limits: as for `parse_each`.
           marginals: as for `parse_each`.
           span_marginals: as for `parse_each`.
+          k_best: as for `parse_each`.
 
         Returns:
           Its sentences in order (none for blank text), each with its tokens and its
@@ -453,14 +526,16 @@ class Parser:
             ```
         """
         return self.parse_texts([text], split_sentences, batch_size, limits,
-                                marginals=marginals, span_marginals=span_marginals)[0]
+                                marginals=marginals, span_marginals=span_marginals,
+                                k_best=k_best)[0]
 
     def parse_texts(self, texts: Sequence[str], split_sentences: bool = True,
                     batch_size: int = DEFAULT_BATCH_SIZE,
                     limits: SentenceLimits | None = None,
                     progress: Callable[[int], None] | None = None,
                     marginals: bool = False,
-                    span_marginals: float | None = None) -> list[list[TextSentence]]:
+                    span_marginals: float | None = None,
+                    k_best: bool = False) -> list[list[TextSentence]]:
         """`parse_text` for many texts, their sentences batched together.
 
         Args:
@@ -471,6 +546,7 @@ class Parser:
           progress: called with a number of sentences as they are done.
           marginals: as for `parse_each`.
           span_marginals: as for `parse_each`.
+          k_best: as for `parse_each`.
 
         Returns:
           Per text, in input order: its sentences.
@@ -489,10 +565,11 @@ class Parser:
         results = iter(self._parse_each(
             [sentence.words for document in documents for sentence in document],
             batch_size, limits, progress, read_trees=False,
-            extra=_extra_signature(marginals, False, False, span_marginals is not None),
+            extra=_extra_signature(marginals, k_best, False, span_marginals is not None),
             min_span_probability=span_marginals))
-        return [[TextSentence(sentence.start, sentence.end, sentence.tokens, next(results))
-                 for sentence in document] for document in documents]
+        return [[TextSentence(sentence.start, sentence.end, sentence.tokens, next(results),
+                              tuple(text[token.start:token.end] for token in sentence.tokens))
+                 for sentence in document] for text, document in zip(texts, documents)]
 
     def _parse_each(self, word_lists: Sequence[Sequence[str]], batch_size: int,
                     limits: SentenceLimits | None, progress: Callable[[int], None] | None,
@@ -612,6 +689,7 @@ class Parser:
                              f"{_first_line(str(e))}") from e
         lengths = outputs["num_words"].numpy()
         trees = outputs["tree"].numpy()
+        words = outputs["words"].numpy()
         scores = outputs["score"].numpy()
         pos_tags = outputs["pos_tags"].numpy()
         leaf_tags = outputs["leaf_tags"].numpy()
@@ -641,7 +719,8 @@ class Parser:
             k_best=(tuple((tree.decode("utf-8"), float(score)) for tree, score in zip(
                 k_best_trees[row, :k_best_counts[row]], k_best_scores[row]))
                     if k_best else None),
-            span_marginals=spans[row] if spans is not None else None)
+            span_marginals=spans[row] if spans is not None else None,
+            words=tuple(_decode(words[row, :n])))
             for row, n in enumerate(lengths)]
 
     def _max_squared_words(self, extra: str | None) -> int | None:

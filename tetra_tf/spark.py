@@ -58,7 +58,7 @@ import time
 import warnings
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
-from tetra_tf import bulk_options, cpu, export_format, sentences
+from tetra_tf import bulk_options, cpu, export_format, parse_record, sentences
 from tetra_tf.bulk_options import DEFAULT_BATCH_SIZE
 
 if TYPE_CHECKING:  # pyspark and TensorFlow are imported where they are used
@@ -68,31 +68,35 @@ if TYPE_CHECKING:  # pyspark and TensorFlow are imported where they are used
 
     from tetra_tf.parser import Parser
 
-# The columns `parse_column` adds (replacing any of the same names, except a set reason).
-TREE, SCORE, REASON, ERROR = "tree", "score", "reason", "error"
+# The columns `parse_column` adds (replacing any of the same names, except a set reason);
+# every name is `parse_record`'s, the same as in Beam's records and the parse command's JSON.
+TREE, SCORE, REASON, ERROR = (parse_record.TREE, parse_record.SCORE, parse_record.REASON,
+                              parse_record.ERROR)
 PARSE_COLUMNS = (TREE, SCORE, REASON, ERROR)
 """The columns `parse_column` adds, in this order: ``tree`` (string), ``score`` (double),
 ``reason`` (string) and ``error`` (string)."""
 # With marginals, after score.
-TREE_PROBABILITY, CONSTITUENT_MARGINALS = "tree_probability", "constituent_marginals"
+TREE_PROBABILITY, CONSTITUENT_MARGINALS = (parse_record.TREE_PROBABILITY,
+                                           parse_record.CONSTITUENT_MARGINALS)
 MARGINALS_COLUMNS = (TREE_PROBABILITY, CONSTITUENT_MARGINALS)
 """The columns `parse_column(marginals=True)` adds after ``score``: ``tree_probability``
 (double) and ``constituent_marginals`` (array<double>)."""
 # With span_marginals, after those.
-SPAN_MARGINALS = "span_marginals"
-# The fields of each span (`bulk_options.span_records`') and their Spark types.
+SPAN_MARGINALS = parse_record.SPAN_MARGINALS
+# The fields of each span (`parse_record.span_records`') and their Spark types.
 _SPAN_FIELDS = (("label", "string"), ("start", "int"), ("end", "int"),
                 ("probability", "double"))
 SPAN_MARGINALS_TYPE = ("array<struct<"
                        + ",".join(f"{name}:{kind}" for name, kind in _SPAN_FIELDS) + ">>")
 """The type of the column `parse_column(span_marginals=p)` adds after `MARGINALS_COLUMNS`,
-``span_marginals`` (Spark's simple string; the fields are `bulk_options.span_records`')."""
+``span_marginals`` (Spark's simple string; the fields are `parse_record.span_records`')."""
 # The rows `read_files` makes: one per input line.
-FILE, LINE, SENTENCE = "file", "line", "sentence"
+FILE, LINE, SENTENCE = parse_record.FILE, parse_record.LINE, "sentence"
 LINES_SCHEMA = "file string, line long, sentence string, reason string, error string"
 """The schema of `read_files`' rows (a Spark DDL string): one row per input line."""
 # With documents: a row per sentence of a line, its number in the line and its offsets.
-SENTENCE_NUMBER, START, END = "sentence_number", "start", "end"
+SENTENCE_NUMBER, START, END = (parse_record.SENTENCE_NUMBER, parse_record.START,
+                               parse_record.END)
 DOCUMENTS_SCHEMA = ("file string, line long, sentence_number long, start long, `end` long, "
                     "sentence string, reason string, error string")
 """The schema of `read_files(documents=True)`' rows: one per sentence of each line (a line
@@ -345,7 +349,7 @@ def parse_texts(parser: "Parser", texts: Sequence[str | None],
       and its log-probability as a float; with marginals ``(tree, score,
       tree_probability, constituent_marginals)``, the last a list of floats, as
       `ParseResult` has them; with span_marginals ``(tree, score, tree_probability,
-      constituent_marginals, span_marginals)``, the last a list of `bulk_options.span_records`
+      constituent_marginals, span_marginals)``, the last a list of `parse_record.span_records`
       dicts), or the `sentences.SentenceError` refusing it:
       its ``reason`` is ``empty``, ``too_many_words`` or ``too_many_pieces`` from the
       contract, or what `Parser.parse_each` refuses alone (e.g. ``rejected``). A refused
@@ -390,12 +394,9 @@ def parse_texts(parser: "Parser", texts: Sequence[str | None],
             if isinstance(result, sentences.SentenceError):
                 results[index] = result
                 continue
-            values: tuple = (result.bracketed, float(result.score))
-            if marginals or span_marginals is not None:
-                values += (float(result.tree_probability),
-                           list(result.constituent_marginals))
-            if span_marginals is not None:
-                values += (bulk_options.span_records(result.span_marginals),)
+            # tree, score, then the marginals and spans it was parsed with: the columns'
+            # order (`parse_record.BULK_FIELDS`)
+            values = tuple(parse_record.bulk_fields(result).values())
             results[index] = values
     return results
 

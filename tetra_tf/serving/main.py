@@ -41,6 +41,7 @@ from tetra_tf.serving import model_config  # noqa: E402
 from tetra_tf.serving.manager import Models, versions_on_disk  # noqa: E402
 from tetra_tf.serving.metrics import (DEFAULT_METRICS_PATH, AccessLog, Metrics,  # noqa: E402
                                       read_monitoring_config)
+from tetra_tf.serving.page import ParsePage  # noqa: E402
 from tetra_tf.serving.predictor import Predictor  # noqa: E402
 from tetra_tf.serving.rest import RestApp, create_rest_server  # noqa: E402
 from tetra_tf.serving.runners import BatchingRunner, DirectRunner  # noqa: E402
@@ -145,6 +146,11 @@ def _define_flags() -> None:
                         "on the REST port at that path, or none if not enabled. Without "
                         f"it, they are served at {DEFAULT_METRICS_PATH} (TF Serving serves "
                         "none). See serving/monitoring.config.")
+    flags.DEFINE_bool("parse_page", False,
+                      "Serve a page to try the parser in a browser at / on the REST port "
+                      "(tetra_tf.serving.page: a text box, each sentence's drawn tree and "
+                      "probabilities, through this REST API). Off by default: it lets any "
+                      "visitor ask for drawings.")
     flags.DEFINE_float("shutdown_timeout_s", 30.0,
                        "On SIGINT/SIGTERM, wait this long for requests in progress.",
                        lower_bound=0.0)
@@ -310,7 +316,9 @@ def _serve(flag_values: Any, predictor: Predictor, metrics: Metrics, metrics_pat
         raise RuntimeError(f"cannot serve gRPC on {host}:{flag_values.port}: {e}") from None
     in_flight = _InFlightCounter(
         RestApp(predictor, flag_values.max_request_bytes, metrics, access_log.info,
-                metrics_path=metrics_path))
+                metrics_path=metrics_path,
+                page=(ParsePage(lambda: list(predictor.manager.served()))
+                      if flag_values.parse_page else None)))
     try:
         rest_server = create_rest_server(
             in_flight, host, flag_values.rest_api_port,

@@ -36,6 +36,7 @@ from tetra_tf.serving.errors import STATUS_CODES, RequestError, inference_refusa
 from tetra_tf.serving.manager import (ModelManager, VersionChoice, VersionLabel,
                                       parse_version)
 from tetra_tf.serving.metrics import DEFAULT_METRICS_PATH, Metrics
+from tetra_tf.serving.page import ParsePage
 from tetra_tf.serving.predictor import PredictRequest, Predictor
 
 
@@ -93,11 +94,15 @@ class RestApp:
     def __init__(self, predictor: Predictor, max_request_bytes: int = 1 << 20,
                  metrics: Metrics | None = None,
                  log_request: Callable[..., None] = absl_logging.info,
-                 metrics_path: str | None = DEFAULT_METRICS_PATH) -> None:
+                 metrics_path: str | None = DEFAULT_METRICS_PATH,
+                 page: ParsePage | None = None) -> None:
         """Args:
           log_request: logs a request's line (format, *args), e.g. `AccessLog.info`.
           metrics_path: where `metrics` are served; None: nowhere.
+          page: the parse page to serve (`tetra_tf.serving.page`: ``/`` and ``/page/``);
+            None: none (those paths answer 404).
         """
+        self.page = page
         self.predictor = predictor
         self.max_request_bytes = max_request_bytes
         self._metrics = metrics
@@ -110,8 +115,14 @@ class RestApp:
         method = str(environ.get("REQUEST_METHOD", "GET")).upper()
         path = _request_path(environ)
         batch_size = None
+        headers: list[tuple[str, str]] = []
         try:
-            status, body, content_type, batch_size = self._route(method, path, environ)
+            page_answer = (self.page.answer(method, path, lambda: self._read_body(environ))
+                           if self.page is not None else None)
+            if page_answer is not None:
+                status, body, content_type, headers = page_answer
+            else:
+                status, body, content_type, batch_size = self._route(method, path, environ)
         except RequestError as error:
             status, body, content_type = error.status, _json_body({"error": str(error)}), \
                 JSON_CONTENT_TYPE
@@ -120,7 +131,8 @@ class RestApp:
             status, body, content_type = 500, _json_body(
                 {"error": f"Internal: {type(error).__name__}: {error}"}), JSON_CONTENT_TYPE
         start_response(f"{status} {_reason(status)}", [("Content-Type", content_type),
-                                                       ("Content-Length", str(len(body)))])
+                                                       ("Content-Length", str(len(body))),
+                                                       *headers])
         elapsed_s = time.perf_counter() - started
         # The path is request data: escaped, so that it cannot forge log lines.
         self._log_request("%s %s %s %d %.1fms%s", environ.get("REMOTE_ADDR"),
