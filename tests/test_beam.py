@@ -365,7 +365,9 @@ def test_cli_model_failure_is_exit_1_in_one_line(export_dir, corpus, tmp_path, m
 
 @pytest.mark.parametrize("args, message", [
     (["--input=X", "--output=Y"], "--model_dir"),
-    (["--model_dir=MISSING", "--input=X", "--output=Y"], "holds no SavedModel"),
+    (["--model_dir=MISSING/1", "--input=X", "--output=Y"], "holds no SavedModel"),
+    (["--model_dir=MISSING", "--input=X", "--output=Y"],
+     "MISSING is neither an export's path nor a packaged model's name"),
     (["--model_dir=EXPORT", "--input=NOWHERE/*.txt", "--output=Y"], "matches no file"),
     (["--model_dir=EXPORT", "--input=NOWHERE", "--output=Y", "--runer=x"], "--runer=x"),
     (["--model_dir=EXPORT", "--input=NOWHERE", "--output=Y", "--batch_size=0"], "positive"),
