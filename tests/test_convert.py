@@ -262,6 +262,7 @@ def test_real_dev_split_as_a_script(tmp_path):
     assert len(summary) == 1 and "wrote 273" in summary[0]
     stats = json.loads((tmp_path / "dev.json").read_text())
     assert stats["trees_read"] == stats["trees_written"] == 273
+    assert stats["licence"] == treebank.NLTK_SAMPLE_LICENCE  # the card of a model trained on it
     assert stats["trees_skipped"]["count"] == 0
     assert len((out / "trees.txt").read_text().splitlines()) == 273
     assert sum(1 for _ in tf.data.TFRecordDataset(records.record_files(str(out)))) == 273

@@ -42,6 +42,26 @@ def test_folds_partition_the_sentences_in_order(small_data_dirs, tmp_path):
         assert not records.has_teacher_log_probs(directory)
 
 
+def test_folds_keep_their_sources_licence_for_the_model_card(small_data_dirs, tmp_path):
+    import json
+    import shutil
+
+    from tetra_tf import model_card, treebank
+
+    source = str(tmp_path / "train")
+    shutil.copytree(small_data_dirs["train"], source)
+    with open(os.path.join(source, distillation.STATS_FILE), "w") as f:
+        json.dump({"input": "NLTK sample train", "licence": treebank.NLTK_SAMPLE_LICENCE}, f)
+    fold_dirs = distillation.split_folds(source, 2, str(tmp_path / "folds"))
+    stats = [model_card._data_stats(d) for d in fold_dirs]
+    assert [s["licence"] for s in stats] == [treebank.NLTK_SAMPLE_LICENCE] * 2
+    assert [s["input"] for s in stats] == ["NLTK sample train (fold 0 of 2)",
+                                           "NLTK sample train (fold 1 of 2)"]
+    assert sum(s["trees_written"] for s in stats) == len(_serialized(source))
+    joined = model_card._data_stats(",".join([fold_dirs[0], small_data_dirs["dev"]]))
+    assert joined["licence"] == treebank.NLTK_SAMPLE_LICENCE  # one part's licence binds all
+
+
 @pytest.fixture(scope="module")
 def taught_dev(trained_run, small_data_dirs, tmp_path_factory):
     """The dev records labelled by the trained run's kept weights."""

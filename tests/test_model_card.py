@@ -130,6 +130,19 @@ def test_card_without_training_records_says_what_is_missing(tiny_export_dir):
     assert card["training"] is None and card["scores"]["dev"] is None
     text = export_format.render_card(card)
     assert "no record" in text and "test F1: not recorded" in text
+    assert "licence" not in text
+
+
+def test_a_card_names_its_training_datas_licence(tiny_export_dir):
+    from tetra_tf import treebank
+
+    card = export_format.read_card(tiny_export_dir)
+    card["training"] = {"train_data": {"path": "data/ptb_sample/train", "trees_written": 3396,
+                                       "licence": treebank.NLTK_SAMPLE_LICENCE}}
+    lines = export_format.render_card(card).splitlines()
+    assert "- train data: data/ptb_sample/train (trees_written 3396)" in lines
+    assert ("- training data licence: NLTK's Penn Treebank sample, (C) LDC 1995, made "
+            "available for non-commercial use only") in lines
 
 
 def test_an_ensembles_card_lists_its_members_and_not_their_scores_as_its_own(trained_run,

@@ -292,6 +292,8 @@ def run(input_path: str | None = None, nltk_sample: str | None = None,
 
     written, stats = convert_entries(entries, vocabularies, report, progress)
     stats["input"] = description
+    if nltk_sample:
+        stats["licence"] = treebank.NLTK_SAMPLE_LICENCE
     if not written:
         _write_stats(stats, stats_path)
         raise RuntimeError(f"no tree was written ({stats['trees_read']} read)")

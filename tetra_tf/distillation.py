@@ -61,9 +61,21 @@ def _read_trees(data_dir: str) -> list[str] | None:
         return f.read().splitlines()
 
 
-def _write_companions(data_dir: str, output_dir: str, trees: list[str] | None) -> None:
-    """The vocabularies, and trees.txt when the input has one."""
+# The statistics a model card reads from a data directory (its input, size and licence).
+STATS_FILE = "stats.json"
+
+
+def _write_companions(data_dir: str, output_dir: str, trees: list[str] | None,
+                      sentences: int, what: str) -> None:
+    """The vocabularies, trees.txt when the input has one, and stats.json with the input's
+    provenance and licence (a model card names them) and this output's sentence count."""
     TagVocabularies.load(data_dir).save(output_dir)
+    source = model_dir_lib.read_json(os.path.join(data_dir, STATS_FILE)) or {}
+    stats = {"input": f"{source.get('input') or os.path.abspath(data_dir)} ({what})",
+             "trees_written": sentences}
+    if source.get("licence"):
+        stats["licence"] = source["licence"]
+    model_dir_lib.write_json(os.path.join(output_dir, STATS_FILE), stats)
     if trees is not None:
         with open(os.path.join(output_dir, TREES_FILE), "w", encoding="utf-8") as f:
             f.writelines(tree + "\n" for tree in trees)
@@ -113,7 +125,8 @@ def split_folds(data_dir: str, num_folds: int, output_dir: str) -> list[str]:
         with tf.io.TFRecordWriter(path) as writer:
             for one in serialized[begin:end]:
                 writer.write(one)
-        _write_companions(data_dir, fold_dir, None if trees is None else trees[begin:end])
+        _write_companions(data_dir, fold_dir, None if trees is None else trees[begin:end],
+                          end - begin, f"fold {fold} of {num_folds}")
         fold_dirs.append(fold_dir)
     return fold_dirs
 
@@ -208,7 +221,8 @@ def write_teacher_data(data_dir: str, teacher_dirs: list[str], output_dir: str,
     os.makedirs(output_dir, exist_ok=True)
     _remove_record_files(output_dir)
     records.write_records(examples, output_dir, num_shards)
-    _write_companions(data_dir, output_dir, _read_trees(data_dir))
+    _write_companions(data_dir, output_dir, _read_trees(data_dir), len(examples),
+                      f"labelled by {len(teacher_dirs)} teacher(s)")
     model_dir_lib.write_json(os.path.join(output_dir, records.TEACHER_FILE), {
         "data": os.path.abspath(data_dir),
         "teachers": [os.path.abspath(t) for t in teacher_dirs],

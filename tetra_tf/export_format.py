@@ -292,9 +292,11 @@ def _model_lines(card: dict[str, Any]) -> list[str]:
         for split in ("train_data", "dev_data"):
             data = training.get(split)
             if data:
-                extra = ", ".join(f"{k} {v}" for k, v in data.items() if k != "path")
+                extra = ", ".join(f"{k} {v}" for k, v in data.items()
+                                  if k not in ("path", "licence"))
                 lines.append(f"- {split.replace('_', ' ')}: {data['path']}"
                              + (f" ({extra})" if extra else ""))
+        lines += _licence_lines([training])
         if training.get("kept_weights"):
             lines.append(f"- kept weights: {training['kept_weights']}")
         recipe = training.get("recipe") or {}
@@ -339,7 +341,15 @@ def _ensemble_lines(ensemble: dict[str, Any]) -> list[str]:
                      + "".join(f"; {figure}" for figure in figures)
                      + (f"; kept weights: {training['kept_weights']}"
                         if training.get("kept_weights") else ""))
-    return lines
+    return lines + _licence_lines([member.get("training") or {}
+                                   for member in ensemble["members"]])
+
+
+def _licence_lines(trainings: list[dict[str, Any]]) -> list[str]:
+    """The licence of the data the models trained on, where their converted data named one."""
+    licences = sorted({(training.get("train_data") or {}).get("licence")
+                       for training in trainings} - {None})
+    return [f"- training data licence: {licence}" for licence in licences]
 
 
 def render_card(card: dict[str, Any]) -> str:

@@ -89,6 +89,9 @@ def _data_stats(data_dirs: str | None) -> dict[str, Any] | None:
         if len(values) == len(parts):
             result[key] = (" + ".join(map(str, values)) if key == "input"
                            else sum(values))
+    licences = sorted({s["licence"] for s in stats if s.get("licence")})
+    if licences:  # any part's licence binds the whole
+        result["licence"] = "; ".join(licences)
     return result
 
 

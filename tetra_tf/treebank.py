@@ -30,6 +30,9 @@ EMPTY_ELEMENT_TAG = "-NONE-"
 
 # The NLTK sample (10% of the WSJ part of the PTB): fixed splits by file number, inclusive.
 NLTK_SAMPLE_SPLITS = {"train": (1, 159), "dev": (160, 179), "test": (180, 199)}
+# Its licence, from its README; a model trained on it carries this on its card.
+NLTK_SAMPLE_LICENCE = ("NLTK's Penn Treebank sample, (C) LDC 1995, made available for "
+                       "non-commercial use only")
 NLTK_SAMPLE_NOT_FOUND = (
     "the NLTK Penn Treebank sample (corpora/treebank) was not found on NLTK's data path: "
     "set NLTK_DATA to the directory that holds corpora/treebank.zip, or run "
