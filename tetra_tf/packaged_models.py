@@ -147,6 +147,17 @@ def export_dir(name: str = DEFAULT_MODEL, packaged_dir: str | None = None) -> st
     return target
 
 
+def write_export(name: str, target: str, packaged_dir: str | None = None) -> None:
+    """Writes a packaged model's float32 SavedModel into target, its files checked first.
+
+    Raises:
+      ExportError: the model is not packaged, or its files are missing or damaged.
+    """
+    packaged_dir = packaged_dir or PACKAGED_DIR
+    record = verify(name, packaged_dir)
+    _write_export(os.path.join(packaged_dir, name), record, target)
+
+
 def _write_export(packed: str, record: dict[str, Any], target: str) -> None:
     """The SavedModel of a packed model: its files as they are, the weights as float32."""
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
