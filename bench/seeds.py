@@ -30,6 +30,9 @@ log-probabilities averaged before the decoder, as an ensemble export would parse
 the encoder's cost). The report's last table gives its F1 and its gain over the mean of its
 members.
 
+With --train_data the seeds train on other records (e.g. a teacher's labelled training split
+and silver data, `make taught`); dev and test are still --data_dir's.
+
 With --final_fit the recipe trains on train + dev without selection (its last weights are
 kept) and only the test split is scored.
 
@@ -70,6 +73,10 @@ flags.DEFINE_string("train_flags", "", "Flags for `python -m tetra_tf.train` tha
 flags.DEFINE_bool("final_fit", False, "Train on train + dev, keep the last weights, score "
                   "the test split only.")
 flags.DEFINE_string("data_dir", "data/ptb_sample", "`make data`'s output: train/, dev/, test/.")
+flags.DEFINE_list("train_data", None, "Train on these records directories instead of "
+                  "--data_dir's train/ (dev and test stay --data_dir's): e.g. `make taught`'s "
+                  "DISTILL_DIR/train_taught,DISTILL_DIR/silver_taught for a student of the "
+                  "teachers (with --train_flags=--distillation_weight=W).")
 flags.DEFINE_string("runs_dir", "runs/seeds", "Where every recipe's runs go.")
 flags.DEFINE_bool("ensemble", False, "Also score the ensemble of the recipe's finished seeds "
                   "(tag log-probabilities averaged before decoding).")
@@ -99,7 +106,8 @@ class Distillation:
 
 
 def check_recipe(runs_dir: str, name: str, train_flags: list[str], final_fit: bool,
-                 data_dir: str, distillation: Distillation | None = None) -> None:
+                 data_dir: str, distillation: Distillation | None = None,
+                 train_data: list[str] | None = None) -> None:
     """Records what a recipe name trains on first use; refuses another recipe under that name.
 
     A recipe is what its flags resolve to, every default spelled out: the same flags under
@@ -114,7 +122,8 @@ def check_recipe(runs_dir: str, name: str, train_flags: list[str], final_fit: bo
                 raise cli.UsageError(f"{what}: {flag.split('=', 1)[0]} is set by "
                                      "bench/seeds.py itself")
     recipe = {"train_flags": train_flags, "recipe": resolved_recipe(train_flags),
-              "final_fit": final_fit, "data_dir": os.path.abspath(data_dir)}
+              "final_fit": final_fit, "data_dir": os.path.abspath(data_dir),
+              "train_data": [os.path.abspath(d) for d in train_data] if train_data else None}
     if distillation:
         recipe["distillation"] = {**dataclasses.asdict(distillation),
                                   "recipe": resolved_recipe(distillation.teacher_flags)}
@@ -130,8 +139,8 @@ def check_recipe(runs_dir: str, name: str, train_flags: list[str], final_fit: bo
         recorded = with_trained_recipes(recorded, os.path.join(runs_dir, name), recipe)
         with open(path, "w") as f:
             json.dump(recorded, f, indent=2)
-    for key in ("final_fit", "data_dir"):
-        if recorded[key] != recipe[key]:
+    for key in ("final_fit", "data_dir", "train_data"):
+        if recorded.get(key) != recipe[key]:
             raise cli.UsageError(f"recipe {name!r} was run with {key} {recorded[key]}, not "
                                  f"{recipe[key]}: use another --name")
     if bool(recorded.get("distillation")) != bool(distillation) or (
@@ -249,8 +258,10 @@ def run_program(module: str, *args: str) -> None:
 
 
 def run_seed(name: str, seed: int, train_flags: list[str], final_fit: bool, data_dir: str,
-             runs_dir: str, distillation: Distillation | None = None) -> dict:
-    """Trains one seed (or resumes it), scores it, and writes its results.json."""
+             runs_dir: str, distillation: Distillation | None = None,
+             train_data: list[str] | None = None) -> dict:
+    """Trains one seed (or resumes it), scores it, and writes its results.json (on
+    `train_data`'s directories when given, else data_dir's train split)."""
     model_dir = os.path.join(runs_dir, name, f"seed{seed}")
     results_path = os.path.join(model_dir, RESULTS_FILE)
     if os.path.isfile(results_path):
@@ -260,7 +271,7 @@ def run_seed(name: str, seed: int, train_flags: list[str], final_fit: bool, data
             results[LAST_WEIGHTS] = score(model_dir, data_dir, final_fit, last_weights=True)
             write_results(results_path, results)
         return results
-    train_data = os.path.join(data_dir, "train")
+    train_data = ",".join(train_data) if train_data else os.path.join(data_dir, "train")
     dev_data = os.path.join(data_dir, "dev")
     teaching_seconds = 0.0
     if distillation:
@@ -520,12 +531,18 @@ def main(argv) -> int:
             if FLAGS.final_fit:
                 raise cli.UsageError("--distill_folds and --final_fit: one or the other")
             distillation = Distillation(FLAGS.distill_folds, shlex.split(FLAGS.teacher_flags))
+        if FLAGS.train_data:
+            if distillation:
+                raise cli.UsageError("--train_data and --distill_folds: one or the other")
+            for directory in FLAGS.train_data:
+                if not os.path.isdir(directory):
+                    raise cli.UsageError(f"--train_data: {directory} is not a directory")
         check_recipe(FLAGS.runs_dir, FLAGS.name, train_flags, FLAGS.final_fit, FLAGS.data_dir,
-                     distillation)
+                     distillation, FLAGS.train_data)
         finished = []
         for seed in seeds:
             results = run_seed(FLAGS.name, seed, train_flags, FLAGS.final_fit, FLAGS.data_dir,
-                               FLAGS.runs_dir, distillation)
+                               FLAGS.runs_dir, distillation, FLAGS.train_data)
             finished.append(results)
             print(f"{FLAGS.name} seed {seed}: F1 {figures_line(results)}; "
                   f"{results['train_seconds'] / 60:.1f} min", flush=True)

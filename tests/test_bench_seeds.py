@@ -300,3 +300,27 @@ def test_each_fold_is_labelled_by_the_teacher_that_did_not_train_on_it(tmp_path,
     assert results["train_seconds"] == results["teaching_seconds"] + 60.0
     assert "student of 3-fold teachers: --keep=last" in seeds.recipe_flags(results)
     assert results["keep"] == "last"
+
+
+def test_a_student_trains_on_the_given_records_and_keeps_them_in_its_recipe(tmp_path,
+                                                                           monkeypatch):
+    trained = []
+
+    def run_training(what, data_flags, model_dir, seed, train_flags):
+        trained.append(data_flags)
+        os.makedirs(model_dir, exist_ok=True)
+        with open(os.path.join(model_dir, "training.json"), "w") as f:
+            json.dump({"runs": [{"recipe": {"keep": "last"}}]}, f)
+        return 60.0
+
+    monkeypatch.setattr(seeds, "run_training", run_training)
+    monkeypatch.setattr(seeds, "score", lambda *args, **kwargs: figures(88.0, 86.0, 87.0))
+    runs, data = str(tmp_path / "runs"), str(tmp_path / "data")
+    taught = [str(tmp_path / "train_taught"), str(tmp_path / "silver_taught")]
+    seeds.check_recipe(runs, "student", ["--distillation_weight=0.5"], False, data,
+                       train_data=taught)
+    seeds.run_seed("student", 1, ["--distillation_weight=0.5"], False, data, runs,
+                   train_data=taught)
+    assert trained == [[f"--train_data={','.join(taught)}", f"--dev_data={data}/dev"]]
+    with pytest.raises(cli.UsageError, match="train_data"):  # the same name on other data
+        seeds.check_recipe(runs, "student", ["--distillation_weight=0.5"], False, data)
