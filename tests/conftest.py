@@ -412,6 +412,18 @@ def served_until_done(process: subprocess.Popen, rest_port: int, log_path: str,
             process.kill()
 
 
+def load_tool(name: str):
+    """tools/NAME.py imported as a module (the tools are scripts, not a package)."""
+    import importlib.util
+
+    path = os.path.join(REPO_ROOT, "tools", f"{name}.py")
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # a dataclass of the module looks the module up there
+    spec.loader.exec_module(module)
+    return module
+
+
 def run_cli(define_flags: Callable[[], None], main: Callable[[list[str]], int | None],
             *args: str, stdin: str | bytes = b"",
             user_errors: tuple[type[BaseException], ...] = ()) -> subprocess.CompletedProcess:

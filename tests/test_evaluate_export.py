@@ -1,19 +1,10 @@
 """Training's evaluation and the exported SavedModel (tools/eval_export.py) agree on F1."""
 
-import importlib.util
 import os
 
 import pytest
 
-from conftest import REPO_ROOT, parse_with_copies_of
-
-
-def load_tool():
-    path = os.path.join(REPO_ROOT, "tools", "eval_export.py")
-    spec = importlib.util.spec_from_file_location("eval_export", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from conftest import load_tool, parse_with_copies_of
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +26,7 @@ def test_export_scores_like_training(trained_run):
     """`train --evaluate` (the checkpoint) and eval_export (its export) on the same split."""
     in_training = trained_run["evaluation"]
     export_dir = trained_run["export_dir"]
-    tool = load_tool()
+    tool = load_tool("eval_export")
     _, trees = tool.read_gold(os.path.join(trained_run["test_dir"], "trees.txt"))
     assert len(trees) == in_training["sentences"] == 24
     assert in_training["f1"] > 0  # A few epochs of a tiny model get some brackets right.
@@ -61,7 +52,7 @@ def test_bfloat16_export_keeps_f1(trained_run, tmp_path):
 
     bf16_dir = str(tmp_path / "bf16" / "1")
     export.export(trained_run["model_dir"], bf16_dir, encoder_dtype="bfloat16")
-    tool = load_tool()
+    tool = load_tool("eval_export")
     _, trees = tool.read_gold(os.path.join(trained_run["test_dir"], "trees.txt"))
     float32, _, _ = tool.score_export(trained_run["export_dir"], trees)
     bfloat16, _, _ = tool.score_export(bf16_dir, trees)

@@ -1,7 +1,6 @@
 """tools/pack_model.py: an export packed with its card, which must state its data's licence,
 and the packed model's trees compared with the source export's."""
 
-import importlib.util
 import json
 import os
 import shutil
@@ -10,22 +9,14 @@ import sys
 import tetra_tf  # noqa: F401  (selects Keras 2 before TensorFlow loads)
 import pytest
 
-from conftest import REPO_ROOT, run_cli
+from conftest import load_tool, run_cli
 from tetra_tf import export_format, packaged_models, treebank
 
 sys.path.insert(0, os.path.dirname(__file__))
 import tiny_model  # noqa: E402
 
 
-def _load_tool():
-    path = os.path.join(REPO_ROOT, "tools", "pack_model.py")
-    spec = importlib.util.spec_from_file_location("pack_model", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-pack_model = _load_tool()
+pack_model = load_tool("pack_model")
 
 
 @pytest.fixture

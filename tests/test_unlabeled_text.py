@@ -1,25 +1,13 @@
 """tools/unlabeled_text.py: each source's paragraphs read from its package's layout."""
 
-import importlib.util
 import json
 import os
-import sys
 
 import pytest
 
-from conftest import REPO_ROOT
+from conftest import load_tool
 
-
-def _load_tool():
-    path = os.path.join(REPO_ROOT, "tools", "unlabeled_text.py")
-    spec = importlib.util.spec_from_file_location("unlabeled_text", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclass looks its module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-unlabeled_text = _load_tool()
+unlabeled_text = load_tool("unlabeled_text")
 
 
 def _write(path: str, text: str) -> None:
