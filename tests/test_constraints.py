@@ -10,7 +10,8 @@ import pytest
 import tensorflow as tf
 
 from conftest import preorder_constituents
-from tetra_tf import constraints as constraints_lib, sentences, tags as tags_lib, treebank
+from tetra_tf import constraints as constraints_lib, export_format, sentences, tags as tags_lib
+from tetra_tf import treebank
 from tetra_tf.constraints import Constraints, Span
 from tetra_tf.parser import ParseResult, Parser
 from tetra_tf.sentences import SentenceError
@@ -246,7 +247,7 @@ def test_a_call_whose_constraints_would_need_too_many_score_cells_is_refused(par
         signature(sentences=tf.constant(["a b c", "d e"]), **call)
 
 
-@pytest.mark.parametrize("name", constraints_lib.INPUTS)
+@pytest.mark.parametrize("name", export_format.CONSTRAINT_INPUTS)
 def test_each_constraint_input_needs_a_row_per_sentence(parser, name):
     """A single row would otherwise be broadcast to every sentence of the call."""
     inputs = {k: tf.constant(v) for k, v in constraints_lib.as_inputs([None, None]).items()}

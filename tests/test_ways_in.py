@@ -16,7 +16,7 @@ import pytest
 
 from conftest import (REPO_ROOT, free_port, parse_with_copies_of, served_until_done,
                       subprocess_env)
-from tetra_tf import sentences
+from tetra_tf import export_format, sentences
 
 SERVER_SCRIPT = os.path.join(REPO_ROOT, "serving", "server.py")
 PIECE_LIMIT_WORD = "!" * 8  # 8 pieces: the per-word cap
@@ -535,7 +535,8 @@ def test_constrained_parses_are_the_same_from_the_parser_rest_and_grpc(ways_in_s
 
     def rest(rows):
         instances = [{"sentences": lines[row],
-                      **{name: inputs[name][row].tolist() for name in constraints_lib.INPUTS}}
+                      **{name: inputs[name][row].tolist()
+                         for name in export_format.CONSTRAINT_INPUTS}}
                      for row in rows]
         for instance in instances:
             instance["forced_labels"] = [x.decode() for x in instance["forced_labels"]]
@@ -553,7 +554,7 @@ def test_constrained_parses_are_the_same_from_the_parser_rest_and_grpc(ways_in_s
         grpc_request.model_spec.name = "tetra"
         grpc_request.model_spec.signature_name = "parse_constrained"
         grpc_request.inputs["sentences"].CopyFrom(tf.make_tensor_proto(lines, dtype=tf.string))
-        for name in constraints_lib.INPUTS:
+        for name in export_format.CONSTRAINT_INPUTS:
             grpc_request.inputs[name].CopyFrom(tf.make_tensor_proto(inputs[name]))
         outputs = {name: tf.make_ndarray(proto) for name, proto in prediction_service_pb2_grpc
                    .PredictionServiceStub(channel).Predict(grpc_request, timeout=120)

@@ -152,14 +152,6 @@ def _refuse(detail: str):
 # --------------------------------------------------------------------------------------
 # The graph's side: constraint tensors → the chart decoder's span rules
 
-# The export's parse_constrained inputs besides `sentences` (export_format.CONSTRAINT_INPUTS).
-FORCED_SPANS = "forced_spans"          # int32 [B, F, 2]: first and last word; −1 pads
-FORCED_LABELS = "forced_labels"        # string [B, F]: the label each must carry; "" any
-FORBIDDEN_SPANS = "forbidden_spans"    # int32 [B, G, 2]
-GIVEN_POS_TAGS = "given_pos_tags"      # string [B, P]: per word its part of speech; "" keeps
-INPUTS = (FORCED_SPANS, FORCED_LABELS, FORBIDDEN_SPANS, GIVEN_POS_TAGS)
-assert INPUTS == export_format.CONSTRAINT_INPUTS
-
 
 def as_inputs(constraints: Sequence[Constraints | None]) -> dict[str, np.ndarray]:
     """The constrained signature's constraint inputs for a batch, padded (None: none).
@@ -182,8 +174,8 @@ def as_inputs(constraints: Sequence[Constraints | None]) -> dict[str, np.ndarray
             forbidden_spans[row, i] = span.start, span.end
         for i, tag in enumerate(c.pos_tags or ()):
             given_pos_tags[row, i] = (tag or "").encode("utf-8")
-    return {FORCED_SPANS: forced_spans, FORCED_LABELS: forced_labels,
-            FORBIDDEN_SPANS: forbidden_spans, GIVEN_POS_TAGS: given_pos_tags}
+    return dict(zip(export_format.CONSTRAINT_INPUTS,
+                    (forced_spans, forced_labels, forbidden_spans, given_pos_tags)))
 
 
 class GraphRules:
@@ -220,13 +212,12 @@ class GraphRules:
 
         checks = [tf.debugging.Assert(tf.equal(tf.shape(x)[0], batch_size), [
             f"{sentences.BAD_CONSTRAINTS}: {name} must have a row per sentence"])
-            for name, x in ((FORCED_SPANS, forced_spans), (FORCED_LABELS, forced_labels),
-                            (FORBIDDEN_SPANS, forbidden_spans),
-                            (GIVEN_POS_TAGS, given_pos_tags))]
+            for name, x in zip(export_format.CONSTRAINT_INPUTS, (
+                forced_spans, forced_labels, forbidden_spans, given_pos_tags))]
         checks.append(tf.debugging.Assert(
             tf.reduce_all(tf.equal(tf.shape(forced_labels), tf.shape(forced_spans)[:2])),
-            [f"{sentences.BAD_CONSTRAINTS}: {FORCED_LABELS} must have an entry per span of "
-             f"{FORCED_SPANS}"]))
+            [f"{sentences.BAD_CONSTRAINTS}: {export_format.FORCED_LABELS_INPUT} must have an "
+             f"entry per span of {export_format.FORCED_SPANS_INPUT}"]))
         return checks
 
     def checks(self, forced_spans, forced_labels, forbidden_spans, lengths) -> list:
@@ -235,7 +226,8 @@ class GraphRules:
         import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
         checks = []
-        for name, spans in ((FORCED_SPANS, forced_spans), (FORBIDDEN_SPANS, forbidden_spans)):
+        for name, spans in ((export_format.FORCED_SPANS_INPUT, forced_spans),
+                            (export_format.FORBIDDEN_SPANS_INPUT, forbidden_spans)):
             first, last = spans[..., 0], spans[..., 1]
             padding = tf.equal(first, -1) & tf.equal(last, -1)
             inside = (first >= 0) & (first <= last) & (last < lengths[:, None])

@@ -284,7 +284,7 @@ class ParserModule(tf.Module):
                 is_word, tf.argmax(logits["pos_logits"], axis=-1, output_type=tf.int32), -1)
             if constraint_inputs is not None:
                 pos_tag_ids = given_pos_tag_ids(
-                    pos_tag_ids, constraint_inputs[constraints_lib.GIVEN_POS_TAGS], lengths)
+                    pos_tag_ids, constraint_inputs[export_format.GIVEN_POS_TAGS_INPUT], lengths)
             words = ragged_words.to_tensor(default_value="")
             pos_tags = _lookup(module.pos_tags, pos_tag_ids)
             tree_lengths = (lengths if constraint_inputs is None
@@ -319,9 +319,9 @@ class ParserModule(tf.Module):
             return outputs
 
         def constrained_decode(leaf_scores, internal_scores, lengths, inputs: dict):
-            forced_spans = inputs[constraints_lib.FORCED_SPANS]
-            forced_labels = inputs[constraints_lib.FORCED_LABELS]
-            forbidden_spans = inputs[constraints_lib.FORBIDDEN_SPANS]
+            forced_spans = inputs[export_format.FORCED_SPANS_INPUT]
+            forced_labels = inputs[export_format.FORCED_LABELS_INPUT]
+            forbidden_spans = inputs[export_format.FORBIDDEN_SPANS_INPUT]
             checks = graph_rules.checks(forced_spans, forced_labels, forbidden_spans, lengths)
             checks.append(tf.debugging.assert_less_equal(
                 lengths, MAX_CONSTRAINED_WORDS,
@@ -470,10 +470,10 @@ class ParserModule(tf.Module):
         def parse_with_constraints(ragged_words: tf.RaggedTensor, forced_spans, forced_labels,
                                    forbidden_spans, given_pos_tags) -> dict:
             return parse_body(ragged_words, constraint_inputs={
-                constraints_lib.FORCED_SPANS: forced_spans,
-                constraints_lib.FORCED_LABELS: forced_labels,
-                constraints_lib.FORBIDDEN_SPANS: forbidden_spans,
-                constraints_lib.GIVEN_POS_TAGS: given_pos_tags})
+                export_format.FORCED_SPANS_INPUT: forced_spans,
+                export_format.FORCED_LABELS_INPUT: forced_labels,
+                export_format.FORBIDDEN_SPANS_INPUT: forbidden_spans,
+                export_format.GIVEN_POS_TAGS_INPUT: given_pos_tags})
 
         def parse_with_span_marginals(ragged_words: tf.RaggedTensor,
                                       min_probability: tf.Tensor) -> dict:
@@ -587,10 +587,10 @@ class ParserModule(tf.Module):
 
         self.parse_constrained = tf.function(parse_constrained, input_signature=[
             tf.TensorSpec([None], tf.string, "sentences"),
-            tf.TensorSpec([None, None, 2], tf.int32, constraints_lib.FORCED_SPANS),
-            tf.TensorSpec([None, None], tf.string, constraints_lib.FORCED_LABELS),
-            tf.TensorSpec([None, None, 2], tf.int32, constraints_lib.FORBIDDEN_SPANS),
-            tf.TensorSpec([None, None], tf.string, constraints_lib.GIVEN_POS_TAGS),
+            tf.TensorSpec([None, None, 2], tf.int32, export_format.FORCED_SPANS_INPUT),
+            tf.TensorSpec([None, None], tf.string, export_format.FORCED_LABELS_INPUT),
+            tf.TensorSpec([None, None, 2], tf.int32, export_format.FORBIDDEN_SPANS_INPUT),
+            tf.TensorSpec([None, None], tf.string, export_format.GIVEN_POS_TAGS_INPUT),
         ], autograph=False)
 
 

@@ -55,11 +55,55 @@ PARSE_SPAN_MARGINALS_SIGNATURE = "parse_span_marginals"
 SIGNATURES = (SERVING_SIGNATURE, PARSE_WORDS_SIGNATURE, PARSE_TEXT_SIGNATURE,
               PARSE_MARGINALS_SIGNATURE, PARSE_K_BEST_SIGNATURE, PARSE_CONSTRAINED_SIGNATURE,
               PARSE_SPAN_MARGINALS_SIGNATURE)
+# The signatures' input names (tetra_tf/export.py gives their shapes and types).
+SENTENCES_INPUT = "sentences"
+WORDS_INPUT = "words"
+NUM_WORDS_INPUT = "num_words"  # with WORDS_INPUT: how many leading entries of a row are words
+TEXT_INPUT = "text"
+MIN_PROBABILITY_INPUT = "min_probability"
 # parse_constrained's inputs besides `sentences` ([B, N, ...] each, padded with −1 or "" to
-# the batch's largest N: the servers pad them so when they merge requests).
-CONSTRAINT_INPUTS = ("forced_spans", "forced_labels", "forbidden_spans", "given_pos_tags")
+# the batch's largest N: the servers pad them so when they merge requests;
+# `tetra_tf.constraints` writes them).
+FORCED_SPANS_INPUT = "forced_spans"        # int32 [B, F, 2]: first and last word; −1 pads
+FORCED_LABELS_INPUT = "forced_labels"      # string [B, F]: the label each must carry; "" any
+FORBIDDEN_SPANS_INPUT = "forbidden_spans"  # int32 [B, G, 2]
+GIVEN_POS_TAGS_INPUT = "given_pos_tags"    # string [B, P]: a word's part of speech; "" keeps
+CONSTRAINT_INPUTS = (FORCED_SPANS_INPUT, FORCED_LABELS_INPUT, FORBIDDEN_SPANS_INPUT,
+                     GIVEN_POS_TAGS_INPUT)
+# The signatures' output names (their shapes and types: tetra_tf/export.py). Every parse:
+NUM_WORDS_OUTPUT = "num_words"
+WORDS_OUTPUT = "words"
+LEAF_TAG_IDS_OUTPUT = "leaf_tag_ids"
+INTERNAL_TAG_IDS_OUTPUT = "internal_tag_ids"
+POS_TAG_IDS_OUTPUT = "pos_tag_ids"
+LEAF_TAGS_OUTPUT = "leaf_tags"
+INTERNAL_TAGS_OUTPUT = "internal_tags"
+POS_TAGS_OUTPUT = "pos_tags"
+SCORE_OUTPUT = "score"
+TREE_OUTPUT = "tree"
+# parse_constrained's:
+SATISFIED_OUTPUT = "satisfied"
+# parse_marginals' and parse_span_marginals':
+CONSTITUENT_MARGINALS_OUTPUT = "constituent_marginals"
+NUM_CONSTITUENTS_OUTPUT = "num_constituents"
+TREE_PROBABILITY_OUTPUT = "tree_probability"
+# parse_k_best's:
+NUM_K_BEST_OUTPUT = "num_k_best"
+K_BEST_TREES_OUTPUT = "k_best_trees"
+K_BEST_SCORES_OUTPUT = "k_best_scores"
+# parse_span_marginals':
+SPAN_STARTS_OUTPUT, SPAN_ENDS_OUTPUT = "span_starts", "span_ends"
+SPAN_LABELS_OUTPUT = "span_labels"
+SPAN_PROBABILITIES_OUTPUT = "span_probabilities"
+NUM_SPANS_OUTPUT = "num_spans"
+# parse_text's, by text [B, S] or [B, S, W] (besides num_words, words, pos_tags, score and
+# tree):
+NUM_SENTENCES_OUTPUT = "num_sentences"
+SENTENCE_STARTS_OUTPUT, SENTENCE_ENDS_OUTPUT = "sentence_starts", "sentence_ends"
+WORD_STARTS_OUTPUT, WORD_ENDS_OUTPUT = "word_starts", "word_ends"
 # Outputs [B, N] padded to the batch's largest N, by the output that counts each row's N.
-SPAN_OUTPUTS = ("span_starts", "span_ends", "span_labels", "span_probabilities")
+SPAN_OUTPUTS = (SPAN_STARTS_OUTPUT, SPAN_ENDS_OUTPUT, SPAN_LABELS_OUTPUT,
+                SPAN_PROBABILITIES_OUTPUT)
 # The longest sentence parse_marginals and parse_span_marginals take: their sums hold a
 # state per span start and end, memory O(batch · words² · depth).
 MAX_MARGINALS_WORDS = 256
@@ -70,11 +114,11 @@ MAX_SPAN_MARGINAL_CELLS = 2 ** 24
 # words²): a server that batches requests must not pad their calls with extra rows
 # (allowed_batch_sizes), which could take a request that fits over a bound.
 ROW_BOUNDED_SIGNATURES = (PARSE_CONSTRAINED_SIGNATURE, PARSE_SPAN_MARGINALS_SIGNATURE)
-COUNTED_OUTPUTS = {"constituent_marginals": "num_constituents",
-                   **{name: "num_spans" for name in SPAN_OUTPUTS}}
+COUNTED_OUTPUTS = {CONSTITUENT_MARGINALS_OUTPUT: NUM_CONSTITUENTS_OUTPUT,
+                   **{name: NUM_SPANS_OUTPUT for name in SPAN_OUTPUTS}}
 # parse_k_best's trees per sentence, and its outputs of that fixed width [B, K_BEST].
 K_BEST = 8
-K_BEST_OUTPUTS = ("k_best_trees", "k_best_scores")
+K_BEST_OUTPUTS = (K_BEST_TREES_OUTPUT, K_BEST_SCORES_OUTPUT)
 # Outputs whose second dimension is not the batch's longest sentence.
 NOT_WORD_WIDE_OUTPUTS = frozenset(COUNTED_OUTPUTS) | frozenset(K_BEST_OUTPUTS)
 

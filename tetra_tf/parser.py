@@ -674,12 +674,13 @@ class Parser:
           ModelError: any other failure.
         """
         signature = self._signature(extra) if extra else self._serve
-        inputs = {"sentences": tf.constant(joined)}
+        inputs = {export_format.SENTENCES_INPUT: tf.constant(joined)}
         if constraints is not None:
             inputs.update({name: tf.constant(value) for name, value in
                            constraints_lib.as_inputs(constraints).items()})
         if min_span_probability is not None:
-            inputs["min_probability"] = tf.fill([len(joined)], float(min_span_probability))
+            inputs[export_format.MIN_PROBABILITY_INPUT] = tf.fill(
+                [len(joined)], float(min_span_probability))
         try:
             outputs = signature(**inputs)
         except tf.errors.InvalidArgumentError:
@@ -687,26 +688,28 @@ class Parser:
         except Exception as e:  # noqa: BLE001 - the model itself failed
             raise ModelError(f"the model failed: {type(e).__name__}: "
                              f"{_first_line(str(e))}") from e
-        lengths = outputs["num_words"].numpy()
-        trees = outputs["tree"].numpy()
-        words = outputs["words"].numpy()
-        scores = outputs["score"].numpy()
-        pos_tags = outputs["pos_tags"].numpy()
-        leaf_tags = outputs["leaf_tags"].numpy()
-        internal_tags = outputs["internal_tags"].numpy()
-        marginals = "constituent_marginals" in outputs
+        lengths = outputs[export_format.NUM_WORDS_OUTPUT].numpy()
+        trees = outputs[export_format.TREE_OUTPUT].numpy()
+        words = outputs[export_format.WORDS_OUTPUT].numpy()
+        scores = outputs[export_format.SCORE_OUTPUT].numpy()
+        pos_tags = outputs[export_format.POS_TAGS_OUTPUT].numpy()
+        leaf_tags = outputs[export_format.LEAF_TAGS_OUTPUT].numpy()
+        internal_tags = outputs[export_format.INTERNAL_TAGS_OUTPUT].numpy()
+        marginals = export_format.CONSTITUENT_MARGINALS_OUTPUT in outputs
         if marginals:
-            tree_probabilities = outputs["tree_probability"].numpy()
-            constituent_marginals = outputs["constituent_marginals"].numpy()
-            counts = outputs["num_constituents"].numpy()
-        k_best = "k_best_trees" in outputs
+            tree_probabilities = outputs[export_format.TREE_PROBABILITY_OUTPUT].numpy()
+            constituent_marginals = outputs[export_format.CONSTITUENT_MARGINALS_OUTPUT].numpy()
+            counts = outputs[export_format.NUM_CONSTITUENTS_OUTPUT].numpy()
+        k_best = export_format.K_BEST_TREES_OUTPUT in outputs
         if k_best:
-            k_best_trees = outputs["k_best_trees"].numpy()
-            k_best_scores = outputs["k_best_scores"].numpy()
-            k_best_counts = outputs["num_k_best"].numpy()
-        satisfied = (outputs["satisfied"].numpy() if "satisfied" in outputs
+            k_best_trees = outputs[export_format.K_BEST_TREES_OUTPUT].numpy()
+            k_best_scores = outputs[export_format.K_BEST_SCORES_OUTPUT].numpy()
+            k_best_counts = outputs[export_format.NUM_K_BEST_OUTPUT].numpy()
+        satisfied = (outputs[export_format.SATISFIED_OUTPUT].numpy()
+                     if export_format.SATISFIED_OUTPUT in outputs
                      else np.ones(len(lengths), bool))
-        spans = _span_marginals(outputs) if "num_spans" in outputs else None
+        spans = (_span_marginals(outputs) if export_format.NUM_SPANS_OUTPUT in outputs
+                 else None)
         return [SentenceError(sentences.UNSATISFIABLE, _UNSATISFIABLE_DETAIL)
                 if not satisfied[row] else ParseResult(
             bracketed=trees[row].decode("utf-8"), score=float(scores[row]),
@@ -848,7 +851,7 @@ def _first_line(message: str) -> str:
 
 def _span_marginals(outputs: dict) -> list[tuple[Constituent, ...]]:
     """parse_span_marginals' span outputs, as each row's Constituents."""
-    counts = outputs["num_spans"].numpy()
+    counts = outputs[export_format.NUM_SPANS_OUTPUT].numpy()
     starts, ends, labels, probabilities = (outputs[name].numpy()
                                            for name in export_format.SPAN_OUTPUTS)
     return [tuple(Constituent(label.decode("utf-8"), int(start), int(end), float(p))

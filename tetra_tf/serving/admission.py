@@ -15,11 +15,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from tetra_tf import sentences
+from tetra_tf import export_format, sentences
 from tetra_tf import text as text_lib
 from tetra_tf.serving.errors import RequestError
 
-NUM_WORDS_INPUT = "num_words"  # With a word input: how many leading entries of a row are words.
 MAX_INPUT_RANK = 8  # Deeper inputs are rejected before they become arrays.
 
 
@@ -30,10 +29,10 @@ class Limits:
     max_batch_size: int = 64
     max_words_per_sentence: int = 0
     max_words_per_request: int = 16384
-    sentence_inputs: tuple[str, ...] = ("sentences",)
-    word_inputs: tuple[str, ...] = ("words",)
+    sentence_inputs: tuple[str, ...] = (export_format.SENTENCES_INPUT,)
+    word_inputs: tuple[str, ...] = (export_format.WORDS_INPUT,)
     max_pieces_per_request: int = 0
-    text_inputs: tuple[str, ...] = ("text",)
+    text_inputs: tuple[str, ...] = (export_format.TEXT_INPUT,)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,7 +51,7 @@ class ModelLimits:
     sentence: sentences.SentenceLimits
     sentence_inputs: tuple[str, ...]
     word_inputs: tuple[str, ...]
-    text_inputs: tuple[str, ...] = ("text",)
+    text_inputs: tuple[str, ...] = (export_format.TEXT_INPUT,)
 
     @classmethod
     def of(cls, limits: Limits, export_limits: dict[str, int]) -> "ModelLimits":
@@ -124,7 +123,7 @@ def prepare(signature_name: str, inputs: dict[str, np.ndarray], limits: ModelLim
             row_sentences = [[words] for words in _check_sentences(name, array, limits)]
         elif name in limits.word_inputs and array.ndim >= 2:
             row_sentences = [[words] for words in _check_word_rows(
-                name, array, inputs.get(NUM_WORDS_INPUT), limits)]
+                name, array, inputs.get(export_format.NUM_WORDS_INPUT), limits)]
         elif name in limits.text_inputs:
             row_sentences, texts = _check_texts(name, array, limits), True
     batch_size = _check_batch(inputs)
@@ -231,15 +230,16 @@ def _check_word_rows(name: str, words: np.ndarray, num_words: np.ndarray | None,
     elif num_words.shape == words.shape[:-1]:
         counts = num_words.reshape(-1)
     else:
-        raise RequestError(f"input '{NUM_WORDS_INPUT}' has shape {list(num_words.shape)}; "
-                           f"expected {list(words.shape[:-1])} to match '{name}'")
+        raise RequestError(f"input '{export_format.NUM_WORDS_INPUT}' has shape "
+                           f"{list(num_words.shape)}; expected {list(words.shape[:-1])} to "
+                           f"match '{name}'")
     row_words = []
     for index, (row, count) in enumerate(zip(rows, counts)):
         try:
             if not 0 <= count <= width:
                 raise sentences.SentenceError(
-                    sentences.BAD_WORDS, f"{NUM_WORDS_INPUT}={count} is not between 1 and "
-                    f"the width of '{name}' ({width})")
+                    sentences.BAD_WORDS, f"{export_format.NUM_WORDS_INPUT}={count} is not "
+                    f"between 1 and the width of '{name}' ({width})")
             row_words.append(sentences.check_words(
                 [sentences.decode_utf8(word) for word in row[:count]], limits.sentence))
         except sentences.SentenceError as e:

@@ -33,9 +33,10 @@ import urllib.parse
 import urllib.request
 from typing import Any, Sequence
 
+from tetra_tf import export_format
+
 DEFAULT_SERVER = "http://127.0.0.1:8501"
 DEFAULT_MODEL_NAME = "tetra"
-TREE_OUTPUT = "tree"
 
 
 class ServingError(RuntimeError):
@@ -211,10 +212,12 @@ def parse(sentences: list[str], server: str = DEFAULT_SERVER,
         batch = sentences[start:start + batch_size]
         predictions = predict(batch, server, model_name, timeout_s=timeout_s)
         for index, prediction in enumerate(predictions):
-            tree = prediction.get(TREE_OUTPUT) if isinstance(prediction, dict) else None
+            tree = (prediction.get(export_format.TREE_OUTPUT) if isinstance(prediction, dict)
+                    else None)
             if not isinstance(tree, str):
-                raise ServingError(f"prediction {start + index} has no {TREE_OUTPUT!r} "
-                                   f"string output: {json.dumps(prediction)[:200]}")
+                raise ServingError(f"prediction {start + index} has no "
+                                   f"{export_format.TREE_OUTPUT!r} string output: "
+                                   f"{json.dumps(prediction)[:200]}")
             trees.append(tree)
     return trees
 

@@ -31,10 +31,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from absl import flags  # noqa: E402
 from absl import logging as absl_logging  # noqa: E402
 
-from tetra_tf import cli, cpu, extras  # noqa: E402
+from tetra_tf import cli, cpu, export_format, extras  # noqa: E402
 from tetra_tf.errors import InputError, TetraError  # noqa: E402
 from tetra_tf.serving import batching  # noqa: E402
-from tetra_tf.serving.admission import NUM_WORDS_INPUT, Limits  # noqa: E402
+from tetra_tf.serving.admission import Limits  # noqa: E402
 from tetra_tf.serving.errors import first_line  # noqa: E402
 from tetra_tf.serving.grpc_api import create_grpc_server  # noqa: E402
 from tetra_tf.serving import model_config  # noqa: E402
@@ -91,14 +91,15 @@ def _define_flags() -> None:
                          "limits.", lower_bound=0)
     flags.DEFINE_integer("max_words_per_request", 16384,
                          "Most words in all sentences of one request.", lower_bound=1)
-    flags.DEFINE_list("sentence_inputs", ["sentences"],
+    flags.DEFINE_list("sentence_inputs", [export_format.SENTENCES_INPUT],
                       "String inputs checked as sentences (tetra_tf.sentences: valid "
                       "UTF-8, 1 to --max_words_per_sentence whitespace-separated words).")
-    flags.DEFINE_list("word_inputs", ["words"],
+    flags.DEFINE_list("word_inputs", [export_format.WORDS_INPUT],
                       "String inputs [batch, width] checked as pre-split sentences (width at "
-                      f"most --max_words_per_sentence; with a '{NUM_WORDS_INPUT}' input, its "
-                      "first num_words entries per row are non-empty words without spaces).")
-    flags.DEFINE_list("text_inputs", ["text"],
+                      "most --max_words_per_sentence; with a "
+                      f"'{export_format.NUM_WORDS_INPUT}' input, its first num_words entries "
+                      "per row are non-empty words without spaces).")
+    flags.DEFINE_list("text_inputs", [export_format.TEXT_INPUT],
                       "String inputs checked as raw texts: split into sentences and PTB "
                       "tokens as the export's parse_text signature splits them "
                       "(tetra_tf.text), each sentence by the --sentence_inputs rules.")
