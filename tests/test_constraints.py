@@ -225,11 +225,10 @@ def test_the_graph_refuses_what_the_host_would_and_answers_unsatisfiable_rows_wi
 def test_a_call_whose_constraints_would_need_too_many_score_cells_is_refused(parser):
     """The graph bounds the work of its score tables before making them (a hostile request
     of many padding spans must not take the server's memory)."""
-    from tetra_tf.export import MAX_CONSTRAINT_SCORE_CELLS
-
     signature = parser.model.signatures["parse_constrained"]
     tags = max(len(parser.model.leaf_tags.numpy()), len(parser.model.internal_tags.numpy()))
-    spans = MAX_CONSTRAINT_SCORE_CELLS // (2 * 3 * tags)  # two sentences of up to 3 words
+    # Two sentences of up to 3 words:
+    spans = export_format.MAX_CONSTRAINT_SCORE_CELLS // (2 * 3 * tags)
     inputs = constraints_lib.as_inputs([None, None])
     inputs["forbidden_spans"] = -np.ones((2, spans, 2), np.int32)
     call = {k: tf.constant(v) for k, v in inputs.items()}
@@ -259,11 +258,9 @@ def test_each_constraint_input_needs_a_row_per_sentence(parser, name):
 
 
 def test_a_call_whose_chart_would_be_too_large_is_refused(parser):
-    from tetra_tf.export import MAX_CHART_CELLS, MAX_CONSTRAINED_WORDS
-
-    words = [f"w{i}" for i in range(MAX_CONSTRAINED_WORDS)]
+    words = [f"w{i}" for i in range(export_format.MAX_CONSTRAINED_WORDS)]
     depth = parser.max_stack_depth
-    sentences_per_call = MAX_CHART_CELLS // (len(words) ** 2 * 2 * depth) + 1
+    sentences_per_call = export_format.MAX_CHART_CELLS // (len(words) ** 2 * 2 * depth) + 1
     inputs = {k: tf.constant(v) for k, v in
               constraints_lib.as_inputs([None] * sentences_per_call).items()}
     with pytest.raises(tf.errors.InvalidArgumentError,

@@ -440,9 +440,9 @@ def test_parse_span_marginals_refuses_bad_floors_and_calls_over_its_cells(loaded
             signature(sentences=tf.constant(["a b", "c"]), min_probability=tf.constant(floors))
     labels = {label for tag in (*vocabs.leaf.tags, *vocabs.internal.tags)
               for label in tags_lib.split_chain(tags_lib.tag_label(tag))}
-    words = export.MAX_MARGINALS_WORDS
+    words = export_format.MAX_MARGINALS_WORDS
     per_sentence = words ** 2 * max(len(labels), 2 * (6 + 1))
-    sentences = export.MAX_SPAN_MARGINAL_CELLS // per_sentence + 1
+    sentences = export_format.MAX_SPAN_MARGINAL_CELLS // per_sentence + 1
     with pytest.raises(tf.errors.InvalidArgumentError,
                        match="too_many_words: parse_span_marginals needs more than"):
         signature(sentences=tf.constant([" ".join(["a"] * words)] * sentences),
@@ -457,14 +457,14 @@ def test_parse_k_best_gives_the_k_best_trees_of_the_exports_own_logits(loaded, v
     words, _, lengths, _, leaf, internal = _tag_log_probabilities(loaded, SENTENCES)
     out = _outputs_beside_the_defaults(loaded, "parse_k_best")
     expected = k_best.k_best_numpy(leaf, internal, lengths.numpy(), vocabs.leaf.directions(),
-                                   vocabs.internal.directions(), export.K_BEST, 6)
+                                   vocabs.internal.directions(), export_format.K_BEST, 6)
     for row, sentence in enumerate(words):
         found = int(np.isfinite(expected.scores[row]).sum()) if sentence else 0
         assert out["num_k_best"][row] == found
         np.testing.assert_allclose(out["k_best_scores"][row, :found],
                                    expected.scores[row, :found], rtol=1e-4)
         trees = [t.decode() for t in out["k_best_trees"][row]]
-        assert trees[found:] == [""] * (export.K_BEST - found)
+        assert trees[found:] == [""] * (export_format.K_BEST - found)
         if not sentence:
             continue
         assert trees[0] == out["tree"][row].decode()  # the first is the best
@@ -912,7 +912,7 @@ def test_padding_many_short_sentences_to_one_long_one_is_an_invalid_argument(loa
 
 
 def test_limits_are_stored_in_the_saved_model(export_dir, loaded):
-    with open(os.path.join(export_dir, export.LIMITS_FILE), encoding="utf-8") as f:
+    with open(os.path.join(export_dir, export_format.LIMITS_FILE), encoding="utf-8") as f:
         limits = json.load(f)
     assert limits == {
         "max_pieces_per_word": tokenization.MAX_PIECES_PER_WORD,

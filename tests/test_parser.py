@@ -380,7 +380,7 @@ def test_k_best_trees_start_with_the_best_and_come_best_first(parser):
 
 
 def test_marginals_refuse_a_sentence_over_their_word_bound_alone(parser):
-    from tetra_tf.export import MAX_MARGINALS_WORDS
+    from tetra_tf.export_format import MAX_MARGINALS_WORDS
 
     long = [f"w{i}" for i in range(MAX_MARGINALS_WORDS + 1)]
     results = parser.parse_each([["a", "b"], long], marginals=True)

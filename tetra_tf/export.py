@@ -92,29 +92,6 @@ from tetra_tf import model_dir as model_dir_lib
 from tetra_tf.errors import InputError, ModelDirError
 from tetra_tf.model_dir import load_tagger, resolve_checkpoint
 
-SERVING_SIGNATURE = export_format.SERVING_SIGNATURE
-PARSE_WORDS_SIGNATURE = export_format.PARSE_WORDS_SIGNATURE
-PARSE_TEXT_SIGNATURE = export_format.PARSE_TEXT_SIGNATURE
-PARSE_MARGINALS_SIGNATURE = export_format.PARSE_MARGINALS_SIGNATURE
-PARSE_K_BEST_SIGNATURE = export_format.PARSE_K_BEST_SIGNATURE
-PARSE_CONSTRAINED_SIGNATURE = export_format.PARSE_CONSTRAINED_SIGNATURE
-PARSE_SPAN_MARGINALS_SIGNATURE = export_format.PARSE_SPAN_MARGINALS_SIGNATURE
-K_BEST = export_format.K_BEST
-# The longest sentence parse_marginals (and parse_span_marginals) takes: its sums hold a
-# state per span start and end, memory O(batch · words² · depth).
-MAX_MARGINALS_WORDS = export_format.MAX_MARGINALS_WORDS
-# parse_span_marginals' bound, checked before the encoder runs; its peak memory is a few
-# tables of that many floats (64 MB each).
-MAX_SPAN_MARGINAL_CELLS = export_format.MAX_SPAN_MARGINAL_CELLS
-# The longest sentence parse_constrained takes: its chart holds a cell per span, and its
-# work grows with words³.
-MAX_CONSTRAINED_WORDS = 256
-# parse_constrained scores every tag for every span rule at every word: a call may hold at
-# most this many (sentences × words × tags × (rules + 1)), 256 MB of float32 per table.
-MAX_CONSTRAINT_SCORE_CELLS = 2 ** 26
-# ... and its chart holds a cell per sentence, span start, span width, direction and depth
-# (64 MB of float32 at most; any one sentence of up to MAX_CONSTRAINED_WORDS fits).
-MAX_CHART_CELLS = 2 ** 24
 # Windows shorter than seq_length go through the encoder trimmed to the longest of them,
 # rounded up to a multiple of this (CPU matmuls prefer aligned sizes).
 DEFAULT_LENGTH_MULTIPLE = 8
@@ -144,12 +121,8 @@ WARMUP_SENTENCES = (
 )
 
 
-
-
 # --------------------------------------------------------------------------------------
 # The serving module
-
-LIMITS_FILE = export_format.LIMITS_FILE
 
 
 def _string_variable(values: list[str], name: str) -> tf.Variable:
@@ -324,23 +297,24 @@ class ParserModule(tf.Module):
             forbidden_spans = inputs[export_format.FORBIDDEN_SPANS_INPUT]
             checks = graph_rules.checks(forced_spans, forced_labels, forbidden_spans, lengths)
             checks.append(tf.debugging.assert_less_equal(
-                lengths, MAX_CONSTRAINED_WORDS,
+                lengths, export_format.MAX_CONSTRAINED_WORDS,
                 message=f"too_many_words: parse_constrained takes sentences of at most "
-                        f"{MAX_CONSTRAINED_WORDS} words"))
+                        f"{export_format.MAX_CONSTRAINED_WORDS} words"))
             shape = tf.shape(internal_scores, out_type=tf.int64)
             cells = (shape[0] * shape[1]
                      * tf.maximum(tf.shape(leaf_scores, out_type=tf.int64)[2], shape[2])
                      * (1 + tf.shape(forced_spans, out_type=tf.int64)[1]
                         + tf.shape(forbidden_spans, out_type=tf.int64)[1]))
-            checks.append(tf.debugging.Assert(cells <= MAX_CONSTRAINT_SCORE_CELLS, [
+            most_cells = export_format.MAX_CONSTRAINT_SCORE_CELLS
+            checks.append(tf.debugging.Assert(cells <= most_cells, [
                 f"{sentences_lib.BAD_CONSTRAINTS}: the constraints of the call need more "
-                f"than {MAX_CONSTRAINT_SCORE_CELLS} score cells (sentences x words x tags "
+                f"than {most_cells} score cells (sentences x words x tags "
                 f"x (spans + 1)): send fewer sentences or spans per call"]))
             chart_cells = shape[0] * shape[1] * shape[1] * 2 * max_stack_depth
-            checks.append(tf.debugging.Assert(chart_cells <= MAX_CHART_CELLS, [
+            checks.append(tf.debugging.Assert(chart_cells <= export_format.MAX_CHART_CELLS, [
                 f"{sentences_lib.TOO_MANY_WORDS}: the chart of the call needs more than "
-                f"{MAX_CHART_CELLS} cells (sentences x words x words x 2 x depth): send "
-                f"fewer or shorter sentences per call"]))
+                f"{export_format.MAX_CHART_CELLS} cells (sentences x words x words x 2 x "
+                f"depth): send fewer or shorter sentences per call"]))
             with tf.control_dependencies(checks):
                 leaf_scores, internal_scores, forced_spans, forbidden_spans = (
                     tf.identity(x) for x in (leaf_scores, internal_scores, forced_spans,
@@ -372,22 +346,22 @@ class ParserModule(tf.Module):
 
         def k_best_trees(leaf_scores, internal_scores, lengths, words, pos_tags) -> dict:
             best = k_best_lib.k_best(leaf_scores, internal_scores, lengths, leaf_directions,
-                                     internal_directions, K_BEST, max_stack_depth)
+                                     internal_directions, export_format.K_BEST, max_stack_depth)
             batch, width = tf.shape(words)[0], tf.shape(words)[1]
             found = (best.scores > -np.inf) & (lengths > 0)[:, None]  # [B, K]
 
             def rows(ids):
-                return tf.reshape(ids, [batch * K_BEST, width])
+                return tf.reshape(ids, [batch * export_format.K_BEST, width])
 
             def repeated(values):
-                return tf.repeat(values, K_BEST, axis=0)
+                return tf.repeat(values, export_format.K_BEST, axis=0)
 
             trees = write_trees(repeated(words), repeated(pos_tags), rows(best.leaf_tag_ids),
                                 rows(best.internal_tag_ids),
                                 tf.where(tf.reshape(found, [-1]), repeated(lengths), 0))
             return {
                 "num_k_best": tf.reduce_sum(tf.cast(found, tf.int32), axis=1),
-                "k_best_trees": tf.reshape(trees, [batch, K_BEST]),
+                "k_best_trees": tf.reshape(trees, [batch, export_format.K_BEST]),
                 "k_best_scores": tf.where(found, tf.cast(best.scores, tf.float32), 0.0),
             }
 
@@ -396,19 +370,19 @@ class ParserModule(tf.Module):
             """The words, once the marginals' bounds hold: checked before any model work."""
             lengths = ragged_words.row_lengths()
             checks = [tf.debugging.assert_less_equal(
-                lengths, tf.constant(MAX_MARGINALS_WORDS, tf.int64),
+                lengths, tf.constant(export_format.MAX_MARGINALS_WORDS, tf.int64),
                 message=f"{sentences_lib.TOO_MANY_WORDS}: marginals take sentences of at "
-                        f"most {MAX_MARGINALS_WORDS} words")]
+                        f"most {export_format.MAX_MARGINALS_WORDS} words")]
             if min_span_probability is not None:
                 width = tf.reduce_max(tf.concat([lengths, [0]], axis=0))
                 cells = (tf.shape(lengths, out_type=tf.int64)[0] * width * width
                          * max(len(chain_marginals.labels), 2 * (max_stack_depth + 1)))
                 checks += [
-                    tf.debugging.Assert(cells <= MAX_SPAN_MARGINAL_CELLS, [
+                    tf.debugging.Assert(cells <= export_format.MAX_SPAN_MARGINAL_CELLS, [
                         f"{sentences_lib.TOO_MANY_WORDS}: parse_span_marginals needs more "
-                        f"than {MAX_SPAN_MARGINAL_CELLS} cells for the call (sentences x "
-                        f"words x words x max(labels, 2 x (depth + 1))): send fewer or "
-                        f"shorter sentences per call"]),
+                        f"than {export_format.MAX_SPAN_MARGINAL_CELLS} cells for the call "
+                        f"(sentences x words x words x max(labels, 2 x (depth + 1))): send "
+                        f"fewer or shorter sentences per call"]),
                     tf.debugging.Assert(tf.reduce_all(
                         (min_span_probability >= 0.0) & (min_span_probability <= 1.0)), [
                         "min_probability: each must be a number from 0 to 1"]),
@@ -887,7 +861,7 @@ def write_limits(module: ParserModule, export_dir: str) -> str:
     TF Serving ignores assets.extra; deployments and clients read the file (or the
     module's max_pieces_per_word / max_pieces_per_call variables) to size requests.
     """
-    path = os.path.join(export_dir, LIMITS_FILE)
+    path = os.path.join(export_dir, export_format.LIMITS_FILE)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w", encoding="utf-8") as f:
         json.dump({key: int(getattr(module, key).numpy()) for key in export_format.LIMIT_KEYS},
@@ -911,20 +885,21 @@ def warmup_requests(sentences: tuple[str, ...] = WARMUP_SENTENCES) -> list:
         word_lists = [sentence.split() for sentence in batch]
         width = max(map(len, word_lists))
         inputs_by_signature = {
-            SERVING_SIGNATURE: {"sentences": np.array(batch, dtype=object)},
-            PARSE_WORDS_SIGNATURE: {
+            export_format.SERVING_SIGNATURE: {"sentences": np.array(batch, dtype=object)},
+            export_format.PARSE_WORDS_SIGNATURE: {
                 "words": np.array([words + [""] * (width - len(words)) for words in word_lists],
                                   dtype=object),
                 "num_words": np.array([len(words) for words in word_lists], np.int32)},
-            PARSE_TEXT_SIGNATURE: {"text": np.array(batch, dtype=object)},
-            PARSE_MARGINALS_SIGNATURE: {"sentences": np.array(batch, dtype=object)},
-            PARSE_K_BEST_SIGNATURE: {"sentences": np.array(batch, dtype=object)},
+            export_format.PARSE_TEXT_SIGNATURE: {"text": np.array(batch, dtype=object)},
+            export_format.PARSE_MARGINALS_SIGNATURE: {
+                "sentences": np.array(batch, dtype=object)},
+            export_format.PARSE_K_BEST_SIGNATURE: {"sentences": np.array(batch, dtype=object)},
         }
         if len(batch) > 1:
-            inputs_by_signature[PARSE_CONSTRAINED_SIGNATURE] = {
+            inputs_by_signature[export_format.PARSE_CONSTRAINED_SIGNATURE] = {
                 "sentences": np.array(batch, dtype=object),
                 **constraints_lib.as_inputs([None] * len(batch))}
-            inputs_by_signature[PARSE_SPAN_MARGINALS_SIGNATURE] = {
+            inputs_by_signature[export_format.PARSE_SPAN_MARGINALS_SIGNATURE] = {
                 "sentences": np.array(batch, dtype=object),
                 "min_probability": np.full(len(batch), 0.5, np.float32)}
         for signature_name, inputs in inputs_by_signature.items():
@@ -994,13 +969,13 @@ def export(checkpoint: str, export_dir: str, overwrite: bool = False,
         # The functions themselves, not concrete functions traced here: saving traces them
         # again in its own context, and would then write every graph twice.
         signatures = {
-            SERVING_SIGNATURE: module.parse_sentences,
-            PARSE_WORDS_SIGNATURE: module.parse_words,
-            PARSE_TEXT_SIGNATURE: module.parse_text,
-            PARSE_MARGINALS_SIGNATURE: module.parse_marginals,
-            PARSE_K_BEST_SIGNATURE: module.parse_k_best,
-            PARSE_CONSTRAINED_SIGNATURE: module.parse_constrained,
-            PARSE_SPAN_MARGINALS_SIGNATURE: module.parse_span_marginals,
+            export_format.SERVING_SIGNATURE: module.parse_sentences,
+            export_format.PARSE_WORDS_SIGNATURE: module.parse_words,
+            export_format.PARSE_TEXT_SIGNATURE: module.parse_text,
+            export_format.PARSE_MARGINALS_SIGNATURE: module.parse_marginals,
+            export_format.PARSE_K_BEST_SIGNATURE: module.parse_k_best,
+            export_format.PARSE_CONSTRAINED_SIGNATURE: module.parse_constrained,
+            export_format.PARSE_SPAN_MARGINALS_SIGNATURE: module.parse_span_marginals,
         }
         tf.saved_model.save(module, staging, signatures=signatures)
         model_card.write(staging, model_card.build(checkpoints, module))

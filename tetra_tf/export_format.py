@@ -108,8 +108,18 @@ SPAN_OUTPUTS = (SPAN_STARTS_OUTPUT, SPAN_ENDS_OUTPUT, SPAN_LABELS_OUTPUT,
 # state per span start and end, memory O(batch · words² · depth).
 MAX_MARGINALS_WORDS = 256
 # parse_span_marginals' tables of every span: a call may hold at most this many cells
-# (sentences × the longest one's words² × max(labels, 2 · (depth + 1))).
+# (sentences × the longest one's words² × max(labels, 2 · (depth + 1))), checked before the
+# encoder runs; its peak memory is a few tables of that many floats (64 MB each).
 MAX_SPAN_MARGINAL_CELLS = 2 ** 24
+# The longest sentence parse_constrained takes: its chart holds a cell per span, and its
+# work grows with words³.
+MAX_CONSTRAINED_WORDS = 256
+# parse_constrained scores every tag for every span rule at every word: a call may hold at
+# most this many (sentences × words × tags × (rules + 1)), 256 MB of float32 per table.
+MAX_CONSTRAINT_SCORE_CELLS = 2 ** 26
+# ... and its chart holds a cell per sentence, span start, span width, direction and depth
+# (64 MB of float32 at most; any one sentence of up to MAX_CONSTRAINED_WORDS fits).
+MAX_CHART_CELLS = 2 ** 24
 # Signatures whose bounds count a call's sentences (their tables grow with sentences ×
 # words²): a server that batches requests must not pad their calls with extra rows
 # (allowed_batch_sizes), which could take a request that fits over a bound.
