@@ -67,7 +67,7 @@ import os
 import shutil
 import tempfile
 import time
-from typing import Sequence
+from typing import Callable, Sequence
 
 from tetra_tf import extras
 
@@ -129,10 +129,33 @@ def _string_variable(values: list[str], name: str) -> tf.Variable:
     return tf.Variable(tf.constant(values, tf.string), trainable=False, name=name)
 
 
+# The signatures' inputs, by export_format's names.
+_SENTENCES_SPEC = tf.TensorSpec([None], tf.string, export_format.SENTENCES_INPUT)
+_WORDS_SPEC = tf.TensorSpec([None, None], tf.string, export_format.WORDS_INPUT)
+_NUM_WORDS_SPEC = tf.TensorSpec([None], tf.int32, export_format.NUM_WORDS_INPUT)
+_TEXT_SPEC = tf.TensorSpec([None], tf.string, export_format.TEXT_INPUT)
+_MIN_PROBABILITY_SPEC = tf.TensorSpec([None], tf.float32, export_format.MIN_PROBABILITY_INPUT)
+_CONSTRAINT_SPECS = [
+    tf.TensorSpec([None, None, 2], tf.int32, export_format.FORCED_SPANS_INPUT),
+    tf.TensorSpec([None, None], tf.string, export_format.FORCED_LABELS_INPUT),
+    tf.TensorSpec([None, None, 2], tf.int32, export_format.FORBIDDEN_SPANS_INPUT),
+    tf.TensorSpec([None, None], tf.string, export_format.GIVEN_POS_TAGS_INPUT),
+]
+# The inner functions' inputs: words [B, (W)], encoder windows [B, F, L], word end
+# positions and tag ids [B, W], tag scores [B, W, V].
+_RAGGED_WORDS_SPEC = tf.RaggedTensorSpec([None, None], tf.string, ragged_rank=1)
+_WINDOWS_SPEC = tf.TensorSpec([None, None, None], tf.int32)
+_POSITIONS_SPEC = tf.TensorSpec([None, None], tf.int32)
+_IDS_SPEC = tf.TensorSpec([None, None], tf.int32)
+_SCORES_SPEC = tf.TensorSpec([None, None, None], tf.float32)
+
+
 class ParserModule(tf.Module):
     """The exported object: tokenizer, tagger weights, vocabularies and parse functions.
 
-    With several taggers (an ensemble), each runs on the same windows and their tag
+    Each signature is a `tf.function` method (`SIGNATURE_FUNCTIONS` names which); they
+    share one `_ParseGraph`, whose pieces are written to the SavedModel's function library
+    once. With several taggers (an ensemble), each runs on the same windows and their tag
     log-probabilities are averaged before the decoder. The Keras taggers themselves are
     kept out of the object graph (only the head variables and the `InferenceEncoder`s'
     copies of the encoder weights are tracked), so saving writes plain functions and
@@ -155,7 +178,6 @@ class ParserModule(tf.Module):
         super().__init__(name="tetra_parser")
         if not taggers:
             raise ValueError("ParserModule needs at least one tagger")
-        seq_length = encoder_config.max_sequence_length
         self.tokenizer = tokenizer
         self.encoders = [InferenceEncoder(tagger.encoder, encoder_config,
                                           compute_dtype=tf.as_dtype(encoder_dtype),
@@ -184,388 +206,429 @@ class ParserModule(tf.Module):
         self.max_window_positions_per_call = tf.Variable(
             MAX_WINDOW_POSITIONS_PER_CALL, dtype=tf.int32, trainable=False,
             name="max_window_positions_per_call")
-        # Closures hold what must stay untracked.
-        tokenizer = self.tokenizer
-        tree_writer = TreeWriter(vocabs)
-        leaf_directions = vocabs.leaf.directions()
-        internal_directions = vocabs.internal.directions()
-        module = self
+        # A plain object, so that what it holds stays out of the object graph.
+        self._parse_graph = _ParseGraph(self, taggers, encoder_config.max_sequence_length,
+                                        vocabs, graph_rules, max_stack_depth, length_multiple)
 
-        words_spec = tf.TensorSpec([None, None], tf.string, "words")
-        num_words_spec = tf.TensorSpec([None], tf.int32, "num_words")
-        encoder_spec = tf.TensorSpec([None, None, None], tf.int32)
-        ragged_spec = tf.RaggedTensorSpec([None, None], tf.string, ragged_rank=1)
+    def signatures(self) -> dict[str, Callable]:
+        """The SavedModel's signatures: each name and its function (`SIGNATURE_FUNCTIONS`).
 
-        # The pieces are tf.functions of their own, so that the SavedModel's function
-        # library holds the tagger and the decoder once, whichever entry point calls them.
-        def pack(ragged_words: tf.RaggedTensor) -> dict:
-            return tokenizer.tokenize_and_pack(
-                ragged_words, seq_length, max_pieces_per_call=MAX_PIECES_PER_CALL,
-                max_window_positions_per_call=MAX_WINDOW_POSITIONS_PER_CALL)
+        The functions themselves, not concrete functions traced here: saving traces them
+        again in its own context, and would then write every graph twice.
+        """
+        return {name: getattr(self, function)
+                for name, function in SIGNATURE_FUNCTIONS.items()}
 
-        window_taggers = [WindowTagger(tagger, seq_length, encoder=encoder,
-                                       length_multiple=length_multiple, pack_length=pack_length)
-                          for tagger, encoder in zip(taggers, self.encoders)]
+    @tf.function(input_signature=[_WINDOWS_SPEC] * 3 + [_POSITIONS_SPEC], autograph=False)
+    def encode(self, input_word_ids: tf.Tensor, input_mask: tf.Tensor,
+               input_type_ids: tf.Tensor, word_end_positions: tf.Tensor) -> dict:
+        """The encoder inputs (`tokenize`'s) → leaf, internal and POS logits [B, W, V] (an
+        ensemble's: its members' mean log-probabilities)."""
+        outputs = [window_tagger(input_word_ids, input_mask, input_type_ids,
+                                 word_end_positions)
+                   for window_tagger in self._parse_graph.window_taggers]
+        return outputs[0] if len(outputs) == 1 else mean_log_probabilities(outputs)
 
-        def encode(input_word_ids, input_mask, input_type_ids, word_end_positions) -> dict:
-            outputs = [window_tagger(input_word_ids, input_mask, input_type_ids,
-                                     word_end_positions) for window_tagger in window_taggers]
-            return outputs[0] if len(outputs) == 1 else mean_log_probabilities(outputs)
+    @tf.function(input_signature=[_WORDS_SPEC, _NUM_WORDS_SPEC], autograph=False)
+    def tokenize(self, words: tf.Tensor, num_words: tf.Tensor) -> dict:
+        """Words [B, W] and num_words [B] → the encoder inputs (`encode`'s)."""
+        return self._parse_graph.pack(_checked_ragged(words, num_words))
 
-        pack = tf.function(pack, input_signature=[ragged_spec], autograph=False)
-        self.encode = tf.function(encode, input_signature=[
-            encoder_spec, encoder_spec, encoder_spec, tf.TensorSpec([None, None], tf.int32)],
-            autograph=False)
+    @tf.function(input_signature=[_SENTENCES_SPEC], autograph=False)
+    def parse_sentences(self, sentences: tf.Tensor) -> dict:
+        """serving_default: sentences [B], words separated by whitespace."""
+        return self._parse_graph.parse(split_sentences(sentences))
 
-        chain_marginals = marginals.ChainMarginals(vocabs.leaf.tags, vocabs.internal.tags,
-                                                   leaf_directions, internal_directions)
+    @tf.function(input_signature=[_WORDS_SPEC, _NUM_WORDS_SPEC], autograph=False)
+    def parse_words(self, words: tf.Tensor, num_words: tf.Tensor) -> dict:
+        """parse_words: words [B, W], of which each row's first num_words [B]."""
+        return self._parse_graph.parse(_checked_ragged(words, num_words))
+
+    @tf.function(input_signature=[_TEXT_SPEC], autograph=False)
+    def parse_text(self, text: tf.Tensor) -> dict:
+        """parse_text: raw texts [B], split into sentences and words in the graph; the
+        outputs by text [B, S, ...], with the character offsets."""
+        documents = text_lib.graph_tokenize_document(text)
+        sentences_per_text = documents.words.row_lengths()
+        parsed = self._parse_graph.parse(documents.words.values)
+
+        def per_text(name: str, padding) -> tf.Tensor:
+            """An output [N, ...] over all sentences → [B, S, ...] by text."""
+            return tf.RaggedTensor.from_row_lengths(
+                parsed[name], sentences_per_text).to_tensor(default_value=padding)
+
+        def offsets(ragged: tf.RaggedTensor) -> tf.Tensor:
+            return tf.cast(ragged.to_tensor(default_value=-1), tf.int32)
+
+        return {
+            export_format.NUM_SENTENCES_OUTPUT: tf.cast(sentences_per_text, tf.int32),
+            export_format.SENTENCE_STARTS_OUTPUT: offsets(documents.sentence_starts),
+            export_format.SENTENCE_ENDS_OUTPUT: offsets(documents.sentence_ends),
+            export_format.NUM_WORDS_OUTPUT: per_text(export_format.NUM_WORDS_OUTPUT, -1),
+            export_format.WORDS_OUTPUT: per_text(export_format.WORDS_OUTPUT, ""),
+            export_format.WORD_STARTS_OUTPUT: offsets(documents.word_starts),
+            export_format.WORD_ENDS_OUTPUT: offsets(documents.word_ends),
+            export_format.POS_TAGS_OUTPUT: per_text(export_format.POS_TAGS_OUTPUT, ""),
+            export_format.SCORE_OUTPUT: per_text(export_format.SCORE_OUTPUT, 0.0),
+            export_format.TREE_OUTPUT: per_text(export_format.TREE_OUTPUT, ""),
+        }
+
+    @tf.function(input_signature=[_SENTENCES_SPEC], autograph=False)
+    def parse_marginals(self, sentences: tf.Tensor) -> dict:
+        """parse_marginals: serving_default's, and each constituent's probability."""
+        return self._parse_graph.parse_with_marginals(split_sentences(sentences))
+
+    @tf.function(input_signature=[_SENTENCES_SPEC], autograph=False)
+    def parse_k_best(self, sentences: tf.Tensor) -> dict:
+        """parse_k_best: serving_default's, and the K_BEST best trees."""
+        return self._parse_graph.parse_with_k_best(split_sentences(sentences))
+
+    @tf.function(input_signature=[_SENTENCES_SPEC, _MIN_PROBABILITY_SPEC], autograph=False)
+    def parse_span_marginals(self, sentences: tf.Tensor, min_probability: tf.Tensor) -> dict:
+        """parse_span_marginals: parse_marginals', and every labelled span with at least
+        its sentence's min_probability [B]."""
+        check = tf.debugging.assert_equal(
+            tf.shape(min_probability), tf.shape(sentences),
+            message=f"{export_format.MIN_PROBABILITY_INPUT}: one per sentence")
+        with tf.control_dependencies([check]):
+            min_probability = tf.identity(min_probability)
+        return self._parse_graph.parse_body(split_sentences(sentences),
+                                            min_span_probability=min_probability)
+
+    @tf.function(input_signature=[_SENTENCES_SPEC] + _CONSTRAINT_SPECS, autograph=False)
+    def parse_constrained(self, sentences: tf.Tensor, forced_spans: tf.Tensor,
+                          forced_labels: tf.Tensor, forbidden_spans: tf.Tensor,
+                          given_pos_tags: tf.Tensor) -> dict:
+        """parse_constrained: the best tree under each sentence's constraints, and whether
+        one satisfies them."""
+        inputs = (forced_spans, forced_labels, forbidden_spans, given_pos_tags)
+        rules = self._parse_graph.rules
+        with tf.control_dependencies(rules.shape_checks(tf.shape(sentences)[0], *inputs)):
+            sentences, *inputs = (tf.identity(x) for x in (sentences,) + inputs)
+        return self._parse_graph.parse_body(
+            split_sentences(sentences),
+            constraint_inputs=dict(zip(export_format.CONSTRAINT_INPUTS, inputs)))
+
+
+# The one table of the SavedModel's signatures: each name and the ParserModule function
+# that serves it (the export writes them, the warm-up requests call them, in this order).
+SIGNATURE_FUNCTIONS = {
+    export_format.SERVING_SIGNATURE: "parse_sentences",
+    export_format.PARSE_WORDS_SIGNATURE: "parse_words",
+    export_format.PARSE_TEXT_SIGNATURE: "parse_text",
+    export_format.PARSE_MARGINALS_SIGNATURE: "parse_marginals",
+    export_format.PARSE_K_BEST_SIGNATURE: "parse_k_best",
+    export_format.PARSE_CONSTRAINED_SIGNATURE: "parse_constrained",
+    export_format.PARSE_SPAN_MARGINALS_SIGNATURE: "parse_span_marginals",
+}
+
+
+def _checked_ragged(words: tf.Tensor, num_words: tf.Tensor) -> tf.RaggedTensor:
+    """Words [B, W] and num_words [B] → words [B, (W)], once each row's count fits its
+    width and each word is non-empty and holds no whitespace."""
+    checks = [
+        tf.debugging.assert_non_negative(num_words, message="negative num_words"),
+        tf.debugging.assert_less_equal(
+            num_words, tf.shape(words)[1],
+            message="num_words exceeds the width of words"),
+        tf.debugging.assert_equal(tf.shape(words)[0], tf.shape(num_words)[0],
+                                  message="words and num_words differ in batch size"),
+    ]
+    with tf.control_dependencies(checks):
+        ragged = tf.RaggedTensor.from_tensor(words, lengths=num_words)
+    word_checks = [
+        tf.debugging.assert_positive(tf.strings.length(ragged.flat_values),
+                                     message="bad_words: empty word"),
+        tf.debugging.Assert(tf.logical_not(tf.reduce_any(tf.strings.regex_full_match(
+            ragged.flat_values, "(?s).*" + sentences_lib.WHITESPACE_PATTERN + ".*"))),
+            ["bad_words: a word contains whitespace"]),
+    ]
+    with tf.control_dependencies(word_checks):
+        return tf.identity(ragged)
+
+
+class _ParseGraph:
+    """The graph behind the signatures, words [B, (W)] → the outputs: tokenizer, tagger
+    (the module's `encode`), log-softmax, decoder, POS argmax, tree writer, and marginals,
+    k best trees or constraints for the signatures that give them.
+
+    The pieces every signature calls are tf.functions of their own, so that the
+    SavedModel's function library holds the tagger and the decoder once, whichever
+    signature calls them. A plain object, not a tf.Module: what it holds (the Keras
+    taggers, through their `WindowTagger`s; the decoders' Python settings) stays out of
+    the SavedModel's object graph, and so do its functions.
+    """
+
+    def __init__(self, module: ParserModule, taggers: Sequence[TetraTagger], seq_length: int,
+                 vocabs: TagVocabularies, rules: constraints_lib.GraphRules,
+                 max_stack_depth: int, length_multiple: int):
+        """Args:
+          module: the module whose tokenizer, encoders, `encode` and vocabularies it uses.
+          taggers, vocabs, max_stack_depth, length_multiple: `ParserModule`'s.
+          seq_length: the encoder's window length.
+          rules: the constraints' span rules over vocabs' tags.
+        """
+        self._module = module
+        self._seq_length = seq_length
+        self.window_taggers = [
+            WindowTagger(tagger, seq_length, encoder=encoder, length_multiple=length_multiple,
+                         pack_length=module.pack_length)
+            for tagger, encoder in zip(taggers, module.encoders)]
+        self.rules = rules
+        self._max_stack_depth = max_stack_depth
+        self._tree_writer = TreeWriter(vocabs)
+        self._leaf_directions = vocabs.leaf.directions()
+        self._internal_directions = vocabs.internal.directions()
+        self._chain_marginals = marginals.ChainMarginals(
+            vocabs.leaf.tags, vocabs.internal.tags, self._leaf_directions,
+            self._internal_directions)
         # parse_span_marginals names its labels by phrase_labels' ids.
-        assert chain_marginals.labels == graph_rules.labels
+        assert self._chain_marginals.labels == rules.labels
 
-        # Shared by the signatures, as the tagger is: the library holds each once.
-        score_spec = tf.TensorSpec([None, None, None], tf.float32)
-        id_spec = tf.TensorSpec([None, None], tf.int32)
-        decode_best = tf.function(
-            lambda leaf_scores, internal_scores, lengths: decoding.decode(
-                leaf_scores, internal_scores, lengths, leaf_directions, internal_directions,
-                max_stack_depth),
-            input_signature=[score_spec, score_spec, num_words_spec], autograph=False)
-        write_trees = tf.function(
-            tree_writer.__call__,
-            input_signature=[words_spec, words_spec, id_spec, id_spec, num_words_spec],
-            autograph=False)
+    @tf.function(input_signature=[_RAGGED_WORDS_SPEC], autograph=False)
+    def pack(self, ragged_words: tf.RaggedTensor) -> dict:
+        return self._module.tokenizer.tokenize_and_pack(
+            ragged_words, self._seq_length, max_pieces_per_call=MAX_PIECES_PER_CALL,
+            max_window_positions_per_call=MAX_WINDOW_POSITIONS_PER_CALL)
 
-        def parse_body(ragged_words: tf.RaggedTensor, with_marginals: bool = False,
-                       with_k_best: bool = False, constraint_inputs: dict | None = None,
-                       min_span_probability: tf.Tensor | None = None) -> dict:
-            if with_marginals or min_span_probability is not None:
-                ragged_words = within_marginal_bounds(ragged_words, min_span_probability)
-            packed = pack(ragged_words)
-            logits = module.encode(*(packed[key]
-                                     for key in ENCODER_INPUTS + ("word_end_positions",)))
-            lengths = packed["num_words"]
-            leaf_scores = tf.nn.log_softmax(logits["leaf_logits"])
-            internal_scores = tf.nn.log_softmax(logits["internal_logits"])
-            if constraint_inputs is None:
-                result = decode_best(leaf_scores, internal_scores, lengths)
-            else:
-                result = constrained_decode(leaf_scores, internal_scores, lengths,
-                                            constraint_inputs)
-            width = tf.shape(result.leaf_tag_ids)[1]
-            is_word = tf.range(width)[None, :] < lengths[:, None]
-            pos_tag_ids = tf.where(
-                is_word, tf.argmax(logits["pos_logits"], axis=-1, output_type=tf.int32), -1)
-            if constraint_inputs is not None:
-                pos_tag_ids = given_pos_tag_ids(
-                    pos_tag_ids, constraint_inputs[export_format.GIVEN_POS_TAGS_INPUT], lengths)
-            words = ragged_words.to_tensor(default_value="")
-            pos_tags = _lookup(module.pos_tags, pos_tag_ids)
-            tree_lengths = (lengths if constraint_inputs is None
-                            else tf.where(result.satisfied, lengths, 0))
-            outputs = {
-                "num_words": lengths,
-                "words": words,
-                "leaf_tag_ids": result.leaf_tag_ids,
-                "internal_tag_ids": result.internal_tag_ids,
-                "pos_tag_ids": pos_tag_ids,
-                "leaf_tags": _lookup(module.leaf_tags, result.leaf_tag_ids),
-                "internal_tags": _lookup(module.internal_tags, result.internal_tag_ids),
-                "pos_tags": pos_tags,
-                "score": tf.cast(result.scores, tf.float32),
-                "tree": write_trees(words, pos_tags, result.leaf_tag_ids,
-                                    result.internal_tag_ids, tree_lengths),
-            }
-            if constraint_inputs is not None:
-                # A sentence no tree satisfies gets no tree (tags −1, tree "", score 0).
-                outputs["satisfied"] = result.satisfied
-                outputs["score"] = tf.where(result.satisfied, outputs["score"], 0.0)
-            if with_marginals or min_span_probability is not None:
-                lattice = marginals_lattice(leaf_scores, internal_scores, lengths)
-                outputs.update(constituent_marginals(lattice, leaf_scores, internal_scores,
-                                                     lengths, result))
-            if min_span_probability is not None:
-                outputs.update(every_span_marginals(lattice, leaf_scores, internal_scores,
-                                                    min_span_probability))
-            if with_k_best:
-                outputs.update(k_best_trees(leaf_scores, internal_scores, lengths, words,
-                                            pos_tags))
-            return outputs
+    @tf.function(input_signature=[_SCORES_SPEC, _SCORES_SPEC, _NUM_WORDS_SPEC],
+                 autograph=False)
+    def decode_best(self, leaf_scores: tf.Tensor, internal_scores: tf.Tensor,
+                    lengths: tf.Tensor) -> decoding.DecodeResult:
+        return decoding.decode(leaf_scores, internal_scores, lengths, self._leaf_directions,
+                               self._internal_directions, self._max_stack_depth)
 
-        def constrained_decode(leaf_scores, internal_scores, lengths, inputs: dict):
-            forced_spans = inputs[export_format.FORCED_SPANS_INPUT]
-            forced_labels = inputs[export_format.FORCED_LABELS_INPUT]
-            forbidden_spans = inputs[export_format.FORBIDDEN_SPANS_INPUT]
-            checks = graph_rules.checks(forced_spans, forced_labels, forbidden_spans, lengths)
-            checks.append(tf.debugging.assert_less_equal(
-                lengths, export_format.MAX_CONSTRAINED_WORDS,
-                message=f"too_many_words: parse_constrained takes sentences of at most "
-                        f"{export_format.MAX_CONSTRAINED_WORDS} words"))
-            shape = tf.shape(internal_scores, out_type=tf.int64)
-            cells = (shape[0] * shape[1]
-                     * tf.maximum(tf.shape(leaf_scores, out_type=tf.int64)[2], shape[2])
-                     * (1 + tf.shape(forced_spans, out_type=tf.int64)[1]
-                        + tf.shape(forbidden_spans, out_type=tf.int64)[1]))
-            most_cells = export_format.MAX_CONSTRAINT_SCORE_CELLS
-            checks.append(tf.debugging.Assert(cells <= most_cells, [
-                f"{sentences_lib.BAD_CONSTRAINTS}: the constraints of the call need more "
-                f"than {most_cells} score cells (sentences x words x tags "
-                f"x (spans + 1)): send fewer sentences or spans per call"]))
-            chart_cells = shape[0] * shape[1] * shape[1] * 2 * max_stack_depth
-            checks.append(tf.debugging.Assert(chart_cells <= export_format.MAX_CHART_CELLS, [
-                f"{sentences_lib.TOO_MANY_WORDS}: the chart of the call needs more than "
-                f"{export_format.MAX_CHART_CELLS} cells (sentences x words x words x 2 x "
-                f"depth): send fewer or shorter sentences per call"]))
-            with tf.control_dependencies(checks):
-                leaf_scores, internal_scores, forced_spans, forbidden_spans = (
-                    tf.identity(x) for x in (leaf_scores, internal_scores, forced_spans,
-                                             forbidden_spans))
-            rules = graph_rules(forced_spans, forced_labels, forbidden_spans)
-            return chart_decoding.chart_decode(leaf_scores, internal_scores, lengths,
-                                               leaf_directions, internal_directions, rules,
-                                               max_stack_depth)
+    @tf.function(input_signature=[_WORDS_SPEC, _WORDS_SPEC, _IDS_SPEC, _IDS_SPEC,
+                                  _NUM_WORDS_SPEC], autograph=False)
+    def write_trees(self, words: tf.Tensor, pos_tags: tf.Tensor, leaf_tag_ids: tf.Tensor,
+                    internal_tag_ids: tf.Tensor, lengths: tf.Tensor) -> tf.Tensor:
+        return self._tree_writer(words, pos_tags, leaf_tag_ids, internal_tag_ids, lengths)
 
-        def given_pos_tag_ids(predicted, given, lengths):
-            """The predicted ids, replaced where a part of speech is given."""
-            width = tf.shape(predicted)[1]
-            given = tf.pad(given, [[0, 0], [0, tf.maximum(width - tf.shape(given)[1], 0)]])
-            positions = tf.range(tf.shape(given)[1])[None, :]
-            matches = tf.equal(given[..., None], module.pos_tags[None, None, :])
-            known = tf.reduce_any(matches, axis=-1)
-            is_given = tf.not_equal(given, "")
-            checks = [
-                tf.debugging.Assert(tf.reduce_all(~is_given | known), [
-                    f"{sentences_lib.BAD_CONSTRAINTS}: a given part of speech is not one the "
-                    f"model knows"]),
-                tf.debugging.Assert(tf.reduce_all(~is_given | (positions < lengths[:, None])), [
-                    f"{sentences_lib.BAD_CONSTRAINTS}: a part of speech is given past the "
-                    f"last word of its sentence"]),
+    @tf.function(input_signature=[_RAGGED_WORDS_SPEC], autograph=False)
+    def parse(self, ragged_words: tf.RaggedTensor) -> dict:
+        return self.parse_body(ragged_words)
+
+    @tf.function(input_signature=[_RAGGED_WORDS_SPEC], autograph=False)
+    def parse_with_marginals(self, ragged_words: tf.RaggedTensor) -> dict:
+        return self.parse_body(ragged_words, with_marginals=True)
+
+    @tf.function(input_signature=[_RAGGED_WORDS_SPEC], autograph=False)
+    def parse_with_k_best(self, ragged_words: tf.RaggedTensor) -> dict:
+        return self.parse_body(ragged_words, with_k_best=True)
+
+    def parse_body(self, ragged_words: tf.RaggedTensor, with_marginals: bool = False,
+                   with_k_best: bool = False, constraint_inputs: dict | None = None,
+                   min_span_probability: tf.Tensor | None = None) -> dict:
+        """Words [B, (W)] → every parse's outputs, and those asked for besides.
+
+        Args:
+          ragged_words: the sentences' words.
+          with_marginals: add each constituent's marginal probability.
+          with_k_best: add the K_BEST best trees.
+          constraint_inputs: parse_constrained's inputs by name: decode under them.
+          min_span_probability: [B]: add the marginals, and every labelled span at or above
+            its row's floor.
+        """
+        module = self._module
+        if with_marginals or min_span_probability is not None:
+            ragged_words = self._within_marginal_bounds(ragged_words, min_span_probability)
+        packed = self.pack(ragged_words)
+        logits = module.encode(*(packed[key]
+                                 for key in ENCODER_INPUTS + ("word_end_positions",)))
+        lengths = packed["num_words"]
+        leaf_scores = tf.nn.log_softmax(logits["leaf_logits"])
+        internal_scores = tf.nn.log_softmax(logits["internal_logits"])
+        if constraint_inputs is None:
+            result = self.decode_best(leaf_scores, internal_scores, lengths)
+        else:
+            result = self._constrained_decode(leaf_scores, internal_scores, lengths,
+                                              constraint_inputs)
+        width = tf.shape(result.leaf_tag_ids)[1]
+        is_word = tf.range(width)[None, :] < lengths[:, None]
+        pos_tag_ids = tf.where(
+            is_word, tf.argmax(logits["pos_logits"], axis=-1, output_type=tf.int32), -1)
+        if constraint_inputs is not None:
+            pos_tag_ids = self._given_pos_tag_ids(
+                pos_tag_ids, constraint_inputs[export_format.GIVEN_POS_TAGS_INPUT], lengths)
+        words = ragged_words.to_tensor(default_value="")
+        pos_tags = _lookup(module.pos_tags, pos_tag_ids)
+        tree_lengths = (lengths if constraint_inputs is None
+                        else tf.where(result.satisfied, lengths, 0))
+        outputs = {
+            export_format.NUM_WORDS_OUTPUT: lengths,
+            export_format.WORDS_OUTPUT: words,
+            export_format.LEAF_TAG_IDS_OUTPUT: result.leaf_tag_ids,
+            export_format.INTERNAL_TAG_IDS_OUTPUT: result.internal_tag_ids,
+            export_format.POS_TAG_IDS_OUTPUT: pos_tag_ids,
+            export_format.LEAF_TAGS_OUTPUT: _lookup(module.leaf_tags, result.leaf_tag_ids),
+            export_format.INTERNAL_TAGS_OUTPUT: _lookup(module.internal_tags,
+                                                        result.internal_tag_ids),
+            export_format.POS_TAGS_OUTPUT: pos_tags,
+            export_format.SCORE_OUTPUT: tf.cast(result.scores, tf.float32),
+            export_format.TREE_OUTPUT: self.write_trees(
+                words, pos_tags, result.leaf_tag_ids, result.internal_tag_ids, tree_lengths),
+        }
+        if constraint_inputs is not None:
+            # A sentence no tree satisfies gets no tree (tags −1, tree "", score 0).
+            outputs[export_format.SATISFIED_OUTPUT] = result.satisfied
+            outputs[export_format.SCORE_OUTPUT] = tf.where(
+                result.satisfied, outputs[export_format.SCORE_OUTPUT], 0.0)
+        if with_marginals or min_span_probability is not None:
+            lattice = marginals.GraphLattice(leaf_scores, internal_scores, lengths,
+                                             self._leaf_directions, self._internal_directions,
+                                             self._max_stack_depth)
+            outputs.update(self._constituent_marginals(lattice, leaf_scores, internal_scores,
+                                                       lengths, result))
+        if min_span_probability is not None:
+            outputs.update(self._every_span_marginals(lattice, leaf_scores, internal_scores,
+                                                      min_span_probability))
+        if with_k_best:
+            outputs.update(self._k_best_trees(leaf_scores, internal_scores, lengths, words,
+                                              pos_tags))
+        return outputs
+
+    def _constrained_decode(self, leaf_scores, internal_scores, lengths, inputs: dict):
+        """The best tree under parse_constrained's `inputs`, once the call's bounds hold."""
+        forced_spans = inputs[export_format.FORCED_SPANS_INPUT]
+        forced_labels = inputs[export_format.FORCED_LABELS_INPUT]
+        forbidden_spans = inputs[export_format.FORBIDDEN_SPANS_INPUT]
+        checks = self.rules.checks(forced_spans, forced_labels, forbidden_spans, lengths)
+        checks.append(tf.debugging.assert_less_equal(
+            lengths, export_format.MAX_CONSTRAINED_WORDS,
+            message=f"too_many_words: parse_constrained takes sentences of at most "
+                    f"{export_format.MAX_CONSTRAINED_WORDS} words"))
+        shape = tf.shape(internal_scores, out_type=tf.int64)
+        cells = (shape[0] * shape[1]
+                 * tf.maximum(tf.shape(leaf_scores, out_type=tf.int64)[2], shape[2])
+                 * (1 + tf.shape(forced_spans, out_type=tf.int64)[1]
+                    + tf.shape(forbidden_spans, out_type=tf.int64)[1]))
+        most_cells = export_format.MAX_CONSTRAINT_SCORE_CELLS
+        checks.append(tf.debugging.Assert(cells <= most_cells, [
+            f"{sentences_lib.BAD_CONSTRAINTS}: the constraints of the call need more "
+            f"than {most_cells} score cells (sentences x words x tags "
+            f"x (spans + 1)): send fewer sentences or spans per call"]))
+        chart_cells = shape[0] * shape[1] * shape[1] * 2 * self._max_stack_depth
+        checks.append(tf.debugging.Assert(chart_cells <= export_format.MAX_CHART_CELLS, [
+            f"{sentences_lib.TOO_MANY_WORDS}: the chart of the call needs more than "
+            f"{export_format.MAX_CHART_CELLS} cells (sentences x words x words x 2 x "
+            f"depth): send fewer or shorter sentences per call"]))
+        with tf.control_dependencies(checks):
+            leaf_scores, internal_scores, forced_spans, forbidden_spans = (
+                tf.identity(x) for x in (leaf_scores, internal_scores, forced_spans,
+                                         forbidden_spans))
+        rules = self.rules(forced_spans, forced_labels, forbidden_spans)
+        return chart_decoding.chart_decode(leaf_scores, internal_scores, lengths,
+                                           self._leaf_directions, self._internal_directions,
+                                           rules, self._max_stack_depth)
+
+    def _given_pos_tag_ids(self, predicted, given, lengths):
+        """The predicted ids, replaced where a part of speech is given."""
+        pos_tags = self._module.pos_tags
+        width = tf.shape(predicted)[1]
+        given = tf.pad(given, [[0, 0], [0, tf.maximum(width - tf.shape(given)[1], 0)]])
+        positions = tf.range(tf.shape(given)[1])[None, :]
+        matches = tf.equal(given[..., None], pos_tags[None, None, :])
+        known = tf.reduce_any(matches, axis=-1)
+        is_given = tf.not_equal(given, "")
+        checks = [
+            tf.debugging.Assert(tf.reduce_all(~is_given | known), [
+                f"{sentences_lib.BAD_CONSTRAINTS}: a given part of speech is not one the "
+                f"model knows"]),
+            tf.debugging.Assert(tf.reduce_all(~is_given | (positions < lengths[:, None])), [
+                f"{sentences_lib.BAD_CONSTRAINTS}: a part of speech is given past the "
+                f"last word of its sentence"]),
+        ]
+        with tf.control_dependencies(checks):
+            ids = tf.argmax(tf.cast(matches, tf.int32), axis=-1, output_type=tf.int32)
+        return tf.where(is_given[:, :width], ids[:, :width], predicted)
+
+    def _k_best_trees(self, leaf_scores, internal_scores, lengths, words, pos_tags) -> dict:
+        k = export_format.K_BEST
+        best = k_best_lib.k_best(leaf_scores, internal_scores, lengths, self._leaf_directions,
+                                 self._internal_directions, k, self._max_stack_depth)
+        batch, width = tf.shape(words)[0], tf.shape(words)[1]
+        found = (best.scores > -np.inf) & (lengths > 0)[:, None]  # [B, K]
+
+        def rows(ids):
+            return tf.reshape(ids, [batch * k, width])
+
+        def repeated(values):
+            return tf.repeat(values, k, axis=0)
+
+        trees = self.write_trees(repeated(words), repeated(pos_tags), rows(best.leaf_tag_ids),
+                                 rows(best.internal_tag_ids),
+                                 tf.where(tf.reshape(found, [-1]), repeated(lengths), 0))
+        return {
+            export_format.NUM_K_BEST_OUTPUT: tf.reduce_sum(tf.cast(found, tf.int32), axis=1),
+            export_format.K_BEST_TREES_OUTPUT: tf.reshape(trees, [batch, k]),
+            export_format.K_BEST_SCORES_OUTPUT: tf.where(
+                found, tf.cast(best.scores, tf.float32), 0.0),
+        }
+
+    def _within_marginal_bounds(self, ragged_words: tf.RaggedTensor,
+                                min_span_probability: tf.Tensor | None) -> tf.RaggedTensor:
+        """The words, once the marginals' bounds hold: checked before any model work."""
+        lengths = ragged_words.row_lengths()
+        checks = [tf.debugging.assert_less_equal(
+            lengths, tf.constant(export_format.MAX_MARGINALS_WORDS, tf.int64),
+            message=f"{sentences_lib.TOO_MANY_WORDS}: marginals take sentences of at "
+                    f"most {export_format.MAX_MARGINALS_WORDS} words")]
+        if min_span_probability is not None:
+            width = tf.reduce_max(tf.concat([lengths, [0]], axis=0))
+            cells = (tf.shape(lengths, out_type=tf.int64)[0] * width * width
+                     * max(len(self._chain_marginals.labels),
+                           2 * (self._max_stack_depth + 1)))
+            checks += [
+                tf.debugging.Assert(cells <= export_format.MAX_SPAN_MARGINAL_CELLS, [
+                    f"{sentences_lib.TOO_MANY_WORDS}: parse_span_marginals needs more "
+                    f"than {export_format.MAX_SPAN_MARGINAL_CELLS} cells for the call "
+                    f"(sentences x words x words x max(labels, 2 x (depth + 1))): send "
+                    f"fewer or shorter sentences per call"]),
+                tf.debugging.Assert(tf.reduce_all(
+                    (min_span_probability >= 0.0) & (min_span_probability <= 1.0)), [
+                    f"{export_format.MIN_PROBABILITY_INPUT}: each must be a number from 0 "
+                    f"to 1"]),
             ]
-            with tf.control_dependencies(checks):
-                ids = tf.argmax(tf.cast(matches, tf.int32), axis=-1, output_type=tf.int32)
-            return tf.where(is_given[:, :width], ids[:, :width], predicted)
+        with tf.control_dependencies(checks):
+            return ragged_words.with_flat_values(tf.identity(ragged_words.flat_values))
 
-        def k_best_trees(leaf_scores, internal_scores, lengths, words, pos_tags) -> dict:
-            best = k_best_lib.k_best(leaf_scores, internal_scores, lengths, leaf_directions,
-                                     internal_directions, export_format.K_BEST, max_stack_depth)
-            batch, width = tf.shape(words)[0], tf.shape(words)[1]
-            found = (best.scores > -np.inf) & (lengths > 0)[:, None]  # [B, K]
+    def _constituent_marginals(self, lattice, leaf_scores, internal_scores, lengths,
+                               result) -> dict:
+        ids = (result.leaf_tag_ids, result.internal_tag_ids)
+        starts, ends = self._tree_writer.node_spans(*ids, lengths)
+        per_node = self._chain_marginals(lattice, leaf_scores, internal_scores, *ids, starts,
+                                         ends)
+        ordered = self._tree_writer.in_bracket_order(*per_node, *ids, lengths)
+        probability = tf.exp(result.scores - lattice.log_partition)
+        return {
+            export_format.CONSTITUENT_MARGINALS_OUTPUT: ordered.to_tensor(default_value=0.0),
+            export_format.NUM_CONSTITUENTS_OUTPUT: tf.cast(ordered.row_lengths(), tf.int32),
+            export_format.TREE_PROBABILITY_OUTPUT: tf.where(lengths > 0, probability, 0.0),
+        }
 
-            def rows(ids):
-                return tf.reshape(ids, [batch * export_format.K_BEST, width])
+    def _every_span_marginals(self, lattice, leaf_scores, internal_scores,
+                              min_probability) -> dict:
+        """Every labelled span at or above its row's min_probability: [B, S] each (its
+        bounds were checked by _within_marginal_bounds)."""
+        table = tf.minimum(tf.cast(self._chain_marginals.every_span(
+            lattice, leaf_scores, internal_scores), tf.float32), 1.0)  # [B, I, J, E]
+        found = tf.where((table > 0.0) & (table >= min_probability[:, None, None, None]))
+        batch = tf.shape(table, out_type=tf.int64)[0]
 
-            def repeated(values):
-                return tf.repeat(values, export_format.K_BEST, axis=0)
+        def by_row(values, padding):
+            return tf.RaggedTensor.from_value_rowids(
+                values, found[:, 0], nrows=batch).to_tensor(default_value=padding)
 
-            trees = write_trees(repeated(words), repeated(pos_tags), rows(best.leaf_tag_ids),
-                                rows(best.internal_tag_ids),
-                                tf.where(tf.reshape(found, [-1]), repeated(lengths), 0))
-            return {
-                "num_k_best": tf.reduce_sum(tf.cast(found, tf.int32), axis=1),
-                "k_best_trees": tf.reshape(trees, [batch, export_format.K_BEST]),
-                "k_best_scores": tf.where(found, tf.cast(best.scores, tf.float32), 0.0),
-            }
-
-        def within_marginal_bounds(ragged_words: tf.RaggedTensor,
-                                   min_span_probability: tf.Tensor | None) -> tf.RaggedTensor:
-            """The words, once the marginals' bounds hold: checked before any model work."""
-            lengths = ragged_words.row_lengths()
-            checks = [tf.debugging.assert_less_equal(
-                lengths, tf.constant(export_format.MAX_MARGINALS_WORDS, tf.int64),
-                message=f"{sentences_lib.TOO_MANY_WORDS}: marginals take sentences of at "
-                        f"most {export_format.MAX_MARGINALS_WORDS} words")]
-            if min_span_probability is not None:
-                width = tf.reduce_max(tf.concat([lengths, [0]], axis=0))
-                cells = (tf.shape(lengths, out_type=tf.int64)[0] * width * width
-                         * max(len(chain_marginals.labels), 2 * (max_stack_depth + 1)))
-                checks += [
-                    tf.debugging.Assert(cells <= export_format.MAX_SPAN_MARGINAL_CELLS, [
-                        f"{sentences_lib.TOO_MANY_WORDS}: parse_span_marginals needs more "
-                        f"than {export_format.MAX_SPAN_MARGINAL_CELLS} cells for the call "
-                        f"(sentences x words x words x max(labels, 2 x (depth + 1))): send "
-                        f"fewer or shorter sentences per call"]),
-                    tf.debugging.Assert(tf.reduce_all(
-                        (min_span_probability >= 0.0) & (min_span_probability <= 1.0)), [
-                        "min_probability: each must be a number from 0 to 1"]),
-                ]
-            with tf.control_dependencies(checks):
-                return ragged_words.with_flat_values(tf.identity(ragged_words.flat_values))
-
-        def marginals_lattice(leaf_scores, internal_scores, lengths):
-            return marginals.GraphLattice(leaf_scores, internal_scores, lengths,
-                                          leaf_directions, internal_directions,
-                                          max_stack_depth)
-
-        def constituent_marginals(lattice, leaf_scores, internal_scores, lengths,
-                                  result) -> dict:
-            ids = (result.leaf_tag_ids, result.internal_tag_ids)
-            starts, ends = tree_writer.node_spans(*ids, lengths)
-            per_node = chain_marginals(lattice, leaf_scores, internal_scores, *ids, starts,
-                                       ends)
-            ordered = tree_writer.in_bracket_order(*per_node, *ids, lengths)
-            probability = tf.exp(result.scores - lattice.log_partition)
-            return {
-                "constituent_marginals": ordered.to_tensor(default_value=0.0),
-                "num_constituents": tf.cast(ordered.row_lengths(), tf.int32),
-                "tree_probability": tf.where(lengths > 0, probability, 0.0),
-            }
-
-        def every_span_marginals(lattice, leaf_scores, internal_scores,
-                                 min_probability) -> dict:
-            """Every labelled span at or above its row's min_probability: [B, S] each (its
-            bounds were checked by within_marginal_bounds)."""
-            table = tf.minimum(tf.cast(chain_marginals.every_span(
-                lattice, leaf_scores, internal_scores), tf.float32), 1.0)  # [B, I, J, E]
-            found = tf.where((table > 0.0) & (table >= min_probability[:, None, None, None]))
-            batch = tf.shape(table, out_type=tf.int64)[0]
-
-            def by_row(values, padding):
-                return tf.RaggedTensor.from_value_rowids(
-                    values, found[:, 0], nrows=batch).to_tensor(default_value=padding)
-
-            return {
-                "span_starts": by_row(tf.cast(found[:, 1], tf.int32), -1),
-                "span_ends": by_row(tf.cast(found[:, 2], tf.int32), -1),
-                "span_labels": by_row(_lookup(module.phrase_labels, found[:, 3]), ""),
-                "span_probabilities": by_row(tf.gather_nd(table, found), 0.0),
-                "num_spans": tf.math.bincount(tf.cast(found[:, 0], tf.int32),
-                                              minlength=tf.cast(batch, tf.int32),
-                                              maxlength=tf.cast(batch, tf.int32)),
-            }
-
-        def parse(ragged_words: tf.RaggedTensor) -> dict:
-            return parse_body(ragged_words, with_marginals=False)
-
-        def parse_with_marginals(ragged_words: tf.RaggedTensor) -> dict:
-            return parse_body(ragged_words, with_marginals=True)
-
-        def parse_with_k_best(ragged_words: tf.RaggedTensor) -> dict:
-            return parse_body(ragged_words, with_k_best=True)
-
-        def parse_with_constraints(ragged_words: tf.RaggedTensor, forced_spans, forced_labels,
-                                   forbidden_spans, given_pos_tags) -> dict:
-            return parse_body(ragged_words, constraint_inputs={
-                export_format.FORCED_SPANS_INPUT: forced_spans,
-                export_format.FORCED_LABELS_INPUT: forced_labels,
-                export_format.FORBIDDEN_SPANS_INPUT: forbidden_spans,
-                export_format.GIVEN_POS_TAGS_INPUT: given_pos_tags})
-
-        def parse_with_span_marginals(ragged_words: tf.RaggedTensor,
-                                      min_probability: tf.Tensor) -> dict:
-            return parse_body(ragged_words, min_span_probability=min_probability)
-
-        parse = tf.function(parse, input_signature=[ragged_spec], autograph=False)
-        parse_with_marginals = tf.function(parse_with_marginals, input_signature=[ragged_spec],
-                                           autograph=False)
-        parse_with_k_best = tf.function(parse_with_k_best, input_signature=[ragged_spec],
-                                        autograph=False)
-
-        def parse_sentences(sentences: tf.Tensor) -> dict:
-            return parse(split_sentences(sentences))
-
-        def checked_ragged(words: tf.Tensor, num_words: tf.Tensor) -> tf.RaggedTensor:
-            checks = [
-                tf.debugging.assert_non_negative(num_words, message="negative num_words"),
-                tf.debugging.assert_less_equal(
-                    num_words, tf.shape(words)[1],
-                    message="num_words exceeds the width of words"),
-                tf.debugging.assert_equal(tf.shape(words)[0], tf.shape(num_words)[0],
-                                          message="words and num_words differ in batch size"),
-            ]
-            with tf.control_dependencies(checks):
-                ragged = tf.RaggedTensor.from_tensor(words, lengths=num_words)
-            word_checks = [
-                tf.debugging.assert_positive(tf.strings.length(ragged.flat_values),
-                                             message="bad_words: empty word"),
-                tf.debugging.Assert(tf.logical_not(tf.reduce_any(tf.strings.regex_full_match(
-                    ragged.flat_values, "(?s).*" + sentences_lib.WHITESPACE_PATTERN + ".*"))),
-                    ["bad_words: a word contains whitespace"]),
-            ]
-            with tf.control_dependencies(word_checks):
-                return tf.identity(ragged)
-
-        def parse_words(words: tf.Tensor, num_words: tf.Tensor) -> dict:
-            return parse(checked_ragged(words, num_words))
-
-        def tokenize(words: tf.Tensor, num_words: tf.Tensor) -> dict:
-            return pack(checked_ragged(words, num_words))
-
-        def parse_text(text: tf.Tensor) -> dict:
-            documents = text_lib.graph_tokenize_document(text)
-            sentences_per_text = documents.words.row_lengths()
-            parsed = parse(documents.words.values)
-
-            def per_text(values: tf.Tensor, padding) -> tf.Tensor:
-                """[N, ...] over all sentences → [B, S, ...] by text."""
-                return tf.RaggedTensor.from_row_lengths(values, sentences_per_text).to_tensor(
-                    default_value=padding)
-
-            def offsets(ragged: tf.RaggedTensor) -> tf.Tensor:
-                return tf.cast(ragged.to_tensor(default_value=-1), tf.int32)
-
-            return {
-                "num_sentences": tf.cast(sentences_per_text, tf.int32),
-                "sentence_starts": offsets(documents.sentence_starts),
-                "sentence_ends": offsets(documents.sentence_ends),
-                "num_words": per_text(parsed["num_words"], -1),
-                "words": per_text(parsed["words"], ""),
-                "word_starts": offsets(documents.word_starts),
-                "word_ends": offsets(documents.word_ends),
-                "pos_tags": per_text(parsed["pos_tags"], ""),
-                "score": per_text(parsed["score"], 0.0),
-                "tree": per_text(parsed["tree"], ""),
-            }
-
-        self.parse_sentences = tf.function(
-            parse_sentences, input_signature=[tf.TensorSpec([None], tf.string, "sentences")],
-            autograph=False)
-        self.parse_words = tf.function(
-            parse_words, input_signature=[words_spec, num_words_spec], autograph=False)
-        self.tokenize = tf.function(
-            tokenize, input_signature=[words_spec, num_words_spec], autograph=False)
-        self.parse_text = tf.function(
-            parse_text, input_signature=[tf.TensorSpec([None], tf.string, "text")],
-            autograph=False)
-        def parse_marginals(sentences: tf.Tensor) -> dict:
-            return parse_with_marginals(split_sentences(sentences))
-
-        self.parse_marginals = tf.function(
-            parse_marginals, input_signature=[tf.TensorSpec([None], tf.string, "sentences")],
-            autograph=False)
-
-        def parse_k_best(sentences: tf.Tensor) -> dict:
-            return parse_with_k_best(split_sentences(sentences))
-
-        self.parse_k_best = tf.function(
-            parse_k_best, input_signature=[tf.TensorSpec([None], tf.string, "sentences")],
-            autograph=False)
-
-        def parse_span_marginals(sentences: tf.Tensor, min_probability: tf.Tensor) -> dict:
-            check = tf.debugging.assert_equal(
-                tf.shape(min_probability), tf.shape(sentences),
-                message="min_probability: one per sentence")
-            with tf.control_dependencies([check]):
-                min_probability = tf.identity(min_probability)
-            return parse_with_span_marginals(split_sentences(sentences), min_probability)
-
-        self.parse_span_marginals = tf.function(parse_span_marginals, input_signature=[
-            tf.TensorSpec([None], tf.string, "sentences"),
-            tf.TensorSpec([None], tf.float32, "min_probability")], autograph=False)
-
-        def parse_constrained(sentences, forced_spans, forced_labels, forbidden_spans,
-                              given_pos_tags) -> dict:
-            inputs = (forced_spans, forced_labels, forbidden_spans, given_pos_tags)
-            with tf.control_dependencies(graph_rules.shape_checks(tf.shape(sentences)[0],
-                                                                  *inputs)):
-                sentences, *inputs = (tf.identity(x) for x in (sentences,) + inputs)
-            return parse_with_constraints(split_sentences(sentences), *inputs)
-
-        self.parse_constrained = tf.function(parse_constrained, input_signature=[
-            tf.TensorSpec([None], tf.string, "sentences"),
-            tf.TensorSpec([None, None, 2], tf.int32, export_format.FORCED_SPANS_INPUT),
-            tf.TensorSpec([None, None], tf.string, export_format.FORCED_LABELS_INPUT),
-            tf.TensorSpec([None, None, 2], tf.int32, export_format.FORBIDDEN_SPANS_INPUT),
-            tf.TensorSpec([None, None], tf.string, export_format.GIVEN_POS_TAGS_INPUT),
-        ], autograph=False)
+        return {
+            export_format.SPAN_STARTS_OUTPUT: by_row(tf.cast(found[:, 1], tf.int32), -1),
+            export_format.SPAN_ENDS_OUTPUT: by_row(tf.cast(found[:, 2], tf.int32), -1),
+            export_format.SPAN_LABELS_OUTPUT: by_row(
+                _lookup(self._module.phrase_labels, found[:, 3]), ""),
+            export_format.SPAN_PROBABILITIES_OUTPUT: by_row(tf.gather_nd(table, found), 0.0),
+            export_format.NUM_SPANS_OUTPUT: tf.math.bincount(
+                tf.cast(found[:, 0], tf.int32), minlength=tf.cast(batch, tf.int32),
+                maxlength=tf.cast(batch, tf.int32)),
+        }
 
 
 class WindowTagger:
@@ -870,43 +933,48 @@ def write_limits(module: ParserModule, export_dir: str) -> str:
     return path
 
 
+# Signatures the warm-up runs on all its sentences together only: their graphs are the
+# same at every size.
+_WARMED_UP_TOGETHER_ONLY = (export_format.PARSE_CONSTRAINED_SIGNATURE,
+                            export_format.PARSE_SPAN_MARGINALS_SIGNATURE)
+
+
+def _warmup_inputs(batch: list[str]) -> dict[str, np.ndarray]:
+    """Every signature input, by name, for a batch of warm-up sentences: the sentences,
+    their words, each as a text of one sentence, no constraints, a span floor of 0.5."""
+    word_lists = [sentence.split() for sentence in batch]
+    width = max(map(len, word_lists))
+    return {
+        export_format.SENTENCES_INPUT: np.array(batch, dtype=object),
+        export_format.WORDS_INPUT: np.array(
+            [words + [""] * (width - len(words)) for words in word_lists], dtype=object),
+        export_format.NUM_WORDS_INPUT: np.array([len(words) for words in word_lists],
+                                                np.int32),
+        export_format.TEXT_INPUT: np.array(batch, dtype=object),
+        export_format.MIN_PROBABILITY_INPUT: np.full(len(batch), 0.5, np.float32),
+        **constraints_lib.as_inputs([None] * len(batch)),
+    }
+
+
 def warmup_requests(sentences: tuple[str, ...] = WARMUP_SENTENCES) -> list:
     """TF Serving PredictionLog protos: each sentence alone, then all together, through
-    each signature (`serving_default`, `parse_marginals` and `parse_k_best` on sentences,
-    `parse_words` on their words, `parse_text` on each as a text of one sentence), and
-    `parse_constrained` and `parse_span_marginals` on all together (their graphs are the
-    same at every size)."""
+    each signature of `SIGNATURE_FUNCTIONS` with the inputs it takes (`_warmup_inputs`),
+    but `parse_constrained` and `parse_span_marginals` on all together only (their graphs
+    are the same at every size)."""
     from tensorflow_serving.apis import (  # pylint: disable=import-outside-toplevel
         predict_pb2, prediction_log_pb2)
 
     batches = [[sentence] for sentence in sentences] + [list(sentences)]
     logs = []
     for batch in batches:
-        word_lists = [sentence.split() for sentence in batch]
-        width = max(map(len, word_lists))
-        inputs_by_signature = {
-            export_format.SERVING_SIGNATURE: {"sentences": np.array(batch, dtype=object)},
-            export_format.PARSE_WORDS_SIGNATURE: {
-                "words": np.array([words + [""] * (width - len(words)) for words in word_lists],
-                                  dtype=object),
-                "num_words": np.array([len(words) for words in word_lists], np.int32)},
-            export_format.PARSE_TEXT_SIGNATURE: {"text": np.array(batch, dtype=object)},
-            export_format.PARSE_MARGINALS_SIGNATURE: {
-                "sentences": np.array(batch, dtype=object)},
-            export_format.PARSE_K_BEST_SIGNATURE: {"sentences": np.array(batch, dtype=object)},
-        }
-        if len(batch) > 1:
-            inputs_by_signature[export_format.PARSE_CONSTRAINED_SIGNATURE] = {
-                "sentences": np.array(batch, dtype=object),
-                **constraints_lib.as_inputs([None] * len(batch))}
-            inputs_by_signature[export_format.PARSE_SPAN_MARGINALS_SIGNATURE] = {
-                "sentences": np.array(batch, dtype=object),
-                "min_probability": np.full(len(batch), 0.5, np.float32)}
-        for signature_name, inputs in inputs_by_signature.items():
+        inputs = _warmup_inputs(batch)
+        for signature_name, function in SIGNATURE_FUNCTIONS.items():
+            if len(batch) == 1 and signature_name in _WARMED_UP_TOGETHER_ONLY:
+                continue
             request = predict_pb2.PredictRequest()
             request.model_spec.signature_name = signature_name
-            for name, array in inputs.items():
-                request.inputs[name].CopyFrom(tf.make_tensor_proto(array))
+            for spec in getattr(ParserModule, function).input_signature:
+                request.inputs[spec.name].CopyFrom(tf.make_tensor_proto(inputs[spec.name]))
             logs.append(prediction_log_pb2.PredictionLog(
                 predict_log=prediction_log_pb2.PredictLog(request=request)))
     return logs
@@ -966,18 +1034,7 @@ def export(checkpoint: str, export_dir: str, overwrite: bool = False,
     os.makedirs(parent, exist_ok=True)
     staging = tempfile.mkdtemp(prefix=f".{os.path.basename(export_dir)}.tmp-", dir=parent)
     try:
-        # The functions themselves, not concrete functions traced here: saving traces them
-        # again in its own context, and would then write every graph twice.
-        signatures = {
-            export_format.SERVING_SIGNATURE: module.parse_sentences,
-            export_format.PARSE_WORDS_SIGNATURE: module.parse_words,
-            export_format.PARSE_TEXT_SIGNATURE: module.parse_text,
-            export_format.PARSE_MARGINALS_SIGNATURE: module.parse_marginals,
-            export_format.PARSE_K_BEST_SIGNATURE: module.parse_k_best,
-            export_format.PARSE_CONSTRAINED_SIGNATURE: module.parse_constrained,
-            export_format.PARSE_SPAN_MARGINALS_SIGNATURE: module.parse_span_marginals,
-        }
-        tf.saved_model.save(module, staging, signatures=signatures)
+        tf.saved_model.save(module, staging, signatures=module.signatures())
         model_card.write(staging, model_card.build(checkpoints, module))
         write_limits(module, staging)
         write_warmup_requests(staging)
