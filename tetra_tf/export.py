@@ -199,13 +199,15 @@ class ParserModule(tf.Module):
         if tokenizer.max_pieces_per_word is None:
             raise ValueError("the exported tokenizer needs a max_pieces_per_word cap")
         # The work bounds the graph enforces, for clients (also in assets.extra/limits.json).
-        self.max_pieces_per_word = tf.Variable(tokenizer.max_pieces_per_word, dtype=tf.int32,
-                                               trainable=False, name="max_pieces_per_word")
-        self.max_pieces_per_call = tf.Variable(MAX_PIECES_PER_CALL, dtype=tf.int32,
-                                               trainable=False, name="max_pieces_per_call")
+        self.max_pieces_per_word = tf.Variable(
+            tokenizer.max_pieces_per_word, dtype=tf.int32, trainable=False,
+            name=export_format.MAX_PIECES_PER_WORD_KEY)
+        self.max_pieces_per_call = tf.Variable(
+            MAX_PIECES_PER_CALL, dtype=tf.int32, trainable=False,
+            name=export_format.MAX_PIECES_PER_CALL_KEY)
         self.max_window_positions_per_call = tf.Variable(
             MAX_WINDOW_POSITIONS_PER_CALL, dtype=tf.int32, trainable=False,
-            name="max_window_positions_per_call")
+            name=export_format.MAX_WINDOW_POSITIONS_PER_CALL_KEY)
         # A plain object, so that what it holds stays out of the object graph.
         self._parse_graph = _ParseGraph(self, taggers, encoder_config.max_sequence_length,
                                         vocabs, graph_rules, max_stack_depth, length_multiple)

@@ -132,12 +132,13 @@ K_BEST_OUTPUTS = (K_BEST_TREES_OUTPUT, K_BEST_SCORES_OUTPUT)
 # Outputs whose second dimension is not the batch's longest sentence.
 NOT_WORD_WIDE_OUTPUTS = frozenset(COUNTED_OUTPUTS) | frozenset(K_BEST_OUTPUTS)
 
-# The work bounds the graph enforces, by their names in limits.json (and the SavedModel's
-# variables of the same names).
-MAX_PIECES_PER_WORD = "max_pieces_per_word"
-MAX_PIECES_PER_CALL = "max_pieces_per_call"
-MAX_WINDOW_POSITIONS_PER_CALL = "max_window_positions_per_call"
-LIMIT_KEYS = (MAX_PIECES_PER_WORD, MAX_PIECES_PER_CALL, MAX_WINDOW_POSITIONS_PER_CALL)
+# The work bounds the graph enforces (their values: tetra_tf.tokenization), by their keys in
+# limits.json (and the SavedModel's variables of the same names).
+MAX_PIECES_PER_WORD_KEY = "max_pieces_per_word"
+MAX_PIECES_PER_CALL_KEY = "max_pieces_per_call"
+MAX_WINDOW_POSITIONS_PER_CALL_KEY = "max_window_positions_per_call"
+LIMIT_KEYS = (MAX_PIECES_PER_WORD_KEY, MAX_PIECES_PER_CALL_KEY,
+              MAX_WINDOW_POSITIONS_PER_CALL_KEY)
 
 # A vocabulary with more capitals than this share of its regular entries is cased.
 _CASED_VOCABULARY_SHARE = 0.01

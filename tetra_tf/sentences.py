@@ -60,6 +60,8 @@ import re
 import zlib
 from typing import IO, Any, BinaryIO, Callable, Iterator, Sequence
 
+from tetra_tf import export_format
+
 # --------------------------------------------------------------------------------------
 # Whitespace
 
@@ -267,8 +269,9 @@ class SentenceLimits:
         Returns:
           Limits with `max_pieces` and `max_pieces_per_word` from the export.
         """
-        return cls(max_pieces=int(export_limits.get("max_pieces_per_call", 0)),
-                   max_pieces_per_word=int(export_limits.get("max_pieces_per_word", 0)))
+        return cls(max_pieces=int(export_limits.get(export_format.MAX_PIECES_PER_CALL_KEY, 0)),
+                   max_pieces_per_word=int(export_limits.get(
+                       export_format.MAX_PIECES_PER_WORD_KEY, 0)))
 
     def lowered(self, max_words: int = 0, max_line_bytes: int = 0) -> "SentenceLimits":
         """These limits with a front end's own, which only lower them (0: keep).

@@ -76,7 +76,7 @@ class TrainingConfig:
     label_smoothing: float = 0.1
     pos_loss_weight: float = 1.0
     keep: str = "last"
-    max_stack_depth: int = 8
+    max_stack_depth: int = decoding.DEFAULT_MAX_STACK_DEPTH
     checkpoint_every_steps: int = 200
     seed: int = 1
     jit_compile: bool = False

@@ -25,6 +25,7 @@ import nltk
 from tqdm import tqdm
 
 from tetra_tf import cli, evalb
+from tetra_tf.bulk_options import DEFAULT_BATCH_SIZE
 
 FLAGS = flags.FLAGS
 
@@ -47,7 +48,7 @@ def read_gold(path: str) -> tuple[list[str], list[nltk.Tree]]:
 
 
 def score_export(export_dir: str, gold_trees: list[nltk.Tree], gold_pos: bool = True,
-                 batch_size: int = 64, progress: bool = False):
+                 batch_size: int = DEFAULT_BATCH_SIZE, progress: bool = False):
     """Parses the gold trees' words; returns (EvalbResult, POS accuracy %, predicted lines)."""
     from tetra_tf import scoring  # pylint: disable=import-outside-toplevel
     from tetra_tf.parser import Parser  # pylint: disable=import-outside-toplevel
@@ -70,7 +71,7 @@ def define_flags() -> None:
                         "output's trees.txt).")
     flags.DEFINE_enum("pos", "gold", ["gold", "predicted"], "POS tags on the scored leaves.")
     flags.DEFINE_string("output", None, "Write the predicted trees here.")
-    flags.DEFINE_integer("batch_size", 64, "Sentences per call of the model.")
+    flags.DEFINE_integer("batch_size", DEFAULT_BATCH_SIZE, "Sentences per call of the model.")
 
 
 def main(argv) -> int:
