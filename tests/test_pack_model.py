@@ -69,6 +69,6 @@ def test_packs_with_its_card_and_the_same_trees_as_its_source(licensed_export, t
     count = len(tiny_model.TREES)
     assert lines[1].startswith(f"{count} of {count} trees the same as the source export's; F1 ")
     record = packaged_models.verify("tiny", str(tmp_path / "models"))
-    assert record["version"] == "2" and pack_model.CARD_FILE in record["files"]
-    with open(tmp_path / "models" / "tiny" / pack_model.CARD_FILE) as f:
+    assert record["version"] == "2" and export_format.PACKAGED_CARD_FILE in record["files"]
+    with open(tmp_path / "models" / "tiny" / export_format.PACKAGED_CARD_FILE) as f:
         assert treebank.NLTK_SAMPLE_LICENCE in f.read()

@@ -316,8 +316,14 @@ def special_tokens(export_dir: str) -> SpecialTokens:
     return SpecialTokens()
 
 
+PACKAGED_CARD_FILE = "MODEL_CARD.md"
+"""A packaged model's hand-written card (data, licence, teachers, recipe, F1, speed), beside
+its SavedModel (tetra_tf/packaged_models.py, tools/pack_model.py)."""
+
+
 def describe(export_dir: str) -> str:
-    """The export's model card as text (`render_card`), or a line saying it has none.
+    """The export's model card as text (`render_card`), or a line saying it has none; a
+    packaged model's hand-written card (PACKAGED_CARD_FILE) first.
 
     Raises:
       ExportError: if export_dir holds no SavedModel.
@@ -325,9 +331,15 @@ def describe(export_dir: str) -> str:
     check(export_dir)
     card = read_card(export_dir)
     if card is None:
-        return (f"{export_dir}: no model card (exported before tetra-tf wrote them, or by "
+        text = (f"{export_dir}: no model card (exported before tetra-tf wrote them, or by "
                 "another tool); it still parses\n")
-    return render_card(card)
+    else:
+        text = render_card(card)
+    packaged_card = os.path.join(export_dir, PACKAGED_CARD_FILE)
+    if os.path.isfile(packaged_card):
+        with open(packaged_card, encoding="utf-8") as f:
+            text = f.read().rstrip("\n") + "\n\n" + text
+    return text
 
 
 # The training recipe's values a card leaves off its recipe line: shown in lines of their

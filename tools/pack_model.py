@@ -32,7 +32,6 @@ from absl import flags
 from tetra_tf import cli, export_format, packaged_models
 from tetra_tf.errors import InputError
 
-CARD_FILE = "MODEL_CARD.md"
 FLAGS = flags.FLAGS
 
 
@@ -95,7 +94,7 @@ def main(argv) -> int:
     check_card(FLAGS.card, FLAGS.export_dir)
     target = os.path.join(FLAGS.output_dir, FLAGS.name)
     record = packaged_models.pack(FLAGS.export_dir, FLAGS.name, FLAGS.version, target,
-                                  extra_files={CARD_FILE: FLAGS.card})
+                                  extra_files={export_format.PACKAGED_CARD_FILE: FLAGS.card})
     size = sum(os.path.getsize(os.path.join(target, path)) for path in record["files"])
     print(f"packed {FLAGS.export_dir} as {FLAGS.name} version {FLAGS.version} in {target}: "
           f"{len(record['files'])} files, {size / 1e6:.1f} MB")
