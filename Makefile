@@ -119,7 +119,7 @@ silver:
 	  $(PYTHON) -m tetra_tf.parse --model_dir=$(TEACHER_EXPORT_DIR) --documents --on_error=skip --errors=$$out.refused --input=$(DISTILL_DIR)/unlabeled/$$source.txt --output=$$out.parsed || exit 1; \
 	done
 	cut -f5 $(UNLABELED_SOURCES:%=$(DISTILL_DIR)/silver/%.parsed) | grep -v '^$$' > $(DISTILL_DIR)/silver/trees.txt
-	$(PYTHON) tools/convert_ptb.py --input=$(DISTILL_DIR)/silver/trees.txt --output_dir=$(DISTILL_DIR)/silver --vocab_from=$(DATA_DIR)/train --num_shards=8
+	$(PYTHON) tools/convert_ptb.py --input=$(DISTILL_DIR)/silver/trees.txt --output_dir=$(DISTILL_DIR)/silver --vocab_from=$(DATA_DIR)/train --num_shards=8 --stats=$(DISTILL_DIR)/silver/stats.json
 
 # The training split and the silver data with the teachers' tag distributions, for a student
 # (python -m tetra_tf.train --train_data=$(DISTILL_DIR)/train_taught,$(DISTILL_DIR)/silver_taught
@@ -128,13 +128,17 @@ taught:
 	$(PYTHON) -m tetra_tf.distillation --data=$(DATA_DIR)/train --teachers=$(TEACHERS) --output_dir=$(DISTILL_DIR)/train_taught
 	$(PYTHON) -m tetra_tf.distillation --data=$(DISTILL_DIR)/silver --teachers=$(TEACHERS) --output_dir=$(DISTILL_DIR)/silver_taught
 
+# The model `make parse` and `make serve` use: empty for the one packaged with tetra-tf, a
+# packaged model's name, or your own export (MODEL=$(EXPORT_DIR) after `make parser`).
+MODEL ?=
+
 # One sentence per line in, one tree per line out: make parse INPUT=sents.txt OUTPUT=trees.txt
 parse:
-	$(PYTHON) -m tetra_tf.parse --model_dir=$(EXPORT_DIR) --input=$(INPUT) --output=$(OUTPUT)
+	$(PYTHON) -m tetra_tf.parse $(if $(MODEL),--model_dir=$(MODEL)) --input=$(INPUT) --output=$(OUTPUT)
 
-# TF Serving's REST API on 127.0.0.1:8501 for the export, and the parse page at http://127.0.0.1:8501/.
+# TF Serving's REST API on 127.0.0.1:8501 for the model, and the parse page at http://127.0.0.1:8501/.
 serve:
-	$(PYTHON) serving/server.py --model_base_path=$(dir $(EXPORT_DIR)) --model_name=tetra --rest_api_port=8501 --parse_page
+	$(PYTHON) serving/server.py $(if $(MODEL),--model_base_path=$(if $(wildcard $(MODEL)/saved_model.pb),$(dir $(abspath $(MODEL))),$(MODEL))) --model_name=tetra --rest_api_port=8501 --parse_page
 
 bench:
 	$(PYTHON) bench/decoder.py

@@ -28,11 +28,11 @@ none are listed)."""
 
 
 @Language.factory(FACTORY_NAME, assigns=["token.tag"],
-                  default_config={"batch_size": None,
+                  default_config={"model_dir": None, "batch_size": None,
                                   "disable_tagger": DEFAULT_DISABLE_TAGGER,
                                   "marginals": DEFAULT_MARGINALS,
                                   "span_marginals": DEFAULT_SPAN_MARGINALS})
-def make_tetra_tf(nlp: Language, name: str, model_dir: str, batch_size: Optional[int],
+def make_tetra_tf(nlp: Language, name: str, model_dir: Optional[str], batch_size: Optional[int],
                   disable_tagger: bool, marginals: bool,
                   span_marginals: Optional[float]) -> "TetraTfComponent":
     """The ``tetra_tf`` factory, called by ``nlp.add_pipe("tetra_tf", config={...})``.
@@ -40,7 +40,9 @@ def make_tetra_tf(nlp: Language, name: str, model_dir: str, batch_size: Optional
     Args:
         nlp: the pipeline.
         name: the component's name in it.
-        model_dir: an export directory (``python -m tetra_tf.export``'s ``--export_dir``).
+        model_dir: a packaged model's name, or an export directory (``python -m
+            tetra_tf.export``'s ``--export_dir``); None: the model packaged with tetra-tf
+            (``tetra_tf.packaged_models.DEFAULT_MODEL``).
         batch_size: sentences per call of the model (None: every way in's default,
             `tetra_tf.bulk_options.DEFAULT_BATCH_SIZE`).
         disable_tagger: leave ``token.tag_`` alone instead of writing the parser's POS

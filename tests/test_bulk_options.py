@@ -53,11 +53,11 @@ def test_a_program_gets_only_the_options_it_names():
     flag_values = flags.FlagValues()
     bulk_options.define_absl_flags(("model_dir", "on_error", "errors"), flag_values)
     assert sorted(flag_values) == ["errors", "model_dir", "on_error"]
-    assert flag_values["model_dir"].help == bulk_options.OPTIONS["model_dir"].help + " Required."
+    assert flag_values["model_dir"].help == bulk_options.OPTIONS["model_dir"].help
+    assert flag_values["model_dir"].default is None  # the packaged default model
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--input=a", "--output=o"], "--model_dir is required (see --help)"),
     (["--model_dir=EXPORT", "--output=o"], "--input is required (see --help)"),
     (["--model_dir=EXPORT", "--input=a"], "--output is required (see --help)"),
     (["--model_dir=EXPORT", "--input=a", "--output=o", "--batch_size=0"],
@@ -85,6 +85,16 @@ def test_check_names_the_first_problem_whichever_adapter(export_dir, argv, messa
         with pytest.raises(cli.UsageError) as raised:
             bulk_options.check(values)
         assert str(raised.value) == message
+
+
+def test_without_model_dir_the_packaged_default_model_is_checked(monkeypatch):
+    monkeypatch.setattr(packaged_models, "DEFAULT_MODEL", "not_shipped")
+    for values in (_absl(CORPUS_OPTIONS, ["--input=a", "--output=o"]),
+                   _argparse(CORPUS_OPTIONS, ["--input=a", "--output=o"])):
+        assert values["model_dir"] is None
+        with pytest.raises(cli.UsageError, match=r"^--model_dir: no packaged model named "
+                           r"not_shipped \(packaged: "):
+            bulk_options.check(values)
 
 
 def test_check_errors_without_skip(export_dir):

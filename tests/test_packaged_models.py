@@ -4,14 +4,17 @@ as its float32 source does, and missing or damaged files are refused with one li
 import json
 import os
 import shutil
+import subprocess
+import sys
+import types
 
 import tetra_tf  # noqa: F401  (selects Keras 2 before TensorFlow loads)
 import pytest
 
-from tetra_tf import packaged_models, parse
+from tetra_tf import export_format, packaged_models, parse, treebank
 from tetra_tf.errors import ExportError
 from tetra_tf.parser import Parser
-from conftest import run_cli
+from conftest import run_cli, subprocess_env
 
 SENTENCES = [s.split() for s in ("The cat sat on the mat .", "She says he even left early .",
                                  "Mr. Smith ?", "3 dogs , 2 cats and a bird")]
@@ -161,3 +164,149 @@ def test_the_manifest_lists_every_file_with_its_digest(packaged_dir):
                for name in names} - {packaged_models.MANIFEST_FILE}
     assert set(record["files"]) == on_disk
     assert (record["name"], record["version"], record["weights_dtype"]) == ("tiny", "3", "float16")
+
+
+# --------------------------------------------------------------------------------------
+# The packaged default in every way in that takes a model
+
+
+def test_the_parse_cli_parses_with_the_packaged_default_without_model_dir(as_default, home,
+                                                                          source_parser):
+    result = run_cli(parse.define_flags, parse.main,
+                     stdin="\n".join(" ".join(s) for s in SENTENCES) + "\n")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == _trees(source_parser)
+
+
+def test_the_parse_cli_describes_the_packaged_default(as_default, home):
+    result = run_cli(parse.define_flags, parse.main, "--describe")
+    assert result.returncode == 0, result.stderr
+    described = export_format.describe(packaged_models.export_dir("tiny"))
+    assert result.stdout == described
+
+
+def test_the_beam_handler_loads_the_packaged_default_without_a_model(as_default, home,
+                                                                      source_parser):
+    pytest.importorskip("apache_beam")
+    from tetra_tf import beam as tetra_beam
+
+    parser = tetra_beam.ParseModelHandler().load_model()
+    assert parser.export_dir == packaged_models.export_dir("tiny")
+    assert _trees(parser) == _trees(source_parser)
+
+
+def test_the_spacy_component_parses_with_the_packaged_default_without_config(as_default,
+                                                                              home):
+    spacy = pytest.importorskip("spacy")
+    nlp = spacy.blank("en")
+    nlp.add_pipe("sentencizer")
+    component = nlp.add_pipe("tetra_tf")
+    assert component.model_dir is None
+    assert component.parser.export_dir == packaged_models.export_dir("tiny")
+    sentence = next(nlp("The cat sat on the mat.").sents)
+    assert sentence._.parse_string.startswith("(")
+
+
+class _ServerFlags:
+    """The server's flags as `_model_server_config` reads them, none given on the command line."""
+
+    def __init__(self, **values):
+        self.model_config_file, self.model_name = None, "tetra"
+        self.model_base_path = None
+        self.__dict__.update(values)
+
+    def __getitem__(self, name):
+        return types.SimpleNamespace(present=False, value=getattr(self, name))
+
+
+@pytest.mark.parametrize("model_base_path", [None, "tiny"])
+def test_the_server_serves_the_packaged_default_without_a_base_path(as_default, home,
+                                                                     model_base_path):
+    pytest.importorskip("grpc")
+    from tetra_tf.serving import main as server_main
+
+    config = server_main._model_server_config(_ServerFlags(model_base_path=model_base_path))
+    (model,) = config.model_config_list.config
+    assert model.name == "tetra"
+    assert model.base_path == os.path.join(str(home), "models", "tiny")
+    assert os.path.isfile(os.path.join(model.base_path, "3", "saved_model.pb"))
+
+
+def test_a_users_export_overrides_the_default_in_every_way_in(as_default, home,
+                                                              tiny_export_dir, tmp_path):
+    from tetra_tf import bulk_options
+
+    assert Parser(tiny_export_dir).export_dir == tiny_export_dir
+    base_path = str(tmp_path / "base")
+    shutil.copytree(tiny_export_dir, os.path.join(base_path, "7"))
+    assert packaged_models.serving_base_path(base_path) == base_path
+    bulk_options.check({"model_dir": tiny_export_dir})  # no error: the export is read
+    with pytest.raises(Exception, match="--model_dir: .*"):
+        bulk_options.check({"model_dir": str(tmp_path / "nothing_here")})
+    assert not os.path.exists(os.path.join(str(home), "models"))  # the default never written
+
+
+# --------------------------------------------------------------------------------------
+# The model shipped in the package
+
+
+@pytest.fixture(scope="module")
+def shipped_home(tmp_path_factory):
+    """A $TETRA_TF_HOME of this module's own for the shipped model's float32 export."""
+    return str(tmp_path_factory.mktemp("shipped_home"))
+
+
+@pytest.fixture
+def shipped(shipped_home, monkeypatch):
+    monkeypatch.setenv("TETRA_TF_HOME", shipped_home)
+    return packaged_models.DEFAULT_MODEL
+
+
+def test_the_default_model_ships_intact_within_50_mb_with_its_licence():
+    record = packaged_models.verify(packaged_models.DEFAULT_MODEL)
+    packed = os.path.join(packaged_models.PACKAGED_DIR, packaged_models.DEFAULT_MODEL)
+    size = sum(os.path.getsize(os.path.join(root, name))
+               for root, _, names in os.walk(packed) for name in names)
+    assert size <= 50 * 2**20, size
+    with open(os.path.join(packed, "MODEL_CARD.md"), encoding="utf-8") as f:
+        card = f.read()
+    assert "non-commercial" in card and "Apache-2.0" in card
+    assert set(record["files"]) >= {"MODEL_CARD.md", "saved_model.pb"}
+
+
+def test_the_quick_start_command_prints_a_tree_with_the_shipped_model(shipped, shipped_home):
+    env = dict(subprocess_env(), TETRA_TF_HOME=shipped_home)
+    result = subprocess.run([sys.executable, "-m", "tetra_tf.parse", "--tokenize"],
+                            input="The cat sat on the mat.\n", env=env, capture_output=True,
+                            text=True, timeout=600, check=False)
+    assert result.returncode == 0, result.stderr
+    (line,) = result.stdout.splitlines()
+    tree = treebank.parse_tree(line)
+    assert tree.label() == "TOP" and tree.leaves() == "The cat sat on the mat .".split()
+    assert [label for label, _ in tree.pos()][-1] == "."
+
+
+def test_describe_shows_the_shipped_models_card_with_its_licence_first(shipped):
+    result = run_cli(parse.define_flags, parse.main, "--describe")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"# {packaged_models.DEFAULT_MODEL}\n")
+    card, generated = result.stdout.split("# tetra-tf model card", 1)
+    assert "non-commercial use only" in card
+    assert "training data licence: NLTK's Penn Treebank sample" in generated
+
+
+def test_the_shipped_model_draws_and_writes_json(shipped, tmp_path):
+    lines = "The cat sat on the mat .\nHe said <b> & left .\n"
+    result = run_cli(parse.define_flags, parse.main, "--output_format=json", "--marginals",
+                     stdin=lines)
+    assert result.returncode == 0, result.stderr
+    records = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [r["words"] for r in records] == [line.split() for line in lines.splitlines()]
+    assert all(r["tree"].startswith("(TOP ") and r["constituents"] for r in records)
+    result = run_cli(parse.define_flags, parse.main, "--output_format=svg",
+                     f"--output={tmp_path / 'svg'}", stdin=lines)
+    assert result.returncode == 0, result.stderr
+    drawings = sorted(os.listdir(tmp_path / "svg"))
+    assert len(drawings) == 2
+    svg = "".join((tmp_path / "svg" / name).read_text(encoding="utf-8") for name in drawings)
+    assert "&lt;b&gt;" in svg and "&amp;" in svg and "<b>" not in svg

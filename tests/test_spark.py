@@ -487,3 +487,14 @@ def test_parse_column_checks_its_column(spark, tiny_export_dir):
         tetra_spark.parse_column(df, tiny_export_dir, text_column="text")
     with pytest.raises(ValueError, match="column 'sentence' is binary, not string"):
         tetra_spark.parse_column(df, tiny_export_dir)
+
+
+def test_parse_column_parses_with_the_packaged_model_without_one(spark):
+    from tetra_tf.parser import Parser
+
+    words = "The cat sat on the mat .".split()
+    df = spark.createDataFrame([(1, " ".join(words))], "id long, sentence string")
+    (row,) = tetra_spark.parse_column(df).collect()
+    assert row.reason is None, row.error
+    (expected,) = Parser().parse_each([words])
+    assert row.tree == expected.bracketed

@@ -103,7 +103,9 @@ class ParseOptions(NamedTuple):
     """What the pipeline reads, how it parses and where it writes (`build`, `run`).
 
     Attributes:
-      model_dir: the export's directory, readable by every worker.
+      model_dir: a packaged model's name (every worker has tetra-tf installed), or an
+        export's directory readable by every worker; None: the packaged default model
+        (`tetra_tf.packaged_models.DEFAULT_MODEL`).
       inputs: files or glob patterns (any of Beam's file systems); each must match a file.
       output: the prefix of every output file: records ``OUTPUT-SSSSS-of-NNNNN.jsonl``, dead
         letters ``OUTPUT-errors-SSSSS-of-NNNNN.jsonl``, and with ordered the folder
@@ -140,7 +142,7 @@ class ParseOptions(NamedTuple):
                                           max_words=400)
         ```
     """
-    model_dir: str
+    model_dir: str | None
     inputs: Sequence[str]  # files or glob patterns
     output: str  # prefix of every output file
     tokenize: bool = False
@@ -189,13 +191,14 @@ class ParseModelHandler(ModelHandler[Sentence, PredictionResult, "Parser"]):
         ```
     """
 
-    def __init__(self, model_dir: str, batch_size: int = DEFAULT_BATCH_SIZE,
+    def __init__(self, model_dir: str | None = None, batch_size: int = DEFAULT_BATCH_SIZE,
                  max_words: int = 0, max_batch_words: int | None = None,
                  marginals: bool = False, span_marginals: float | None = None):
         """Makes the handler; the model is loaded later, on the workers (`load_model`).
 
         Args:
-          model_dir: the export's directory, readable by every worker.
+          model_dir: a packaged model's name, or an export's directory readable by every
+            worker; None (the default): the packaged default model.
           batch_size: most sentences per batch, so per model call (default
             `DEFAULT_BATCH_SIZE`, 64).
           max_words: the pipeline's own words-per-sentence limit; a longer sentence gets a

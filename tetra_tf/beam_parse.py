@@ -1,6 +1,6 @@
 r"""Parses a corpus with an Apache Beam pipeline: a tree per line, dead letters for the rest.
 
-  python -m tetra_tf.beam_parse --model_dir=models/tetra/1 --input='corpus/*.txt' \
+  python -m tetra_tf.beam_parse [--model_dir=NAME|EXPORT] --input='corpus/*.txt' \
       --output=out/trees [--tokenize | --documents] [--max_words=400] [--max_line_bytes=N]
       [--ordered] [--marginals] [--span_marginals=P] [Beam pipeline options]
 

@@ -99,10 +99,11 @@ _SPAN_MARGINALS_HELP = ("A probability from 0 to 1 (the floor): also give each p
                         "is refused (too_many_words).")
 
 OPTIONS: dict[str, Option] = {option.key: option for option in (
-    Option("model_dir", str, None, "The exported SavedModel (tetra_tf.export's --export_dir, "
-           "e.g. models/tetra/1; on a cluster, at a path every worker reads: gs://, a "
-           "shared folder ...), or the name of a model packaged with tetra-tf "
-           "(tetra_tf.packaged_models).", required=True),
+    Option("model_dir", str, None, "The model to parse with: the name of a model packaged "
+           "with tetra-tf (tetra_tf.packaged_models), or your own exported SavedModel "
+           "(tetra_tf.export's --export_dir, e.g. models/tetra/1; on a cluster, at a path "
+           "every worker reads: gs://, a shared folder ...). Default: the packaged model "
+           f"{packaged_models.DEFAULT_MODEL}."),
     # parse.py's input and output: one stream each.
     Option("input", str, None, "Input file, one sentence per line, UTF-8; .gz, .bz2, .xz "
            "and .zst are decompressed (default: stdin)."),
@@ -201,8 +202,8 @@ def check(values: Mapping[str, Any]) -> None:
     """Checks the common options' values (by key; other keys are left alone).
 
     The values' own checks come first, in `OPTIONS`' order; then --errors without
-    --on_error=skip; last, as it reads the model directory, a --model_dir without a
-    SavedModel.
+    --on_error=skip; last, as it reads the model directory, a --model_dir (or the packaged
+    default model) without a SavedModel.
 
     Raises:
       cli.UsageError: naming the first problem.
@@ -219,7 +220,7 @@ def check(values: Mapping[str, Any]) -> None:
     if values.get("errors") is not None and values.get("on_error", "skip") != "skip":
         raise cli.UsageError("--errors needs --on_error=skip (with 'fail' the first refused "
                              "line goes to stderr)")
-    if values.get("model_dir"):
+    if "model_dir" in values:
         try:
             export_format.check(packaged_models.resolve(values["model_dir"]))
         except ExportError as e:

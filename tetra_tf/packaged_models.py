@@ -120,7 +120,8 @@ def export_dir(name: str = DEFAULT_MODEL, packaged_dir: str | None = None) -> st
     """The packaged model's SavedModel (float32 weights), written on first use.
 
     Returns:
-      base_path(name)/VERSION, or a temporary directory when the cache cannot be written.
+      base_path(name)/VERSION, or a temporary BASE/VERSION when the cache cannot be
+      written; either way its parent is a TF Serving base path (`serving_base_path`).
 
     Raises:
       ExportError: the model is not packaged, or its files are missing or damaged.
@@ -134,8 +135,9 @@ def export_dir(name: str = DEFAULT_MODEL, packaged_dir: str | None = None) -> st
     try:
         os.makedirs(os.path.dirname(target), exist_ok=True)
         scratch = tempfile.mkdtemp(prefix=f".{record['version']}-", dir=os.path.dirname(target))
-    except OSError:  # a read-only home: this process gets its own copy
-        scratch = tempfile.mkdtemp(prefix=f"tetra_tf-{name}-")
+    except OSError:  # a read-only home: this process gets its own copy, in a base path
+        scratch = os.path.join(tempfile.mkdtemp(prefix=f"tetra_tf-{name}-"),
+                               str(record["version"]))
         target = None
     _write_export(os.path.join(packaged_dir, name), record, scratch)
     if target is None:
@@ -192,6 +194,21 @@ def resolve(model: str | None) -> str:
         raise ExportError(f"{model} is neither an export's path nor a packaged model's name "
                           f"(packaged: {', '.join(names()) or 'none'})")
     return export_dir(model)
+
+
+def serving_base_path(model: str | None) -> str:
+    """The TF Serving base path (BASE/VERSION/saved_model.pb) for a server's model argument.
+
+    Args:
+      model: None or "" (the default packaged model), a packaged model's name (its export
+        written on first use), or a base path (returned as given).
+
+    Raises:
+      ExportError: a packaged model that is missing or damaged.
+    """
+    if model and not is_name(model):
+        return model
+    return os.path.dirname(resolve(model))
 
 
 def pack(source_export: str, name: str, version: int | str, output_dir: str,

@@ -1,10 +1,13 @@
 r"""Parses sentences, one per line, with an exported SavedModel; writes one tree per line.
 
-  python -m tetra_tf.parse --model_dir=models/tetra/1 [--input=FILE] [--output=FILE]
+  python -m tetra_tf.parse [--model_dir=NAME|EXPORT] [--input=FILE] [--output=FILE]
       [--tokenize | --documents] [--batch_size=64] [--on_error=fail|skip] [--errors=FILE]
       [--max_words=N] [--max_line_bytes=N] [--scores] [--marginals] [--span_marginals=P]
       [--output_format=text|json|svg] [--k_best]
-  python -m tetra_tf.parse --model_dir=models/tetra/1 --describe
+  python -m tetra_tf.parse [--model_dir=NAME|EXPORT] --describe
+
+The model: the one packaged with tetra-tf by default (tetra_tf.packaged_models), another
+packaged model by its name, or your own export's directory (tetra_tf.export's --export_dir).
 
 Input (stdin by default, or --input=FILE; FILE.gz, .bz2, .xz and .lzma are decompressed):
 one sentence per line, pre-tokenized Penn Treebank tokens separated by whitespace (-LRB-,

@@ -8,7 +8,7 @@ and tokens, so code written for benepar reads the same answers.
 import spacy
 
 nlp = spacy.load("en_core_web_sm")  # or spacy.blank("en") + nlp.add_pipe("sentencizer")
-nlp.add_pipe("tetra_tf", config={"model_dir": "models/tetra/1"})
+nlp.add_pipe("tetra_tf")  # the packaged model; config={"model_dir": ...} for your own
 doc = nlp("The time for action is now. It is never too late to do something.")
 sent = next(doc.sents)
 sent._.parse_string    # "(S (NP (NP (DT The) (NN time)) ...) (. .))"
@@ -26,7 +26,7 @@ added.
 
 | Setting | Default | Meaning |
 |---|---|---|
-| `model_dir` | (required) | the export to parse with |
+| `model_dir` | `None`: the model packaged with tetra-tf | a packaged model's name, or your own export's directory |
 | `batch_size` | `None`: 64, every way in's default | sentences per call of the model |
 | `disable_tagger` | `False` | leave `token.tag_` alone instead of writing the parser's POS tags (benepar's option of the same name) |
 | `marginals` | `False` | also set `_.constituent_probability` and `_.tree_probability` (parses with `Parser.parse_each(marginals=True)`) |
@@ -256,7 +256,7 @@ class TetraTfComponent:
         ```
     """
 
-    def __init__(self, nlp: Language, name: str, model_dir: str,
+    def __init__(self, nlp: Language, name: str, model_dir: str | None = None,
                  batch_size: int | None = None, disable_tagger: bool = False,
                  marginals: bool = False, span_marginals: float | None = None):
         """Loads the export and registers the Doc/Span/Token attributes.
@@ -264,7 +264,9 @@ class TetraTfComponent:
         Args:
             nlp: the pipeline (unused; spaCy's factory signature).
             name: the component's name in the pipeline.
-            model_dir: an export directory (`python -m tetra_tf.export`'s `--export_dir`).
+            model_dir: a packaged model's name, or an export directory (`python -m
+                tetra_tf.export`'s `--export_dir`); None: the packaged default model
+                (`tetra_tf.packaged_models.DEFAULT_MODEL`).
             batch_size: sentences per call of the model (None:
                 `tetra_tf.bulk_options.DEFAULT_BATCH_SIZE`).
             disable_tagger: leave `token.tag_` alone instead of writing the parser's POS
@@ -292,7 +294,7 @@ class TetraTfComponent:
         self.name = name
         """The component's name in the pipeline."""
         self.model_dir = model_dir
-        """The export it parses with."""
+        """The model it parses with, as configured (None: the packaged default)."""
         self.batch_size = batch_size
         """Sentences per call of the model."""
         self.disable_tagger = disable_tagger
@@ -522,7 +524,7 @@ def _data(doc: Doc) -> dict[str, Any]:
     data = doc._.get(DATA_ATTRIBUTE)
     if data is None:
         raise ValueError("this doc has no constituency parse: add the tetra_tf component to "
-                         "the pipeline (nlp.add_pipe(\"tetra_tf\", config={\"model_dir\": ...}))")
+                         "the pipeline (nlp.add_pipe(\"tetra_tf\"))")
     return data
 
 

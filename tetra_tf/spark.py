@@ -58,7 +58,7 @@ import time
 import warnings
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
-from tetra_tf import bulk_options, cpu, export_format, parse_record, sentences
+from tetra_tf import bulk_options, cpu, export_format, packaged_models, parse_record, sentences
 from tetra_tf.bulk_options import DEFAULT_BATCH_SIZE
 
 if TYPE_CHECKING:  # pyspark and TensorFlow are imported where they are used
@@ -274,7 +274,7 @@ class _StartLoading:
         return iter(())
 
 
-def warm_workers(session: "SparkSession", model_dir: str) -> None:
+def warm_workers(session: "SparkSession", model_dir: str | None = None) -> None:
     """Starts loading model_dir's parser in the cluster's Python workers, then returns.
 
     A quick task per core starts a thread in its Python worker that loads the parser. The
@@ -288,13 +288,15 @@ def warm_workers(session: "SparkSession", model_dir: str) -> None:
     Args:
       session: the active SparkSession; one task per core of its
         ``sparkContext.defaultParallelism`` (at least one) is run.
-      model_dir: the export's directory, as `parse_column` will be given it (the cache's
-        key), readable by every worker.
+      model_dir: the model, as `parse_column` will be given it (the cache's key): a
+        packaged model's name or an export's directory readable by every worker; None:
+        the packaged default model.
 
     Raises:
       Exception: whatever Spark raises if the quick job itself fails (a worker that cannot
         start Python, say); a failed model load does not raise here.
     """
+    model_dir = model_dir or packaged_models.DEFAULT_MODEL
     slots = max(1, session.sparkContext.defaultParallelism)
     with warnings.catch_warnings():  # mapInArrow passes Arrow batches: pandas is not used
         warnings.filterwarnings("ignore", message=".*PySpark does not yet fully support pandas")
@@ -460,7 +462,7 @@ class _ParsePartition:
                 names=kept + list(columns))
 
 
-def parse_column(df: "DataFrame", model_dir: str, text_column: str = SENTENCE,
+def parse_column(df: "DataFrame", model_dir: str | None = None, text_column: str = SENTENCE,
                  batch_size: int = DEFAULT_BATCH_SIZE, max_words: int = 0,
                  tokenize: bool = False, loads: "Accumulator | None" = None,
                  marginals: bool = False, span_marginals: float | None = None
@@ -481,7 +483,9 @@ def parse_column(df: "DataFrame", model_dir: str, text_column: str = SENTENCE,
       df: one sentence per row in text_column (words separated by whitespace, PTB tokens;
         raw text with tokenize). A row whose ``reason`` column is already set (such as a
         line `read_files` refused) is passed through unparsed, its reason and error kept.
-      model_dir: the export, a path every worker reads (local, gs://, ...).
+      model_dir: a packaged model's name (every worker has tetra-tf installed), or an
+        export at a path every worker reads (local, gs://, ...); None (the default): the
+        packaged default model (`tetra_tf.packaged_models.DEFAULT_MODEL`).
       text_column: the string column holding the sentences (default ``sentence``, as
         `read_files` names it).
       batch_size: most sentences per model call (default `DEFAULT_BATCH_SIZE`, 64).
@@ -556,7 +560,8 @@ def parse_column(df: "DataFrame", model_dir: str, text_column: str = SENTENCE,
     schema = StructType(fields + [StructField(name, types[name]) for name in columns])
     with warnings.catch_warnings():  # mapInArrow passes Arrow batches: pandas is not used
         warnings.filterwarnings("ignore", message=".*PySpark does not yet fully support pandas")
-        return df.mapInArrow(_ParsePartition(model_dir, text_column, batch_size, max_words,
+        return df.mapInArrow(_ParsePartition(model_dir or packaged_models.DEFAULT_MODEL,
+                                             text_column, batch_size, max_words,
                                              tokenize, loads, marginals, span_marginals),
                              schema)
 

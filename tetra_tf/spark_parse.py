@@ -1,6 +1,6 @@
 r"""Parses text files on Apache Spark: a tree per line, an error row for every other line.
 
-  python -m tetra_tf.spark_parse --model_dir=models/tetra/1 --input='corpus/*.txt' \
+  python -m tetra_tf.spark_parse [--model_dir=NAME|EXPORT] --input='corpus/*.txt' \
       --output=out/trees [--master=spark://HOST:7077] [--format=parquet|json] [--ordered]
       [--tokenize | --documents] [--max_words=N] [--max_line_bytes=N] [--batch_size=64]
       [--partitions=N] [--marginals] [--span_marginals=P]

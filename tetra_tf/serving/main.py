@@ -31,7 +31,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from absl import flags  # noqa: E402
 from absl import logging as absl_logging  # noqa: E402
 
-from tetra_tf import cli, cpu, export_format, extras  # noqa: E402
+from tetra_tf import cli, cpu, export_format, extras, packaged_models  # noqa: E402
 from tetra_tf.errors import InputError, TetraError  # noqa: E402
 from tetra_tf.serving import batching  # noqa: E402
 from tetra_tf.serving.admission import Limits  # noqa: E402
@@ -56,7 +56,9 @@ if __name__ != "__main__":
 def _define_flags() -> None:
     flags.DEFINE_string("model_base_path", None,
                         "Directory with numbered SavedModel versions (BASE/1/saved_model.pb); "
-                        "the highest version is served. Not with --model_config_file.")
+                        "the highest version is served; or the name of a model packaged with "
+                        f"tetra-tf (default: {packaged_models.DEFAULT_MODEL}). Not with "
+                        "--model_config_file.")
     flags.DEFINE_string("model_name", "tetra", "Model name in the request paths. Not with "
                         "--model_config_file.")
     flags.DEFINE_string("model_config_file", None,
@@ -241,13 +243,14 @@ def main(argv: list[str]) -> int:
 
 def _model_server_config(flag_values: Any) -> Any:
     """The ModelServerConfig the flags ask for: --model_config_file's, or one model from
-    --model_name and --model_base_path (made absolute), each model's base path checked to
+    --model_name and --model_base_path (made absolute; the packaged model by default), each model's base path checked to
     hold a version.
 
     Raises:
-      cli.UsageError: --model_config_file with --model_name or --model_base_path, neither
-        it nor --model_base_path, or a config file that cannot be served (exit 2).
-      ExportError: a base path without a servable version (exit 2).
+      cli.UsageError: --model_config_file with --model_name or --model_base_path, or a
+        config file that cannot be served (exit 2).
+      ExportError: a base path without a servable version, or a packaged model that is
+        missing or damaged (exit 2).
     """
     if flag_values.model_config_file:
         if flag_values.model_base_path or flag_values["model_name"].present:
@@ -258,12 +261,10 @@ def _model_server_config(flag_values: Any) -> Any:
             model_config.check_model_server_config(config)
         except model_config.ConfigError as e:
             raise cli.UsageError(f"--model_config_file: {e}") from None
-    elif flag_values.model_base_path:
-        config = model_config.single_model_config(
-            flag_values.model_name, os.path.abspath(flag_values.model_base_path))
     else:
-        raise cli.UsageError("--model_base_path or --model_config_file is required (see "
-                             "--help)")
+        base_path = packaged_models.serving_base_path(flag_values.model_base_path)
+        config = model_config.single_model_config(flag_values.model_name,
+                                                  os.path.abspath(base_path))
     for model in config.model_config_list.config:
         versions_on_disk(model.base_path)
     return config
