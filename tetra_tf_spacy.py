@@ -42,7 +42,7 @@ def make_tetra_tf(nlp: Language, name: str, model_dir: str, batch_size: Optional
         name: the component's name in it.
         model_dir: an export directory (``python -m tetra_tf.export``'s ``--export_dir``).
         batch_size: sentences per call of the model (None: every way in's default,
-            `tetra_tf.bulk_options.DEFAULT_BATCH_SIZE`).
+            `tetra_tf.export_format.DEFAULT_BATCH_SIZE`).
         disable_tagger: leave ``token.tag_`` alone instead of writing the parser's POS
             tags into it (benepar's option of the same name).
         marginals: also give constituents and sentences their probabilities

@@ -18,8 +18,7 @@ import nltk
 import pytest
 import tensorflow as tf
 
-from tetra_tf import bulk_options, evalb, parse, sentences
-from tetra_tf import parser as parser_module
+from tetra_tf import bulk_options, evalb, export_format, parse, sentences
 from tetra_tf.errors import ExportError
 from tetra_tf.parser import Constituent, ParseResult, Parser
 from tetra_tf.treebank import with_pos_tags
@@ -653,7 +652,8 @@ def test_cli_checks_the_bulk_programs_common_options(tmp_path):
         assert result.returncode == 2
         assert result.stderr.startswith(f"error: {message}"), result.stderr
     assert (inspect.signature(parse.run).parameters["batch_size"].default
-            == parser_module.DEFAULT_BATCH_SIZE == bulk_options.DEFAULT_BATCH_SIZE)
+            == inspect.signature(Parser.parse_sents).parameters["batch_size"].default
+            == bulk_options.OPTIONS["batch_size"].default == export_format.DEFAULT_BATCH_SIZE)
 
 
 @pytest.mark.slow

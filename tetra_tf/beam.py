@@ -64,7 +64,7 @@ from apache_beam.ml.inference.base import ModelHandler, PredictionResult, RunInf
 
 from tetra_tf import bulk_options, export_format, packaged_models, parse_record, sentences
 from tetra_tf import text as text_lib
-from tetra_tf.bulk_options import DEFAULT_BATCH_SIZE
+from tetra_tf.export_format import DEFAULT_BATCH_SIZE
 
 if TYPE_CHECKING:  # tetra_tf.parser loads TensorFlow: only the workers that parse import it
     from tetra_tf.parser import ParseResult, Parser

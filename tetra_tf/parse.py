@@ -222,7 +222,7 @@ class _Writer:
 
 
 def run(model_dir: str, input_file: IO, output_file: IO, tokenize: bool = False,
-        batch_size: int = bulk_options.DEFAULT_BATCH_SIZE, progress: bool = False,
+        batch_size: int = export_format.DEFAULT_BATCH_SIZE, progress: bool = False,
         parser=None, on_error: str = "fail", errors_file: TextIO | None = None,
         max_words: int = 0, max_line_bytes: int = sentences.DEFAULT_MAX_LINE_BYTES,
         chunk_lines: int = CHUNK_LINES, output_name: str = "the output",

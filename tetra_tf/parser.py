@@ -50,7 +50,6 @@ if TYPE_CHECKING:
 from tetra_tf.errors import ExportError, ModelError
 from tetra_tf.sentences import SentenceError, SentenceLimits
 
-from tetra_tf.bulk_options import DEFAULT_BATCH_SIZE  # (no TensorFlow there: the programs read it)
 # Model calls in flight at once. On a 2-core CPU, with TensorFlow's default pools, two
 # concurrent calls parsed 1.01-1.56x the sentences per second of one call using both cores
 # (TensorFlow's per-op threading gains little on one call's small matmuls); with the pools
@@ -58,7 +57,7 @@ from tetra_tf.bulk_options import DEFAULT_BATCH_SIZE  # (no TensorFlow there: th
 # as much again at batch 1 (docs/benchmarks.md, "Parser concurrency").
 DEFAULT_CONCURRENT_CALLS = 2
 
-__all__ = ["DEFAULT_BATCH_SIZE", "Constituent", "Constraints", "ModelError", "ParseResult",
+__all__ = ["Constituent", "Constraints", "ModelError", "ParseResult",
            "Parser", "TextSentence"]
 # Why parse_constrained found no tree for a sentence.
 _UNSATISFIABLE_DETAIL = ("no tree the model can build has every forced span (with its "
@@ -382,7 +381,7 @@ class Parser:
         return self.parse_sents([words])[0]
 
     def parse_sents(self, word_lists: Sequence[Sequence[str]],
-                    batch_size: int = DEFAULT_BATCH_SIZE,
+                    batch_size: int = export_format.DEFAULT_BATCH_SIZE,
                     progress: Callable[[int], None] | None = None) -> list[nltk.Tree]:
         """Parses sentences in batches of similar length; returns trees in input order.
 
@@ -414,7 +413,7 @@ class Parser:
         return [result.tree for result in results]  # type: ignore[union-attr]
 
     def parse_each(self, word_lists: Sequence[Sequence[str]],
-                   batch_size: int = DEFAULT_BATCH_SIZE,
+                   batch_size: int = export_format.DEFAULT_BATCH_SIZE,
                    limits: SentenceLimits | None = None,
                    progress: Callable[[int], None] | None = None,
                    marginals: bool = False,
@@ -488,7 +487,7 @@ class Parser:
                                 constraints=constraints, min_span_probability=span_marginals)
 
     def parse_text(self, text: str, split_sentences: bool = True,
-                   batch_size: int = DEFAULT_BATCH_SIZE,
+                   batch_size: int = export_format.DEFAULT_BATCH_SIZE,
                    limits: SentenceLimits | None = None,
                    marginals: bool = False,
                    span_marginals: float | None = None,
@@ -530,7 +529,7 @@ class Parser:
                                 k_best=k_best)[0]
 
     def parse_texts(self, texts: Sequence[str], split_sentences: bool = True,
-                    batch_size: int = DEFAULT_BATCH_SIZE,
+                    batch_size: int = export_format.DEFAULT_BATCH_SIZE,
                     limits: SentenceLimits | None = None,
                     progress: Callable[[int], None] | None = None,
                     marginals: bool = False,

@@ -266,7 +266,7 @@ class TetraTfComponent:
             name: the component's name in the pipeline.
             model_dir: an export directory (`python -m tetra_tf.export`'s `--export_dir`).
             batch_size: sentences per call of the model (None:
-                `tetra_tf.bulk_options.DEFAULT_BATCH_SIZE`).
+                `tetra_tf.export_format.DEFAULT_BATCH_SIZE`).
             disable_tagger: leave `token.tag_` alone instead of writing the parser's POS
                 tags into it (benepar's option).
             marginals: also set `Span._.constituent_probability` and
@@ -279,11 +279,10 @@ class TetraTfComponent:
             ValueError: batch_size is not positive, or span_marginals is no probability.
             tetra_tf.errors.ExportError: model_dir holds no usable export.
         """
-        from tetra_tf.bulk_options import DEFAULT_BATCH_SIZE  # pylint: disable=C0415
         from tetra_tf.parser import Parser  # pylint: disable=import-outside-toplevel
 
         if batch_size is None:
-            batch_size = DEFAULT_BATCH_SIZE
+            batch_size = export_format.DEFAULT_BATCH_SIZE
         if batch_size < 1:
             raise ValueError(f"tetra_tf: batch_size must be positive, got {batch_size}")
         if span_marginals is not None:

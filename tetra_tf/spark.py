@@ -59,7 +59,7 @@ import warnings
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
 from tetra_tf import bulk_options, cpu, export_format, parse_record, sentences
-from tetra_tf.bulk_options import DEFAULT_BATCH_SIZE
+from tetra_tf.export_format import DEFAULT_BATCH_SIZE
 
 if TYPE_CHECKING:  # pyspark and TensorFlow are imported where they are used
     import pyarrow as pa

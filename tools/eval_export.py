@@ -25,7 +25,7 @@ import nltk
 from tqdm import tqdm
 
 from tetra_tf import cli, evalb
-from tetra_tf.bulk_options import DEFAULT_BATCH_SIZE
+from tetra_tf.export_format import DEFAULT_BATCH_SIZE
 
 FLAGS = flags.FLAGS
 
