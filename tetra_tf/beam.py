@@ -108,7 +108,7 @@ class ParseOptions(NamedTuple):
       output: the prefix of every output file: records ``OUTPUT-SSSSS-of-NNNNN.jsonl``, dead
         letters ``OUTPUT-errors-SSSSS-of-NNNNN.jsonl``, and with ordered the folder
         ``OUTPUT-ordered/``.
-      tokenize: each line is raw text: split it into PTB tokens (`sentences.ptb_tokenize`)
+      tokenize: each line is raw text: split it into PTB tokens (`tetra_tf.text.ptb_tokenize`)
         instead of on whitespace. Default False.
       documents: each line is a document of raw text, split into sentences and PTB tokens
         (`tetra_tf.text`); each sentence is its own record or dead letter, with its
@@ -413,7 +413,7 @@ class ReadSentences(beam.DoFn):
 
         Args:
           tokenize: each line is raw text: split it into PTB tokens
-            (`sentences.ptb_tokenize`) instead of on whitespace.
+            (`tetra_tf.text.ptb_tokenize`) instead of on whitespace.
           limits: the bounds each line is checked against (max_line_bytes, max_words;
             e.g. ``SentenceLimits().lowered(max_words, max_line_bytes)``).
           documents: each line is a document: a `Sentence` (or dead letter) per sentence
@@ -447,7 +447,8 @@ class ReadSentences(beam.DoFn):
         path = readable.metadata.path
         self._files_read.inc()
         with _open_binary(readable) as stream:
-            lines = sentences.read_lines(stream, self._limits, self._tokenize, self._documents)
+            lines = sentences.read_lines(stream, self._limits,
+                                         text_lib.word_splitter(self._tokenize), self._documents)
             for line in lines:
                 self._lines_read.inc()
                 if line.error is not None:

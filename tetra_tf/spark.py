@@ -59,6 +59,7 @@ import warnings
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
 from tetra_tf import bulk_options, cpu, export_format, parse_record, sentences
+from tetra_tf import text as text_lib
 from tetra_tf.export_format import DEFAULT_BATCH_SIZE
 
 if TYPE_CHECKING:  # pyspark and TensorFlow are imported where they are used
@@ -336,7 +337,7 @@ def parse_texts(parser: "Parser", texts: Sequence[str | None],
       batch_size: most sentences per model call (default `DEFAULT_BATCH_SIZE`, 64).
       max_words: a text of more words is refused (``too_many_words``); 0 (the default):
         only the export's own limit (``too_many_pieces``).
-      tokenize: each text is raw: split it into PTB tokens (`sentences.ptb_tokenize`)
+      tokenize: each text is raw: split it into PTB tokens (`tetra_tf.text.ptb_tokenize`)
         instead of on whitespace. Default False.
       marginals: parse with `Parser.parse_each(marginals=True)` and give each parsed text
         its marginals too. Default False.
@@ -375,6 +376,7 @@ def parse_texts(parser: "Parser", texts: Sequence[str | None],
         ```
     """
     limits = parser.sentence_limits.lowered(max_words=max_words)
+    split = text_lib.word_splitter(tokenize)
     results: list[Any] = [None] * len(texts)
     todo: list[int] = []
     words: list[list[str]] = []
@@ -383,7 +385,7 @@ def parse_texts(parser: "Parser", texts: Sequence[str | None],
             results[index] = sentences.SentenceError(sentences.EMPTY, "no text (null)")
             continue
         try:
-            words.append(sentences.text_to_words(text, limits, tokenize))
+            words.append(sentences.text_to_words(text, limits, split))
             todo.append(index)
         except sentences.SentenceError as e:
             results[index] = e
@@ -487,7 +489,7 @@ def parse_column(df: "DataFrame", model_dir: str, text_column: str = SENTENCE,
       batch_size: most sentences per model call (default `DEFAULT_BATCH_SIZE`, 64).
       max_words: a sentence of more words is refused (``too_many_words``); 0 (the default):
         only the export's limit (``too_many_pieces``).
-      tokenize: the texts are raw: split them into PTB tokens (`sentences.ptb_tokenize`)
+      tokenize: the texts are raw: split them into PTB tokens (`tetra_tf.text.ptb_tokenize`)
         instead of on whitespace. Default False.
       loads: a `loads_accumulator`, to count the model loads; None (the default): not
         counted.
@@ -577,7 +579,8 @@ class _ReadFile:
     def __call__(self, item: tuple[str, bytes]) -> Iterator[tuple]:
         path, data = item
         stream = sentences.decompressed(io.BytesIO(data), path)
-        for line in sentences.read_lines(stream, self.limits, self.tokenize, self.documents):
+        split = text_lib.word_splitter(self.tokenize)
+        for line in sentences.read_lines(stream, self.limits, split, self.documents):
             if line.error is not None:
                 place = (None, None, None) if self.documents else ()
                 yield (path, line.number, *place, None, line.error.reason, line.error.detail)
@@ -588,8 +591,6 @@ class _ReadFile:
 
     def _document(self, path: str, line: sentences.Line) -> Iterator[tuple]:
         """A document line's sentences, each checked as a line of words is."""
-        from tetra_tf import text as text_lib  # pylint: disable=import-outside-toplevel
-
         checked = text_lib.checked_document(line.text, self.limits)
         for index, (sentence, error) in enumerate(checked, start=1):
             place = (path, line.number, index, sentence.start, sentence.end)
@@ -617,7 +618,7 @@ def read_files(session: "SparkSession", paths: Sequence[str], max_words: int = 0
         limit here (the export's is applied by `parse_column`).
       max_line_bytes: a line of more bytes is refused (``too_long``) without being held
         whole; default `sentences.DEFAULT_MAX_LINE_BYTES` (1 MiB).
-      tokenize: each line is raw text: split it into PTB tokens (`sentences.ptb_tokenize`);
+      tokenize: each line is raw text: split it into PTB tokens (`tetra_tf.text.ptb_tokenize`);
         the ``sentence`` column then holds the tokens. Default False.
       partitions: the lines are spread over this many partitions (0, the default: 4 per
         core of ``defaultParallelism``).
