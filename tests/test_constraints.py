@@ -13,7 +13,8 @@ from conftest import preorder_constituents
 from tetra_tf import constraints as constraints_lib, export_format, sentences, tags as tags_lib
 from tetra_tf import treebank
 from tetra_tf.constraints import Constraints, Span
-from tetra_tf.parser import ParseResult, Parser
+from tetra_tf.parse_record import ParseResult
+from tetra_tf.parser import Parser
 from tetra_tf.sentences import SentenceError
 
 LABELS = ["NP", "S", "VP"]

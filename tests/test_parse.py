@@ -20,7 +20,8 @@ import tensorflow as tf
 
 from tetra_tf import bulk_options, evalb, export_format, parse, sentences
 from tetra_tf.errors import ExportError
-from tetra_tf.parser import Constituent, ParseResult, Parser
+from tetra_tf.parse_record import Constituent, ParseResult
+from tetra_tf.parser import Parser
 from tetra_tf.treebank import with_pos_tags
 
 sys.path.insert(0, os.path.dirname(__file__))

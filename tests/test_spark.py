@@ -29,7 +29,7 @@ import tetra_tf  # noqa: F401,E402  (selects Keras 2 before TensorFlow loads)
 
 from tetra_tf import bulk_options, sentences, spark_parse  # noqa: E402
 from tetra_tf import spark as tetra_spark  # noqa: E402
-from tetra_tf.parser import ParseResult  # noqa: E402
+from tetra_tf.parse_record import ParseResult  # noqa: E402
 from conftest import REPO_ROOT, assert_spans_are_the_parsers, run_module  # noqa: E402
 
 

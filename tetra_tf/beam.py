@@ -67,7 +67,8 @@ from tetra_tf import text as text_lib
 from tetra_tf.export_format import DEFAULT_BATCH_SIZE
 
 if TYPE_CHECKING:  # tetra_tf.parser loads TensorFlow: only the workers that parse import it
-    from tetra_tf.parser import ParseResult, Parser
+    from tetra_tf.parse_record import ParseResult
+    from tetra_tf.parser import Parser
 
 METRICS_NAMESPACE = "tetra_tf"
 """The Beam metrics namespace of the pipeline's counters (see `counters`)."""
@@ -305,7 +306,7 @@ def parse_fields(result: ParseResult, marginals: bool = False,
     """A parsed sentence's fields in its record.
 
     Args:
-      result: the sentence's `tetra_tf.parser.ParseResult`.
+      result: the sentence's `tetra_tf.parse_record.ParseResult`.
       marginals: also its marginals (result was parsed with ``marginals=True``).
       span_marginals: the floor result was parsed with (``span_marginals=p``): also its
         labelled spans, and its marginals. None (the default): neither.

@@ -150,7 +150,7 @@ from tetra_tf import export_format, sentences
 from tetra_tf import text as text_lib
 
 if TYPE_CHECKING:
-    from tetra_tf.parser import Constituent
+    from tetra_tf.parse_record import Constituent
 
 DATA_ATTRIBUTE = "tetra_tf"
 """The Doc extension holding the parse as plain lists (`doc._.tetra_tf`)."""
@@ -775,7 +775,7 @@ def get_constituent_probability(span: Span) -> float | None:
     Returns:
         With the component's `marginals`, the probability of the span's constituent:
         that of its outermost label (`_.labels[0]`) over its words, under the model
-        (`tetra_tf.parser.Constituent`). None without marginals, for a word without a
+        (`tetra_tf.parse_record.Constituent`). None without marginals, for a word without a
         label, a sentence's `TOP` root, a span with no parse and a span that is no
         constituent (never raises NonConstituentError).
 
