@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import io
 import itertools
+import logging
 import os
 import socket
 import sys
@@ -102,6 +103,35 @@ DOCUMENTS_SCHEMA = ("file string, line long, sentence_number long, start long, `
                     "sentence string, reason string, error string")
 """The schema of `read_files(documents=True)`' rows: one per sentence of each line (a line
 the reader refuses: one row, its sentence_number, start and end null)."""
+
+# Each Python worker logs its loads on its stderr (the executor's log), as
+# "tetra_tf.spark: MESSAGE" (`_log_on_stderr`).
+_log = logging.getLogger(__name__)
+
+
+class _StderrHandler(logging.StreamHandler):
+    """Writes "LOGGER: MESSAGE" to sys.stderr as it is when a record comes."""
+
+    def __init__(self):
+        super().__init__()
+        self.setFormatter(logging.Formatter("%(name)s: %(message)s"))
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value):
+        pass  # always the current sys.stderr
+
+
+def _log_on_stderr() -> None:
+    """Gives this module's log a stderr handler at INFO where nothing would handle its
+    records (a Spark Python worker configures no logging); else leaves logging alone."""
+    if not _log.hasHandlers():
+        _log.addHandler(_StderrHandler())
+        _log.setLevel(logging.INFO)
+
 
 # This Python worker's parsers by model directory; the threads loading one ahead of the
 # parse (`warm_workers`); the loads not yet added to a `loads` accumulator.
@@ -199,9 +229,10 @@ def _load(model_dir: str, cores: int | None, ahead: bool) -> None:
     seconds = time.perf_counter() - start
     host, pid = socket.gethostname(), os.getpid()
     _unreported_loads.setdefault(model_dir, []).append((host, pid, seconds))
-    print(f"tetra_tf.spark: loaded the parser from {model_dir} in {seconds:.1f} s (host {host}, "
-          f"process {pid}; {_cores_text(cores, sized)}"
-          f"{'; ahead of the parse' if ahead else ''})", file=sys.stderr, flush=True)
+    _log_on_stderr()
+    _log.info("loaded the parser from %s in %.1f s (host %s, process %d; %s%s)", model_dir,
+              seconds, host, pid, _cores_text(cores, sized),
+              "; ahead of the parse" if ahead else "")
 
 
 def _cores_text(cores: int | None, sized: bool) -> str:
@@ -219,7 +250,7 @@ def get_parser(model_dir: str, loads: "Accumulator | None" = None) -> "Parser":
     once per worker process. Inside a Spark task, TensorFlow's threads and the parser's
     concurrent model calls are sized to the task's cores (see `cpu.share_cores`); elsewhere
     the parser's defaults apply. A load `warm_workers` began is waited for. Each load is
-    reported on stderr.
+    logged (on the worker's stderr where its logging is not configured).
 
     Args:
       model_dir: the export's directory; the cache's key (the same export under another
@@ -251,9 +282,9 @@ def _load_ahead(model_dir: str, cores: int | None) -> None:
             try:
                 _load(model_dir, cores, ahead=True)
             except Exception as e:  # pylint: disable=broad-except
-                print(f"tetra_tf.spark: loading the parser from {model_dir} ahead of the parse "
-                      f"failed ({type(e).__name__}: {e}); the parse will load it",
-                      file=sys.stderr, flush=True)
+                _log_on_stderr()
+                _log.warning("loading the parser from %s ahead of the parse failed (%s: %s); "
+                             "the parse will load it", model_dir, type(e).__name__, e)
 
 
 class _StartLoading:
