@@ -29,6 +29,7 @@ import tetra_tf  # noqa: F401,E402  (selects Keras 2 before TensorFlow loads)
 
 from tetra_tf import bulk_options, sentences, spark_parse  # noqa: E402
 from tetra_tf import spark as tetra_spark  # noqa: E402
+from tetra_tf.spark_cluster import LocalCluster  # noqa: E402
 from tetra_tf.parse_record import ParseResult  # noqa: E402
 from conftest import (REPO_ROOT, assert_spans_are_the_parsers, run_module,  # noqa: E402
                       subprocess_env)
@@ -95,9 +96,9 @@ def _corpus_files() -> dict[str, tuple[bytes, dict[int, str]]]:
 def cluster(tmp_path_factory):
     """A master and two one-core workers, as separate processes (ended at teardown); they
     start while the tests' model is built (the `spark` fixture waits for them)."""
-    cluster = tetra_spark.LocalCluster(str(tmp_path_factory.mktemp("spark_cluster")),
-                                       workers=2, cores=1, memory="2g", timeout=START_TIMEOUT,
-                                       env={"PYTHONPATH": REPO_ROOT}, wait=False)
+    cluster = LocalCluster(str(tmp_path_factory.mktemp("spark_cluster")), workers=2, cores=1,
+                           memory="2g", timeout=START_TIMEOUT, env={"PYTHONPATH": REPO_ROOT},
+                           wait=False)
     yield cluster
     cluster.stop()
     assert len(cluster.pids) == 3
