@@ -1,10 +1,9 @@
 """spaCy's entry point for the ``tetra_tf`` pipeline component, outside the tetra_tf package.
 
 spaCy imports every installed ``spacy_factories`` entry point whenever it creates any
-pipeline. Importing the tetra_tf package selects legacy Keras for TensorFlow
-(TF_USE_LEGACY_KERAS=1), which must not happen to spaCy users who never add the component;
-so this module only registers the factory, and tetra_tf loads when the component is added.
-The component itself is tetra_tf/spacy_component.py.
+pipeline. A spaCy user who never adds the component should pay nothing for it (no nltk, no
+TensorFlow, no tetra_tf module), so this module only registers the factory, and tetra_tf
+loads when the component is added. The component itself is tetra_tf/spacy_component.py.
 """
 
 # No `from __future__ import annotations` here: spaCy validates a component's config

@@ -44,7 +44,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before tetra_tf sets 2
 
-import tetra_tf  # noqa: E402,F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
+from tetra_tf import train_extra  # noqa: E402,F401  (first: Keras 2 before TensorFlow loads)
 
 from bench.beam import prepare_run, run_arguments  # noqa: E402
 from tetra_tf.treebank import parse_tree  # noqa: E402

@@ -3,8 +3,6 @@ parse_constrained signature, through the Parser)."""
 
 import random
 
-import tetra_tf  # noqa: F401  (selects Keras 2 before TensorFlow loads)
-
 import numpy as np
 import pytest
 import tensorflow as tf

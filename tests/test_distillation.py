@@ -5,7 +5,6 @@ import os
 import numpy as np
 import pytest
 
-import tetra_tf  # noqa: F401
 import tensorflow as tf
 
 from conftest import convert, run_cli

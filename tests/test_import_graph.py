@@ -1,11 +1,12 @@
 """The project's imports run one way: no module of tetra_tf/ (nor serving/ or
-tetra_tf_spacy.py) imports, however indirectly, a module that imports it back.
+tetra_tf_spacy.py) imports, however indirectly, a module that imports it back; and training
+code selects Keras 2 before TensorFlow loads.
 
 The graph is read from the source with `ast`, not by importing: every import statement
 counts, at module level, inside a function (an import put off to dodge a circle is still
 one) or under ``if TYPE_CHECKING:`` (a type hint that names a module above is a circle in
 the design). tests/test_runtime.py checks, by importing them, that no way in loads
-training code.
+training code; tests/test_train_extra.py that training code gets Keras 2.
 """
 
 from __future__ import annotations
@@ -83,6 +84,54 @@ def import_graph(root: str, sources=SOURCES) -> dict[str, dict[str, int]]:
                     edges[target] = min(edges.get(target, node.lineno), node.lineno)
         graph[module] = edges
     return graph
+
+
+def _runs_on_import(statements: list[ast.stmt]):
+    """The statements a module runs when imported, in order: its top level, and the
+    bodies of top-level if/try/with blocks, but not ``if TYPE_CHECKING:``'s."""
+    for statement in statements:
+        if isinstance(statement, ast.If):
+            if not (isinstance(statement.test, ast.Name) and statement.test.id == "TYPE_CHECKING"):
+                yield from _runs_on_import(statement.body + statement.orelse)
+        elif isinstance(statement, (ast.Try, ast.With)):
+            yield from _runs_on_import(statement.body + getattr(statement, "handlers", [])
+                                       + getattr(statement, "orelse", [])
+                                       + getattr(statement, "finalbody", []))
+        elif isinstance(statement, ast.ExceptHandler):
+            yield from _runs_on_import(statement.body)
+        else:
+            yield statement
+
+
+def import_time_imports(root: str, sources=SOURCES) -> dict[str, list[str]]:
+    """module → what importing it imports, in order: modules of the sources, and other
+    projects' top-level packages (``tensorflow``, ``official`` ...)."""
+    files = module_files(root, sources)
+    imports = {}
+    for module, path in files.items():
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read(), filename=path)
+        is_package = os.path.basename(path) == "__init__.py"
+        names = []
+        for node in _runs_on_import(tree.body):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                for name in _imported_names(node, module, is_package):
+                    names.append(_known_module(name, files) or name.split(".")[0])
+        imports[module] = [name for name in names if name != "__future__"]
+    return imports
+
+
+def _reaches(imports: dict[str, list[str]], packages: tuple[str, ...]) -> set[str]:
+    """The modules whose import loads one of these packages, themselves or through others."""
+    found: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for module, names in imports.items():
+            if module not in found and any(n in packages or n in found for n in names):
+                found.add(module)
+                changed = True
+    return found
 
 
 def cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
@@ -180,3 +229,34 @@ def test_a_circle_is_named_with_its_lines(tmp_path):
     found = cycles(import_graph(str(tmp_path), ("pkg",)))
     assert sorted(found) == [["pkg.a:1", "pkg.b:5", "pkg.a"],
                              ["pkg.c:1", "pkg.sub.d:3", "pkg.c"]]
+
+
+# Packages whose import loads TensorFlow, and those that build with Keras 2 (tf-models).
+TENSORFLOW_PACKAGES = ("tensorflow", "tensorflow_text", "tensorflow_hub", "tf_keras",
+                       "official")
+KERAS_2_PACKAGES = ("tf_keras", "official")
+SWITCH = "tetra_tf.train_extra"
+
+
+def test_training_code_selects_keras_2_before_tensorflow_loads():
+    """Every module whose import loads tf_keras or tf-models imports tetra_tf.train_extra
+    before anything that loads TensorFlow (or first loads TensorFlow through another such
+    module), whichever of them a process imports first."""
+    imports = import_time_imports(REPO_ROOT)
+    loads_tensorflow = _reaches(imports, TENSORFLOW_PACKAGES)
+    training = _reaches(imports, KERAS_2_PACKAGES) - {SWITCH}
+    assert {"tetra_tf.train", "tetra_tf.export", "tetra_tf.model", "tetra_tf.model_card",
+            "tetra_tf.mpnet_encoder"} <= training
+    late = {}
+    for module in sorted(training):
+        first_tensorflow = next(i for i, name in enumerate(imports[module])
+                                if name in TENSORFLOW_PACKAGES or name in loads_tensorflow)
+        first = imports[module][first_tensorflow]
+        if SWITCH not in imports[module][:first_tensorflow] and first not in training:
+            late[module] = first
+    assert not late, f"TensorFlow loaded before {SWITCH} (module: its first import that " \
+        f"loads it): {late}"
+    assert not _reaches(imports, (SWITCH,)) & {"tetra_tf", "tetra_tf.parser",
+                                                "tetra_tf.serving.main", "tetra_tf.beam",
+                                                "tetra_tf.spark", "tetra_tf.spacy_component"}
+

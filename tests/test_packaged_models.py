@@ -5,7 +5,6 @@ import json
 import os
 import shutil
 
-import tetra_tf  # noqa: F401  (selects Keras 2 before TensorFlow loads)
 import pytest
 
 from tetra_tf import packaged_models, parse

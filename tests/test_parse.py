@@ -12,8 +12,6 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ElementTree
 
-import tetra_tf  # noqa: F401  (selects Keras 2 before TensorFlow loads)
-
 import nltk
 import pytest
 import tensorflow as tf

@@ -6,7 +6,6 @@ import threading
 import time
 import types
 
-import tetra_tf  # noqa: F401  (selects Keras 2 before TensorFlow loads)
 import tetra_tf.text
 
 import nltk

@@ -25,8 +25,6 @@ import pytest
 
 pyspark = pytest.importorskip("pyspark", reason="pyspark is not installed (the [spark] extra)")
 
-import tetra_tf  # noqa: F401,E402  (selects Keras 2 before TensorFlow loads)
-
 from tetra_tf import bulk_options, sentences, spark_parse  # noqa: E402
 from tetra_tf import spark as tetra_spark  # noqa: E402
 from tetra_tf.spark_cluster import LocalCluster  # noqa: E402

@@ -15,7 +15,6 @@ import time
 import numpy as np
 import pytest
 
-import tetra_tf  # noqa: F401
 import tensorflow as tf
 import tf_keras
 

@@ -1,7 +1,8 @@
 """Shared command-line plumbing for the project's absl programs.
 
-Every entry point runs through `run`: absl flags parsed by `parse_flags`, and one
-convention for what a user sees when something goes wrong:
+Every entry point runs through `run`: absl flags parsed by `parse_flags`, TensorFlow's C++
+start-up notices kept off stderr (`quiet_tensorflow`), and one convention for what a user
+sees when something goes wrong:
 
   0  done
   1  an internal failure: one line, ``error: TYPE: MESSAGE`` (never a traceback)
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import re
 import sys
 from typing import Callable, Mapping
@@ -30,6 +32,13 @@ flags.disclaim_key_flags()
 
 class UsageError(TetraError):
     """A mistake in a command's flags or arguments: one line, exit code 2."""
+
+
+def quiet_tensorflow() -> None:
+    """Keeps TensorFlow's C++ start-up notices (CPU features, no CUDA) off a program's
+    stderr, unless TF_CPP_MIN_LOG_LEVEL is set; takes effect where TensorFlow is imported
+    after it (`run` calls it before the program's main)."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
 def parse_flags(argv: list[str]) -> list[str]:
@@ -125,6 +134,7 @@ def run(main: Callable[[list[str]], int | None],
             return EXIT_USAGE
         return guarded(main, argv, user_errors, flag_names)
 
+    quiet_tensorflow()
     app.run(checked_main, flags_parser=parse_flags)
 
 
@@ -132,6 +142,7 @@ def run_argv(main: Callable[[list[str]], int | None], argv: list[str] | None = N
              user_errors: tuple[type[BaseException], ...] = ()) -> None:
     """Runs `main` on the command line's arguments (for programs that parse their own, such
     as Beam's argparse options) under the same convention, then exits with its code."""
+    quiet_tensorflow()
     sys.exit(guarded(main, sys.argv[1:] if argv is None else argv, user_errors))
 
 

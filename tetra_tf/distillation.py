@@ -28,22 +28,20 @@ import os
 import sys
 from typing import Iterable
 
-from tetra_tf import extras
+from tetra_tf import train_extra  # noqa: F401  (first: the [train] extra, Keras 2)
 
-extras.require("train", "python -m tetra_tf.distillation" if __name__ == "__main__" else None)
+from absl import flags
+import numpy as np
+import tensorflow as tf
+from tqdm import tqdm
 
-from absl import flags  # noqa: E402
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-from tqdm import tqdm  # noqa: E402
-
-from tetra_tf import cli, records  # noqa: E402
-from tetra_tf import model_dir as model_dir_lib  # noqa: E402
-from tetra_tf.convert import TREES_FILE  # noqa: E402
-from tetra_tf.errors import InputError  # noqa: E402
-from tetra_tf.model import LOGIT_KEYS  # noqa: E402
-from tetra_tf.tags import TagVocabularies  # noqa: E402
-from tetra_tf.train import load_model_on_data, log_softmax, model_inputs  # noqa: E402
+from tetra_tf import cli, records
+from tetra_tf import model_dir as model_dir_lib
+from tetra_tf.convert import TREES_FILE
+from tetra_tf.errors import InputError
+from tetra_tf.model import LOGIT_KEYS
+from tetra_tf.tags import TagVocabularies
+from tetra_tf.train import load_model_on_data, log_softmax, model_inputs
 
 Words = tuple[bytes, ...]
 # The library's parameters that the program's flags of other names give (cli.run).

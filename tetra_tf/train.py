@@ -29,10 +29,7 @@ import tempfile
 import time
 from typing import Callable, Iterator
 
-from tetra_tf import extras
-
-extras.require("train", "python -m tetra_tf.train" if __name__ == "__main__" else None)
-
+from tetra_tf import train_extra  # noqa: F401  (first: the [train] extra, Keras 2)
 
 from absl import flags, logging
 import nltk

@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import sys
 
-import tetra_tf  # noqa: F401  (selects Keras 2 before TensorFlow loads)
-
 from absl import flags
 import nltk
 from tqdm import tqdm
