@@ -1,10 +1,9 @@
 """spaCy's entry point for the ``tetra_tf`` pipeline component, outside the tetra_tf package.
 
 spaCy imports every installed ``spacy_factories`` entry point whenever it creates any
-pipeline. Importing the tetra_tf package selects legacy Keras for TensorFlow
-(TF_USE_LEGACY_KERAS=1), which must not happen to spaCy users who never add the component;
-so this module only registers the factory, and tetra_tf loads when the component is added.
-The component itself is tetra_tf/spacy_component.py.
+pipeline. A spaCy user who never adds the component should pay nothing for it (no nltk, no
+TensorFlow, no tetra_tf module), so this module only registers the factory, and tetra_tf
+loads when the component is added. The component itself is tetra_tf/spacy_component.py.
 """
 
 # No `from __future__ import annotations` here: spaCy validates a component's config
@@ -44,7 +43,7 @@ def make_tetra_tf(nlp: Language, name: str, model_dir: Optional[str], batch_size
             tetra_tf.export``'s ``--export_dir``); None: the model packaged with tetra-tf
             (``tetra_tf.packaged_models.DEFAULT_MODEL``).
         batch_size: sentences per call of the model (None: every way in's default,
-            `tetra_tf.bulk_options.DEFAULT_BATCH_SIZE`).
+            `tetra_tf.export_format.DEFAULT_BATCH_SIZE`).
         disable_tagger: leave ``token.tag_`` alone instead of writing the parser's POS
             tags into it (benepar's option of the same name).
         marginals: also give constituents and sentences their probabilities

@@ -29,8 +29,6 @@ import collections
 import random
 import time
 
-import tetra_tf  # noqa: F401  (selects Keras 2 before TensorFlow loads)
-
 from absl import flags
 
 from tetra_tf import cli

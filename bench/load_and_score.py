@@ -22,7 +22,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-import tetra_tf  # noqa: E402,F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
+from tetra_tf import train_extra  # noqa: E402,F401  (first: Keras 2 before TensorFlow loads)
 
 import nltk  # noqa: E402
 import numpy as np  # noqa: E402

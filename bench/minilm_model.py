@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 
-import tetra_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
+from tetra_tf import train_extra  # noqa: F401  (first: Keras 2 before TensorFlow loads)
 import tensorflow as tf
 
 from tetra_tf import encoders, export, tags as tags_lib, treebank

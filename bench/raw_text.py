@@ -24,8 +24,6 @@ from __future__ import annotations
 import collections
 import sys
 
-import tetra_tf  # noqa: F401  (selects Keras 2 before TensorFlow loads)
-
 from absl import flags
 
 from tetra_tf import cli, sentences

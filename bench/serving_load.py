@@ -77,7 +77,7 @@ import time
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-import tetra_tf  # noqa: E402,F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
+from tetra_tf import train_extra  # noqa: E402,F401  (first: Keras 2 before TensorFlow loads)
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 

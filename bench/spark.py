@@ -9,7 +9,7 @@ The NLTK sample's sentences (all splits, cleaned trees' words), shuffled and rep
   call), timed the same way, once before Spark and once after it (the machine's speed
   drifts over minutes: "vs parse_sents" is against the two passes' mean);
 * Spark: a standalone master and --workers workers of one core each on 127.0.0.1
-  (`tetra_tf.spark.LocalCluster`), the driver's session started (not timed), then
+  (`tetra_tf.spark_cluster.LocalCluster`), the driver's session started (not timed), then
   `spark_parse.run` timed: read the file, spread the lines, parse, write Parquet, count;
 * Beam: the Beam pipeline (bench/beam.py's `time_beam`) on FnApiRunner with --workers
   worker processes (--beam=false: not run).
@@ -44,7 +44,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before tetra_tf sets 2
 
-import tetra_tf  # noqa: E402,F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
+from tetra_tf import train_extra  # noqa: E402,F401  (first: Keras 2 before TensorFlow loads)
 
 from bench.beam import prepare_run, run_arguments  # noqa: E402
 from tetra_tf.treebank import parse_tree  # noqa: E402
@@ -107,14 +107,14 @@ class _FirstTaskWatch:
 def time_spark(export_dir: str, corpus: str, output: str, batch_size: int, workers: int,
                partitions: int, scratch: str) -> dict:
     """spark_parse.run on a local standalone cluster: seconds, first result, loads, trees."""
-    from tetra_tf import spark as tetra_spark  # pylint: disable=import-outside-toplevel
     from tetra_tf import spark_parse  # pylint: disable=import-outside-toplevel
+    from tetra_tf.spark_cluster import LocalCluster  # pylint: disable=C0415
 
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
     os.environ["PYSPARK_PYTHON"] = sys.executable
     started = time.perf_counter()
-    with tetra_spark.LocalCluster(os.path.join(scratch, "cluster"), workers=workers,
-                                  env={"PYTHONPATH": REPO_ROOT}) as cluster:
+    with LocalCluster(os.path.join(scratch, "cluster"), workers=workers,
+                      env={"PYTHONPATH": REPO_ROOT}) as cluster:
         spark = spark_parse.session(cluster.url, {
             "spark.executor.cores": "1", "spark.cores.max": str(workers),
             "spark.executor.memory": "1g", "spark.executorEnv.PYTHONPATH": REPO_ROOT,

@@ -426,9 +426,11 @@ def load_tool(name: str):
 
 def run_cli(define_flags: Callable[[], None], main: Callable[[list[str]], int | None],
             *args: str, stdin: str | bytes = b"",
-            user_errors: tuple[type[BaseException], ...] = ()) -> subprocess.CompletedProcess:
+            user_errors: tuple[type[BaseException], ...] = (),
+            flag_names: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """A program run in this process as its `__main__` runs it (`define_flags()`, then
-    `cli.run(main, user_errors)`), with stdin given and stdout and stderr captured as text.
+    `cli.run(main, user_errors, flag_names=...)`), with stdin given and stdout and stderr
+    captured as text.
 
     For a command's work and its messages (exit codes, one-line errors) without starting
     Python and TensorFlow again; a program's start as a process is tested where it matters
@@ -454,7 +456,7 @@ def run_cli(define_flags: Callable[[], None], main: Callable[[list[str]], int | 
         for name, stream in streams.items():
             setattr(sys, name, stream)
         try:
-            cli.run(main, user_errors=user_errors)
+            cli.run(main, user_errors=user_errors, flag_names=flag_names)
             code = 0
         except SystemExit as e:
             code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)

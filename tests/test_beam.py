@@ -18,8 +18,6 @@ import pytest
 
 pytest.importorskip("apache_beam")
 
-import tetra_tf  # noqa: F401,E402  (selects Keras 2 before TensorFlow loads)
-
 import apache_beam  # noqa: E402
 import nltk  # noqa: E402
 from apache_beam.io import fileio  # noqa: E402

@@ -6,7 +6,7 @@ import os
 import pytest
 from absl import flags
 
-from tetra_tf import bulk_options, cli, packaged_models
+from tetra_tf import bulk_options, cli, export_format, packaged_models
 from conftest import run_python
 
 CORPUS_OPTIONS = ("model_dir", "corpus_input", "corpus_output", "tokenize", "batch_size",
@@ -39,7 +39,7 @@ def test_both_adapters_give_the_same_values(export_dir):
                       "--max_line_bytes=100", "--ordered", "--span_marginals=0.25"]):
         assert _absl(CORPUS_OPTIONS, argv) == _argparse(CORPUS_OPTIONS, argv)
     values = _absl(CORPUS_OPTIONS, [])
-    assert values["batch_size"] == bulk_options.DEFAULT_BATCH_SIZE
+    assert values["batch_size"] == export_format.DEFAULT_BATCH_SIZE
     assert values["corpus_input"] is None and values["ordered"] is False
     assert values["span_marginals"] is None
     assert _argparse(CORPUS_OPTIONS, ["--span_marginals=0"])["span_marginals"] == 0.0

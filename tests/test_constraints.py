@@ -3,8 +3,6 @@ parse_constrained signature, through the Parser)."""
 
 import random
 
-import tetra_tf  # noqa: F401  (selects Keras 2 before TensorFlow loads)
-
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -13,7 +11,8 @@ from conftest import preorder_constituents
 from tetra_tf import constraints as constraints_lib, export_format, sentences, tags as tags_lib
 from tetra_tf import treebank
 from tetra_tf.constraints import Constraints, Span
-from tetra_tf.parser import ParseResult, Parser
+from tetra_tf.parse_record import ParseResult
+from tetra_tf.parser import Parser
 from tetra_tf.sentences import SentenceError
 
 LABELS = ["NP", "S", "VP"]

@@ -9,12 +9,11 @@ import sys
 
 import nltk
 import pytest
+import tensorflow as tf
 
 from conftest import nltk_sample_available
 
 from tetra_tf import convert as convert_ptb, records, tags, treebank
-
-import tensorflow as tf  # noqa: E402  (after tetra_tf, which selects legacy Keras)
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(REPO_ROOT, "tools", "convert_ptb.py")

@@ -3,8 +3,6 @@
 import functools
 import itertools
 
-import tetra_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow is imported)
-
 import numpy as np
 import pytest
 import tensorflow as tf

@@ -5,7 +5,6 @@ import os
 import numpy as np
 import pytest
 
-import tetra_tf  # noqa: F401
 import tensorflow as tf
 
 from conftest import convert, run_cli
@@ -161,23 +160,35 @@ class TestCommandLine:
     def test_a_mistake_is_one_line(self, small_data_dirs, tmp_path):
         result = run_cli(distillation.define_flags, distillation.main,
                          f"--data={small_data_dirs['dev']}", f"--output_dir={tmp_path / 'out'}",
-                         "--folds=2", "--teachers=somewhere")
+                         "--folds=2", "--teachers=somewhere",
+                         flag_names=distillation.FLAG_NAMES)
         assert result.returncode == 2
         assert result.stderr.strip() == ("error: give exactly one of --folds and --teachers "
                                          "(see --help)")
+        # The library's error names its parameters; the program says its flags.
+        for folds, message in (("1", "--folds=1: at least 2"),
+                               ("25", f"--data: {small_data_dirs['dev']} has 24 sentences, "
+                                      "fewer than 25 folds")):
+            result = run_cli(distillation.define_flags, distillation.main,
+                             f"--data={small_data_dirs['dev']}",
+                             f"--output_dir={tmp_path / 'out'}", f"--folds={folds}",
+                             flag_names=distillation.FLAG_NAMES)
+            assert result.returncode == 2
+            assert result.stderr.splitlines() == [f"error: {message}"]
 
 
 class TestMistakes:
     def test_one_fold(self, small_data_dirs, tmp_path):
-        with pytest.raises(train.UsageError, match="--folds=1: at least 2"):
+        with pytest.raises(errors.InputError, match="^num_folds=1: at least 2$"):
             distillation.split_folds(small_data_dirs["dev"], 1, str(tmp_path))
 
     def test_more_folds_than_sentences(self, small_data_dirs, tmp_path):
-        with pytest.raises(train.UsageError, match="has 24 sentences, fewer than 25 folds"):
+        with pytest.raises(errors.InputError,
+                           match="^data_dir: .* has 24 sentences, fewer than 25 folds$"):
             distillation.split_folds(small_data_dirs["dev"], 25, str(tmp_path))
 
     def test_output_over_the_input(self, trained_run, small_data_dirs):
-        with pytest.raises(train.UsageError, match="is an input directory"):
+        with pytest.raises(errors.InputError, match="^output_dir=.* is an input directory"):
             distillation.write_teacher_data(small_data_dirs["dev"], [trained_run["model_dir"]],
                                             small_data_dirs["dev"], progress=False)
 
@@ -189,7 +200,7 @@ class TestMistakes:
     def test_teacher_of_another_vocabulary(self, trained_run, small_data_dirs, tmp_path):
         other = tmp_path / "own_vocab"
         convert(os.path.join(small_data_dirs["dev"], "trees.txt"), other)
-        with pytest.raises(train.UsageError, match="another tag vocabulary"):
+        with pytest.raises(errors.InputError, match="^data_dir: .* another tag vocabulary"):
             distillation.write_teacher_data(str(other), [trained_run["model_dir"]],
                                             str(tmp_path / "out"), progress=False)
         assert not os.path.exists(tmp_path / "out")

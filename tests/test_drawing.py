@@ -3,8 +3,6 @@
 import itertools
 import xml.etree.ElementTree as ElementTree
 
-import tetra_tf  # noqa: F401  (selects Keras 2 before TensorFlow loads)
-
 import pytest
 
 from tetra_tf import drawing, treebank

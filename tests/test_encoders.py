@@ -1,7 +1,5 @@
 """Encoder config, construction and pretrained weight import (HF safetensors, TF1/TF2)."""
 
-import tetra_tf  # noqa: F401  (legacy Keras before TensorFlow)
-
 import importlib.util
 import json
 import os

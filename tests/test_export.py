@@ -7,8 +7,6 @@ import shutil
 import subprocess
 import sys
 
-import tetra_tf  # noqa: F401  (selects Keras 2 before TensorFlow loads)
-
 import nltk
 import numpy as np
 import pytest

@@ -5,8 +5,6 @@ import collections
 
 import pytest
 
-import tetra_tf  # noqa: F401
-
 from tetra_tf import input_pipeline, records
 from tetra_tf.tokenization import SubwordTokenizer
 

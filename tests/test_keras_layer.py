@@ -2,8 +2,6 @@
 
 import pytest
 
-import tetra_tf  # noqa: F401  (selects Keras 2 before TensorFlow loads)
-
 import tensorflow as tf
 import tensorflow_hub as hub
 import tensorflow_text  # noqa: F401  (the tokenizer's ops)

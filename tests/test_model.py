@@ -3,7 +3,6 @@
 import numpy as np
 import pytest
 
-import tetra_tf  # noqa: F401
 import tensorflow as tf
 
 from tetra_tf import encoders, input_pipeline, model_dir, records, train

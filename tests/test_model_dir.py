@@ -5,7 +5,6 @@ import shutil
 
 import pytest
 
-import tetra_tf  # noqa: F401
 import tensorflow as tf
 
 import tiny_model

@@ -9,7 +9,6 @@ import os
 import numpy as np
 import pytest
 
-import tetra_tf  # noqa: F401  (selects Keras 2 before TensorFlow loads)
 import tensorflow as tf
 from safetensors.numpy import load_file
 

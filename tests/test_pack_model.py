@@ -6,7 +6,6 @@ import os
 import shutil
 import sys
 
-import tetra_tf  # noqa: F401  (selects Keras 2 before TensorFlow loads)
 import pytest
 
 from conftest import load_tool, run_cli

@@ -8,7 +8,6 @@ import subprocess
 import sys
 import types
 
-import tetra_tf  # noqa: F401  (selects Keras 2 before TensorFlow loads)
 import pytest
 
 from tetra_tf import export_format, packaged_models, parse, treebank

@@ -12,16 +12,14 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ElementTree
 
-import tetra_tf  # noqa: F401  (selects Keras 2 before TensorFlow loads)
-
 import nltk
 import pytest
 import tensorflow as tf
 
-from tetra_tf import bulk_options, evalb, parse, sentences
-from tetra_tf import parser as parser_module
+from tetra_tf import bulk_options, evalb, export_format, parse, sentences
 from tetra_tf.errors import ExportError
-from tetra_tf.parser import Constituent, ParseResult, Parser
+from tetra_tf.parse_record import Constituent, ParseResult
+from tetra_tf.parser import Parser
 from tetra_tf.treebank import with_pos_tags
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -653,7 +651,8 @@ def test_cli_checks_the_bulk_programs_common_options(tmp_path):
         assert result.returncode == 2
         assert result.stderr.startswith(f"error: {message}"), result.stderr
     assert (inspect.signature(parse.run).parameters["batch_size"].default
-            == parser_module.DEFAULT_BATCH_SIZE == bulk_options.DEFAULT_BATCH_SIZE)
+            == inspect.signature(Parser.parse_sents).parameters["batch_size"].default
+            == bulk_options.OPTIONS["batch_size"].default == export_format.DEFAULT_BATCH_SIZE)
 
 
 @pytest.mark.slow

@@ -1,14 +1,13 @@
-"""Tests for tetra_tf/parse_record.py: the JSON object of a parse, and the names Beam's
-records and Spark's columns share with it."""
+"""Tests for tetra_tf/parse_record.py: the result types of a parse, their JSON object, and
+the names Beam's records and Spark's columns share with it."""
 
 import json
 
-import tetra_tf  # noqa: F401  (selects Keras 2 before TensorFlow loads)
-
 import pytest
 
+from conftest import run_python
 from tetra_tf import parse_record, sentences
-from tetra_tf.parser import Constituent, ParseResult
+from tetra_tf.parse_record import Constituent, ParseResult
 
 TREE = "(TOP (S (NP (DT a)) (VP (VB b))))"
 
@@ -71,3 +70,14 @@ def test_beam_records_and_spark_columns_use_the_same_names_and_values(fields):
     assert dead == {"file": "f.txt", "line": 3,
                     **parse_record.outcome_fields(sentences.SentenceError(sentences.EMPTY,
                                                                           "no words"))}
+
+
+def test_the_results_load_without_tensorflow_and_keep_their_parser_path():
+    """Beam, Spark and the programs read results without the parser's TensorFlow; code
+    that imports them from tetra_tf.parser gets the same classes."""
+    assert run_python("import sys\nimport tetra_tf.parse_record\n"
+                      "print('tensorflow' in sys.modules)") == "False"
+    from tetra_tf import parser
+
+    assert (parser.ParseResult, parser.Constituent, parser.TextSentence) == (
+        ParseResult, Constituent, parse_record.TextSentence)

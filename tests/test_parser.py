@@ -6,7 +6,6 @@ import threading
 import time
 import types
 
-import tetra_tf  # noqa: F401  (selects Keras 2 before TensorFlow loads)
 import tetra_tf.text
 
 import nltk
@@ -16,7 +15,8 @@ import tensorflow as tf
 from tetra_tf import sentences as sentences_lib, treebank
 from tetra_tf import parser as parser_lib
 from tetra_tf.errors import ExportError
-from tetra_tf.parser import ModelError, ParseResult, Parser
+from tetra_tf.parse_record import ParseResult
+from tetra_tf.parser import ModelError, Parser
 from tetra_tf.sentences import SentenceError, escape_leaf
 from tetra_tf.treebank import with_pos_tags
 from tetra_tf.tags import TagVocabularies

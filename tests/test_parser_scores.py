@@ -8,7 +8,8 @@ import pytest
 import tensorflow as tf
 
 from tetra_tf import parse
-from tetra_tf.parser import Parser, ParseResult
+from tetra_tf.parse_record import ParseResult
+from tetra_tf.parser import Parser
 
 SENTENCES = [
     ["The", "cat", "sat", "on", "the", "mat", "."],

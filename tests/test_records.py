@@ -6,10 +6,9 @@ import os
 import nltk
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from tetra_tf import records, tags, treebank
-
-import tensorflow as tf  # noqa: E402  (after tetra_tf, which selects legacy Keras)
 
 TREES = [
     "(TOP (S (S (NP (PRP She)) (VP (VBZ enjoys) (S (VP (VBG playing) (NP (NN tennis)))))) "

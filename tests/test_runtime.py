@@ -65,6 +65,18 @@ def test_parse_path_imports_no_training_code():
     assert "nltk" in loaded  # (spaCy's component: the check above would see it)
 
 
+def test_importing_the_package_changes_nothing_in_the_process():
+    """`import tetra_tf` sets no environment variable (Keras 2 is selected where training
+    code is imported, tetra_tf.train_extra) and loads no TensorFlow."""
+    env = {k: v for k, v in _runtime_env().items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    code = ("import json, os, sys\nbefore = dict(os.environ)\nimport tetra_tf\n"
+            "print(json.dumps([dict(os.environ) == before, 'tensorflow' in sys.modules]))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            env=env, cwd=REPO_ROOT, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert json.loads(result.stdout) == [True, False]
+
+
 def test_the_block_would_see_a_training_import():
     """The check above can fail: importing the trainer under the same block fails."""
     code = _IMPORT_AND_LIST.format(blocked=TRAINING_PACKAGES, modules=("tetra_tf.model_dir",))
@@ -82,10 +94,11 @@ def test_the_block_would_see_a_training_import():
     ("tetra_tf.serving.main", "serving", "waitress", "the tetra-tf server"),
 ])
 def test_programs_without_their_extra_say_so_in_one_line(program, extra, missing, name):
+    # As `python -m program` runs it (alter_sys: the program is the process's __main__).
     code = ("import runpy, sys\n"
             f"sys.modules[{missing!r}] = None\n"
             f"sys.argv = [{program!r}]\n"
-            f"runpy.run_module({program!r}, run_name='__main__')\n")
+            f"runpy.run_module({program!r}, run_name='__main__', alter_sys=True)\n")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             env=_runtime_env(), cwd=REPO_ROOT, timeout=300)
     assert result.returncode == 2

@@ -7,8 +7,6 @@ last test exports a tiny random tagger with tetra_tf/export.py, serves it, and c
 trees parsed over REST equal tetra_tf.Parser's.
 """
 
-import tetra_tf  # noqa: F401  (legacy Keras before TensorFlow)
-
 import base64
 import collections
 import concurrent.futures

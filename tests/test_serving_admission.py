@@ -1,8 +1,6 @@
 """Tests for the server's admission checks and codecs (tetra_tf.serving.admission, .codecs):
 the export's limits lowered by the flags, the sentence contract, declared shapes."""
 
-import tetra_tf  # noqa: F401  (legacy Keras before TensorFlow)
-
 import dataclasses
 
 import numpy as np

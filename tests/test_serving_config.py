@@ -8,8 +8,6 @@ interface and, as the model a reload adds, a symbolic link to the tiny export (c
 tiny_export_dir).
 """
 
-import tetra_tf  # noqa: F401  (legacy Keras before TensorFlow)
-
 import os
 import subprocess
 import sys

@@ -3,8 +3,6 @@
 before the switch, version policies, labels, config reloads, and which failures of a merged
 batch run again."""
 
-import tetra_tf  # noqa: F401  (legacy Keras before TensorFlow)
-
 import concurrent.futures
 import os
 import threading

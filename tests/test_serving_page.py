@@ -15,8 +15,6 @@ import urllib.error
 import urllib.request
 import xml.etree.ElementTree as ElementTree
 
-import tetra_tf  # noqa: F401  (legacy Keras before TensorFlow)
-
 import pytest
 
 for _module in ("waitress", "grpc", "tensorflow_serving"):

@@ -623,7 +623,7 @@ def test_a_failing_model_goes_to_the_error_handler(tiny_export_dir):
 
 
 def test_default_batch_size_is_every_way_in_s(tiny_export_dir):
-    from tetra_tf.bulk_options import DEFAULT_BATCH_SIZE
+    from tetra_tf.export_format import DEFAULT_BATCH_SIZE
 
     nlp = spacy.blank("en")
     nlp.add_pipe("sentencizer")

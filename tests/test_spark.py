@@ -25,12 +25,12 @@ import pytest
 
 pyspark = pytest.importorskip("pyspark", reason="pyspark is not installed (the [spark] extra)")
 
-import tetra_tf  # noqa: F401,E402  (selects Keras 2 before TensorFlow loads)
-
 from tetra_tf import bulk_options, sentences, spark_parse  # noqa: E402
 from tetra_tf import spark as tetra_spark  # noqa: E402
-from tetra_tf.parser import ParseResult  # noqa: E402
-from conftest import REPO_ROOT, assert_spans_are_the_parsers, run_module  # noqa: E402
+from tetra_tf.spark_cluster import LocalCluster  # noqa: E402
+from tetra_tf.parse_record import ParseResult  # noqa: E402
+from conftest import (REPO_ROOT, assert_spans_are_the_parsers, run_module,  # noqa: E402
+                      subprocess_env)
 
 
 def _java_major() -> int:
@@ -94,9 +94,9 @@ def _corpus_files() -> dict[str, tuple[bytes, dict[int, str]]]:
 def cluster(tmp_path_factory):
     """A master and two one-core workers, as separate processes (ended at teardown); they
     start while the tests' model is built (the `spark` fixture waits for them)."""
-    cluster = tetra_spark.LocalCluster(str(tmp_path_factory.mktemp("spark_cluster")),
-                                       workers=2, cores=1, memory="2g", timeout=START_TIMEOUT,
-                                       env={"PYTHONPATH": REPO_ROOT}, wait=False)
+    cluster = LocalCluster(str(tmp_path_factory.mktemp("spark_cluster")), workers=2, cores=1,
+                           memory="2g", timeout=START_TIMEOUT, env={"PYTHONPATH": REPO_ROOT},
+                           wait=False)
     yield cluster
     cluster.stop()
     assert len(cluster.pids) == 3
@@ -244,6 +244,23 @@ def test_the_model_is_loaded_once_per_worker_process(job, cluster):
     assert sorted((host, int(pid)) for host, pid, _ in logged) == sorted(processes)
     # warm_workers' tasks come first, and a parse task reuses the Python worker of one
     assert any(ahead for _, _, ahead in logged)
+
+
+@pytest.mark.slow
+def test_a_load_is_logged_on_stderr_where_logging_is_not_configured(tiny_export_dir):
+    """A process that configured no logging (a Spark Python worker) gets each load as one
+    line on its stderr; a failed load ahead of the parse is a warning there."""
+    code = ("import sys\nfrom tetra_tf import spark\n"
+            "spark._load_ahead(sys.argv[2], None)\nspark.get_parser(sys.argv[1])\n")
+    result = subprocess.run([sys.executable, "-c", code, tiny_export_dir, "/nowhere"],
+                            capture_output=True, text=True, env=subprocess_env(), timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = result.stderr.strip().splitlines()
+    assert re.fullmatch(r"tetra_tf\.spark: loading the parser from /nowhere ahead of the parse "
+                        r"failed \(ExportError: .*\); the parse will load it", lines[0]), lines
+    assert re.fullmatch(rf"tetra_tf\.spark: loaded the parser from {re.escape(tiny_export_dir)} "
+                        r"in [\d.]+ s \(host \S+, process \d+; TensorFlow's threads as they "
+                        r"were\)", lines[-1]), lines
 
 
 def test_ordered_output_has_a_line_per_input_line(job, corpus):

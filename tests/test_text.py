@@ -1,6 +1,7 @@
 """Tests for tetra_tf/text.py: raw text to sentences and PTB tokens with offsets."""
 
 import collections
+import io
 import random
 import re
 
@@ -83,6 +84,21 @@ def test_ptb_conventions():
         "He", "said", "``", "fine", ",", "''", "then", "''", "odd", "''", "-LRB-", "``", "x",
         "''", "-RRB-", "."]
     assert text.tokenize("") == text.tokenize(" \t") == []
+
+
+def test_lines_of_raw_text_become_ptb_tokens_with_the_tokenize_option():
+    """`word_splitter(True)` reads lines as raw text (the bulk programs' --tokenize); the
+    sentence contract still checks the tokens it gives."""
+    assert text.ptb_tokenize('He said "hi" (twice).') == [
+        "He", "said", "``", "hi", "''", "-LRB-", "twice", "-RRB-", "."]
+    assert text.ptb_tokenize(" \t") == []
+    assert text.word_splitter(False) is sentences.split_words
+    data = io.BytesIO("(It) works.\n(It) works .\nOne, two, three.\n".encode())
+    lines = list(sentences.read_lines(data, sentences.SentenceLimits(max_words=5),
+                                      text.word_splitter(True)))
+    assert [line.words for line in lines[:2]] == [["-LRB-", "It", "-RRB-", "works", "."]] * 2
+    assert lines[2].words is None and lines[2].error.reason == sentences.TOO_MANY_WORDS
+    assert sentences.text_to_words("(It) works.") == ["(It)", "works."]
 
 
 def test_ptb_words_keep_the_words_of_text_tokenized_once():

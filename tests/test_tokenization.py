@@ -1,7 +1,5 @@
 """WordPiece tokenization, PTB unescaping and window packing."""
 
-import tetra_tf  # noqa: F401  (legacy Keras before TensorFlow)
-
 import math
 import os
 import shutil

@@ -15,13 +15,12 @@ import time
 import numpy as np
 import pytest
 
-import tetra_tf  # noqa: F401
 import tensorflow as tf
 import tf_keras
 
 from conftest import (REPO_ROOT, TRAINED_RUN_EPOCHS, convert, free_port, run_cli,
                       subprocess_env)
-from tetra_tf import encoders, input_pipeline, train
+from tetra_tf import encoders, errors, input_pipeline, train
 from tetra_tf.model import HeadsConfig
 from tetra_tf.tags import TagVocabularies
 from tetra_tf.tokenization import SubwordTokenizer
@@ -119,13 +118,15 @@ class TestPlanWarmup:
     @pytest.mark.parametrize("changes, total, message", [
         (dict(epochs=1), 1, "at least 2 are needed"),
         (dict(epochs=0), 0, "at least 2 are needed"),
-        (dict(learning_rate=-1e-4), 100, "--learning_rate=-0.0001"),
-        (dict(head_learning_rate=float("nan")), 100, "--head_learning_rate=nan"),
-        (dict(learning_rate=0.0, head_learning_rate=0.0), 100, "both 0"),
-        (dict(warmup_steps=-1), 100, "--warmup_steps=-1"),
+        (dict(learning_rate=-1e-4), 100, "^learning_rate=-0.0001: "),
+        (dict(head_learning_rate=float("nan")), 100, "^head_learning_rate=nan: "),
+        (dict(learning_rate=0.0, head_learning_rate=0.0), 100,
+         "^learning_rate and head_learning_rate are both 0"),
+        (dict(warmup_steps=-1), 100, "^warmup_steps=-1: "),
     ])
     def test_refuses_runs_that_learn_nothing(self, changes, total, message):
-        with pytest.raises(train.UsageError, match=message):
+        """In the library's words: its parameters, not the program's flags."""
+        with pytest.raises(errors.InputError, match=message):
             train.plan_warmup(train.TrainingConfig(**changes), total)
 
     def test_warns_when_the_encoder_stays_frozen(self, capsys):
@@ -586,14 +587,14 @@ def test_resume_refuses_another_recipe_but_may_run_longer(tiny_encoder_dir, smal
     began = train.TrainingConfig(batch_size=8, checkpoint_every_steps=1)
     train.train(small_data_dirs["train"], None, model_dir, began, tf.distribute.get_strategy(),
                 encoder_path=tiny_encoder_dir, max_steps=1, progress=False)
-    for changes, message in (({"ema_decay": 0.9}, "--ema_decay=0.0 .this run: --ema_decay=0.9"),
-                             ({"mixed_layers": 2}, "--mixed_layers=1"),
+    for changes, message in (({"ema_decay": 0.9}, "ema_decay=0.0 .this run: ema_decay=0.9"),
+                             ({"mixed_layers": 2}, "mixed_layers=1"),
                              ({"learning_rate": 1e-4, "label_smoothing": 0.0},
-                              "--learning_rate=0.0002 --label_smoothing=0.1 "
-                              ".this run: --learning_rate=0.0001 --label_smoothing=0.0"),
-                             ({"seed": 2}, "--seed=1 .this run: --seed=2")):
+                              "learning_rate=0.0002 label_smoothing=0.1 "
+                              ".this run: learning_rate=0.0001 label_smoothing=0.0"),
+                             ({"seed": 2}, "seed=1 .this run: seed=2")):
         config = dataclasses.replace(began, **changes)
-        with pytest.raises(train.UsageError, match=f"was trained with {message}"):
+        with pytest.raises(errors.InputError, match=f"was trained with {message}"):
             train.train(small_data_dirs["train"], None, model_dir, config,
                         tf.distribute.get_strategy(), encoder_path=tiny_encoder_dir,
                         max_steps=2, progress=False)
@@ -618,7 +619,7 @@ class TestBadInput:
         for name in ("leaf_tags.txt", "internal_tags.txt", "pos_tags.txt"):
             (empty / name).write_text(
                 open(os.path.join(small_data_dirs["train"], name)).read())
-        with pytest.raises(train.UsageError, match="no TFRecord files"):
+        with pytest.raises(errors.InputError, match="no TFRecord files"):
             self.run(tiny_encoder_dir, str(empty), tmp_path / "m")
 
     def test_empty_records(self, tiny_encoder_dir, small_data_dirs, tmp_path):
@@ -629,14 +630,14 @@ class TestBadInput:
                 open(os.path.join(small_data_dirs["train"], name)).read())
         with tf.io.TFRecordWriter(str(empty / "records-00000-of-00001.tfrecord")):
             pass
-        with pytest.raises(train.UsageError, match="holds no examples"):
+        with pytest.raises(errors.InputError, match="holds no examples"):
             self.run(tiny_encoder_dir, str(empty), tmp_path / "m")
 
     def test_dev_converted_with_another_vocabulary(self, tiny_encoder_dir, small_data_dirs,
                                                    tmp_path):
         other = tmp_path / "dev_own_vocab"
         convert(os.path.join(small_data_dirs["dev"], "trees.txt"), other)
-        with pytest.raises(train.UsageError, match="another tag vocabulary"):
+        with pytest.raises(errors.InputError, match="another tag vocabulary"):
             self.run(tiny_encoder_dir, small_data_dirs["train"], tmp_path / "m", str(other))
 
     def test_model_dir_of_another_vocabulary(self, tiny_encoder_dir, small_data_dirs, tmp_path):
@@ -644,7 +645,7 @@ class TestBadInput:
         convert(os.path.join(small_data_dirs["dev"], "trees.txt"), other)
         train.prepare_model_dir(str(tmp_path / "m"), small_data_dirs["train"], tiny_encoder_dir,
                                 train.TrainingConfig(batch_size=8))
-        with pytest.raises(train.UsageError, match="another tag vocabulary"):
+        with pytest.raises(errors.InputError, match="another tag vocabulary"):
             self.run(tiny_encoder_dir, str(other), tmp_path / "m")
 
     def test_encoder_directory_missing_a_file(self, tiny_encoder_dir, small_data_dirs,
@@ -673,16 +674,26 @@ class TestBadInput:
     def test_recipe_out_of_range(self, tiny_encoder_dir, small_data_dirs, tmp_path, field,
                                  value, message):
         config = train.TrainingConfig(batch_size=8, **{field: value})
-        with pytest.raises(train.UsageError, match=message):
+        with pytest.raises(errors.InputError, match=message):
             train.train(small_data_dirs["train"], None, str(tmp_path / "m"), config,
                         tf.distribute.get_strategy(), encoder_path=tiny_encoder_dir,
                         max_steps=1, progress=False)
 
     def test_command_line_reports_one_line(self, tiny_encoder_dir, small_data_dirs, tmp_path):
+        """The library's error, in the program's words: its flags for the parameters."""
+        nowhere = tmp_path / "nowhere"
         result = run_cli(train.define_flags, train.main,
-                         *train_command(tiny_encoder_dir, {"train": str(tmp_path / "nowhere")},
-                                        tmp_path / "m")[3:], user_errors=(ValueError,))
+                         *train_command(tiny_encoder_dir, {"train": str(nowhere)},
+                                        tmp_path / "m")[3:], user_errors=(ValueError,),
+                         flag_names=train.FLAG_NAMES)
         assert result.returncode == 2
-        assert result.stderr.strip().startswith("error:")
-        assert len(result.stderr.strip().splitlines()) == 1
-        assert "Traceback" not in result.stderr
+        assert result.stderr.splitlines() == [
+            f"error: --train_data: {nowhere} is not a directory (make one with "
+            "tools/convert_ptb.py)"]
+        result = run_cli(train.define_flags, train.main,
+                         *train_command(tiny_encoder_dir, small_data_dirs, tmp_path / "m")[3:],
+                         "--ema_decay=1.0", user_errors=(ValueError,),
+                         flag_names=train.FLAG_NAMES)
+        assert result.returncode == 2
+        assert result.stderr.splitlines() == [
+            "error: --ema_decay=1.0: must be in [0, 1) (0: no average)"]

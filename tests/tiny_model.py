@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import string
 
-import tetra_tf  # noqa: F401  (selects Keras 2 before TensorFlow loads)
+from tetra_tf import train_extra  # noqa: F401  (first: Keras 2 before TensorFlow loads)
 import nltk
 import tensorflow as tf
 import tf_keras

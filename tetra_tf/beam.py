@@ -64,10 +64,11 @@ from apache_beam.ml.inference.base import ModelHandler, PredictionResult, RunInf
 
 from tetra_tf import bulk_options, export_format, packaged_models, parse_record, sentences
 from tetra_tf import text as text_lib
-from tetra_tf.bulk_options import DEFAULT_BATCH_SIZE
+from tetra_tf.export_format import DEFAULT_BATCH_SIZE
 
 if TYPE_CHECKING:  # tetra_tf.parser loads TensorFlow: only the workers that parse import it
-    from tetra_tf.parser import ParseResult, Parser
+    from tetra_tf.parse_record import ParseResult
+    from tetra_tf.parser import Parser
 
 METRICS_NAMESPACE = "tetra_tf"
 """The Beam metrics namespace of the pipeline's counters (see `counters`)."""
@@ -110,7 +111,7 @@ class ParseOptions(NamedTuple):
       output: the prefix of every output file: records ``OUTPUT-SSSSS-of-NNNNN.jsonl``, dead
         letters ``OUTPUT-errors-SSSSS-of-NNNNN.jsonl``, and with ordered the folder
         ``OUTPUT-ordered/``.
-      tokenize: each line is raw text: split it into PTB tokens (`sentences.ptb_tokenize`)
+      tokenize: each line is raw text: split it into PTB tokens (`tetra_tf.text.ptb_tokenize`)
         instead of on whitespace. Default False.
       documents: each line is a document of raw text, split into sentences and PTB tokens
         (`tetra_tf.text`); each sentence is its own record or dead letter, with its
@@ -308,7 +309,7 @@ def parse_fields(result: ParseResult, marginals: bool = False,
     """A parsed sentence's fields in its record.
 
     Args:
-      result: the sentence's `tetra_tf.parser.ParseResult`.
+      result: the sentence's `tetra_tf.parse_record.ParseResult`.
       marginals: also its marginals (result was parsed with ``marginals=True``).
       span_marginals: the floor result was parsed with (``span_marginals=p``): also its
         labelled spans, and its marginals. None (the default): neither.
@@ -416,7 +417,7 @@ class ReadSentences(beam.DoFn):
 
         Args:
           tokenize: each line is raw text: split it into PTB tokens
-            (`sentences.ptb_tokenize`) instead of on whitespace.
+            (`tetra_tf.text.ptb_tokenize`) instead of on whitespace.
           limits: the bounds each line is checked against (max_line_bytes, max_words;
             e.g. ``SentenceLimits().lowered(max_words, max_line_bytes)``).
           documents: each line is a document: a `Sentence` (or dead letter) per sentence
@@ -450,7 +451,8 @@ class ReadSentences(beam.DoFn):
         path = readable.metadata.path
         self._files_read.inc()
         with _open_binary(readable) as stream:
-            lines = sentences.read_lines(stream, self._limits, self._tokenize, self._documents)
+            lines = sentences.read_lines(stream, self._limits,
+                                         text_lib.word_splitter(self._tokenize), self._documents)
             for line in lines:
                 self._lines_read.inc()
                 if line.error is not None:

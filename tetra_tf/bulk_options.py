@@ -7,7 +7,6 @@ help and check. Each program names the options it really has; `define_absl_flags
 `add_argparse_arguments` defines them, and `check` tests their values the same way
 everywhere (a missing required option, a bad number, --errors without --on_error=skip, a
 --model_dir without a SavedModel), raising `cli.UsageError` for the first problem.
-`DEFAULT_BATCH_SIZE` is the one default batch size of every way in (`Parser` included).
 
 Ordered output (--ordered of Beam and Spark): for each input file, ``FOLDER/PATH.trees``
 (FOLDER: the output followed by ``-ordered``; PATH: the file's path below the common folder
@@ -35,7 +34,6 @@ from tetra_tf.errors import ExportError
 # Flags defined here belong to the program that asks for them (they show in its --help).
 flags.disclaim_key_flags()
 
-DEFAULT_BATCH_SIZE = 64
 ON_ERROR_CHOICES = ("fail", "skip")
 
 
@@ -123,8 +121,8 @@ OPTIONS: dict[str, Option] = {option.key: option for option in (
            "into sentences and PTB tokens (tetra_tf.text); each sentence gets its own output "
            "(a line, record or row) with the line's number, the sentence's number in it "
            "(from 1) and its start and end character offsets in the line."),
-    Option("batch_size", int, DEFAULT_BATCH_SIZE, "Most sentences per call of the model.",
-           minimum=1),
+    Option("batch_size", int, export_format.DEFAULT_BATCH_SIZE,
+           "Most sentences per call of the model.", minimum=1),
     Option("max_words", int, 0, "A sentence with more words than this (after --tokenize) is "
            "refused (too_many_words); 0: no limit beyond the export's (a sentence's subword "
            "pieces, its max_pieces_per_call).", minimum=0),

@@ -1,7 +1,8 @@
 """Shared command-line plumbing for the project's absl programs.
 
-Every entry point runs through `run`: absl flags parsed by `parse_flags`, and one
-convention for what a user sees when something goes wrong:
+Every entry point runs through `run`: absl flags parsed by `parse_flags`, TensorFlow's C++
+start-up notices kept off stderr (`quiet_tensorflow`), and one convention for what a user
+sees when something goes wrong:
 
   0  done
   1  an internal failure: one line, ``error: TYPE: MESSAGE`` (never a traceback)
@@ -12,12 +13,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
+import re
 import sys
 from typing import Callable, Mapping
 
 from absl import app, flags
 
-from tetra_tf.errors import TetraError
+from tetra_tf.errors import InputError, TetraError
 
 _HELP_FLAGS = ("--help", "-help", "--helpshort", "--helpfull", "--helpxml", "-h", "-?")
 
@@ -29,6 +32,13 @@ flags.disclaim_key_flags()
 
 class UsageError(TetraError):
     """A mistake in a command's flags or arguments: one line, exit code 2."""
+
+
+def quiet_tensorflow() -> None:
+    """Keeps TensorFlow's C++ start-up notices (CPU features, no CUDA) off a program's
+    stderr, unless TF_CPP_MIN_LOG_LEVEL is set; takes effect where TensorFlow is imported
+    after it (`run` calls it before the program's main)."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
 def parse_flags(argv: list[str]) -> list[str]:
@@ -52,35 +62,59 @@ def require(*names: str) -> None:
             raise UsageError(f"--{name} is required (see --help)")
 
 
-def _first_line(error: BaseException) -> str:
-    lines = str(error).strip().splitlines()
+def _first_line(message: str) -> str:
+    lines = message.strip().splitlines()
     return lines[0][:300] if lines else ""
 
 
+def in_flag_words(error: BaseException, flag_names: Mapping[str, str] | None = None,
+                  flag_values: flags.FlagValues = flags.FLAGS) -> str:
+    """An error's message as a program says it: each parameter an `InputError` names that
+    is one of the program's flags is written --FLAG.
+
+    Args:
+      error: the exception.
+      flag_names: a parameter → the flag of another name that gives it (default: the
+        flag of the parameter's own name).
+      flag_values: the program's flags.
+    """
+    message = str(error)
+    for parameter in error.parameters if isinstance(error, InputError) else ():
+        flag = (flag_names or {}).get(parameter, parameter)
+        if flag in flag_values:  # the name as a word of its own, not in a path or a name
+            message = re.sub(rf"(?<![^\s(]){re.escape(parameter)}(?=[=:\s,)]|$)",
+                             f"--{flag}", message)
+    return message
+
+
 def guarded(main: Callable[[list[str]], int | None], argv: list[str],
-            user_errors: tuple[type[BaseException], ...] = ()) -> int:
+            user_errors: tuple[type[BaseException], ...] = (),
+            flag_names: Mapping[str, str] | None = None) -> int:
     """Runs main(argv) under the exit-code convention above; returns the exit code.
 
     A `TetraError` (the library's errors for a caller's mistake, UsageError among them),
-    FileNotFoundError or one of `user_errors` prints ``error: MESSAGE`` (exit 2); any other
-    exception ``error: TYPE: MESSAGE`` (exit 1); never a traceback.
+    FileNotFoundError or one of `user_errors` prints ``error: MESSAGE`` (exit 2), with the
+    program's flags for the parameters it names (`in_flag_words`); any other exception
+    ``error: TYPE: MESSAGE`` (exit 1); never a traceback.
     """
     try:
         code = main(argv)
     except (TetraError, FileNotFoundError) + tuple(user_errors) as e:
-        print(f"error: {_first_line(e) or type(e).__name__}", file=sys.stderr)
+        message = _first_line(in_flag_words(e, flag_names))
+        print(f"error: {message or type(e).__name__}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130
     except Exception as e:  # pylint: disable=broad-except
-        print(f"error: {type(e).__name__}: {_first_line(e)}", file=sys.stderr)
+        print(f"error: {type(e).__name__}: {_first_line(str(e))}", file=sys.stderr)
         return EXIT_FAILURE
     return EXIT_OK if code is None else code
 
 
 def run(main: Callable[[list[str]], int | None],
-        user_errors: tuple[type[BaseException], ...] = (), takes_arguments: bool = False) -> None:
+        user_errors: tuple[type[BaseException], ...] = (), takes_arguments: bool = False,
+        flag_names: Mapping[str, str] | None = None) -> None:
     """Runs `main` as an absl program under the exit-code convention above.
 
     Args:
@@ -89,6 +123,8 @@ def run(main: Callable[[list[str]], int | None],
       user_errors: exceptions besides TetraError and FileNotFoundError that are the
         user's mistake (exit 2).
       takes_arguments: whether positional arguments are allowed (else a usage error).
+      flag_names: the library's parameters that the program's flags of other names give
+        (parameter → flag), for its messages (`in_flag_words`).
     """
 
     def checked_main(argv: list[str]) -> int:
@@ -96,8 +132,9 @@ def run(main: Callable[[list[str]], int | None],
             print(f"error: unexpected arguments {' '.join(argv[1:])} (see --help)",
                   file=sys.stderr)
             return EXIT_USAGE
-        return guarded(main, argv, user_errors)
+        return guarded(main, argv, user_errors, flag_names)
 
+    quiet_tensorflow()
     app.run(checked_main, flags_parser=parse_flags)
 
 
@@ -105,6 +142,7 @@ def run_argv(main: Callable[[list[str]], int | None], argv: list[str] | None = N
              user_errors: tuple[type[BaseException], ...] = ()) -> None:
     """Runs `main` on the command line's arguments (for programs that parse their own, such
     as Beam's argparse options) under the same convention, then exits with its code."""
+    quiet_tensorflow()
     sys.exit(guarded(main, sys.argv[1:] if argv is None else argv, user_errors))
 
 

@@ -11,7 +11,7 @@ A user who already knows part of a sentence's structure gives it as `Constraints
   model predicts parts of speech apart from the tree, so they change the leaves' tags in
   the tree, not its brackets.
 
-Words are numbered from 0 and spans include both ends, as in `parser.Constituent`; a
+Words are numbered from 0 and spans include both ends, as in `parse_record.Constituent`; a
 one-word span is a phrase over that word (``(NP (PRP It))``), not its part of speech. The
 root (``TOP``) is not a constituent: forcing (0, n − 1) asks for a labelled node over the
 whole sentence under it, and forbidding that span forbids such a node.

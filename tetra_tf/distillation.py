@@ -28,24 +28,24 @@ import os
 import sys
 from typing import Iterable
 
-from tetra_tf import extras
+from tetra_tf import train_extra  # noqa: F401  (first: the [train] extra, Keras 2)
 
-extras.require("train", "python -m tetra_tf.distillation" if __name__ == "__main__" else None)
+from absl import flags
+import numpy as np
+import tensorflow as tf
+from tqdm import tqdm
 
-from absl import flags  # noqa: E402
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-from tqdm import tqdm  # noqa: E402
-
-from tetra_tf import cli, records  # noqa: E402
-from tetra_tf import model_dir as model_dir_lib  # noqa: E402
-from tetra_tf.convert import TREES_FILE  # noqa: E402
-from tetra_tf.model import LOGIT_KEYS  # noqa: E402
-from tetra_tf.tags import TagVocabularies  # noqa: E402
-from tetra_tf.train import (UsageError, load_model_on_data, log_softmax,  # noqa: E402
-                            model_inputs)
+from tetra_tf import cli, records
+from tetra_tf import model_dir as model_dir_lib
+from tetra_tf.convert import TREES_FILE
+from tetra_tf.errors import InputError
+from tetra_tf.model import LOGIT_KEYS
+from tetra_tf.tags import TagVocabularies
+from tetra_tf.train import load_model_on_data, log_softmax, model_inputs
 
 Words = tuple[bytes, ...]
+# The library's parameters that the program's flags of other names give (cli.run).
+FLAG_NAMES = {"data_dir": "data", "num_folds": "folds", "teacher_dirs": "teachers"}
 
 
 def _read_serialized(data_dir: str) -> list[bytes]:
@@ -89,7 +89,8 @@ def _remove_record_files(directory: str) -> None:
 
 def _check_output_dir(output_dir: str, inputs: list[str]) -> None:
     if any(os.path.abspath(output_dir) == os.path.abspath(d) for d in inputs):
-        raise UsageError(f"--output_dir={output_dir} is an input directory: write elsewhere")
+        raise InputError(f"output_dir={output_dir} is an input directory: write elsewhere",
+                         ["output_dir"])
 
 
 def split_folds(data_dir: str, num_folds: int, output_dir: str) -> list[str]:
@@ -105,11 +106,11 @@ def split_folds(data_dir: str, num_folds: int, output_dir: str) -> list[str]:
       sentences of `data_dir` in its order.
     """
     if num_folds < 2:
-        raise UsageError(f"--folds={num_folds}: at least 2")
+        raise InputError(f"num_folds={num_folds}: at least 2", ["num_folds"])
     serialized = _read_serialized(data_dir)
     if len(serialized) < num_folds:
-        raise UsageError(f"--data: {data_dir} has {len(serialized)} sentences, fewer than "
-                         f"{num_folds} folds")
+        raise InputError(f"data_dir: {data_dir} has {len(serialized)} sentences, fewer than "
+                         f"{num_folds} folds", ["data_dir"])
     trees = _read_trees(data_dir)
     if trees is not None and len(trees) != len(serialized):
         trees = None  # Not the records' trees.txt: do not split a mismatch.
@@ -146,7 +147,7 @@ def teacher_scores(teacher_dir: str, data_dir: str, batch_size: int = 32,
       float [rows, tags] (n rows; n − 1 for internal tags). A sentence that occurs twice is
       scored the same both times, so its words identify it.
     """
-    loaded = load_model_on_data(teacher_dir, data_dir, batch_size=batch_size, what="--data")
+    loaded = load_model_on_data(teacher_dir, data_dir, batch_size=batch_size)
     bar = tqdm(total=loaded.num_sentences, desc=f"teacher {teacher_dir}", unit="sentence",
                disable=not progress, file=sys.stderr)
     scored: dict[Words, dict[str, np.ndarray]] = {}
@@ -207,7 +208,7 @@ def write_teacher_data(data_dir: str, teacher_dirs: list[str], output_dir: str,
       The number of sentences written.
     """
     if not teacher_dirs:
-        raise UsageError("--teachers is empty")
+        raise InputError("teacher_dirs is empty", ["teacher_dirs"])
     _check_output_dir(output_dir, [data_dir] + list(teacher_dirs))
     log_probs = teacher_log_probs(teacher_dirs, data_dir, batch_size, progress)
     num_shards = len(records.record_files(data_dir))
@@ -252,9 +253,9 @@ def main(argv) -> int:
     del argv
     cli.require("data", "output_dir")
     if (FLAGS.folds is None) == (not FLAGS.teachers):
-        raise UsageError("give exactly one of --folds and --teachers (see --help)")
+        raise cli.UsageError("give exactly one of --folds and --teachers (see --help)")
     if not os.path.isdir(FLAGS.data):
-        raise UsageError(f"--data: {FLAGS.data} is not a directory")
+        raise cli.UsageError(f"--data: {FLAGS.data} is not a directory")
     if FLAGS.folds is not None:
         fold_dirs = split_folds(FLAGS.data, FLAGS.folds, FLAGS.output_dir)
         print(f"wrote {len(fold_dirs)} folds: {', '.join(fold_dirs)}")
@@ -268,4 +269,4 @@ def main(argv) -> int:
 
 if __name__ == "__main__":
     define_flags()
-    cli.run(main)
+    cli.run(main, flag_names=FLAG_NAMES)

@@ -28,21 +28,18 @@ import os
 import re
 from typing import Any, Mapping
 
+from tetra_tf import train_extra  # noqa: F401  (first: the [train] extra, Keras 2)
+
 import numpy as np
+import tensorflow as tf
+import tf_keras
+from official.modeling.activations import gelu as _approximate_gelu
+from official.nlp.modeling import networks
 
-from tetra_tf import extras
-
-extras.require("train")
-
-import tensorflow as tf  # noqa: E402
-import tf_keras  # noqa: E402
-from official.modeling.activations import gelu as _approximate_gelu  # noqa: E402
-from official.nlp.modeling import networks  # noqa: E402
-
-from tetra_tf import default_encoder, export_format  # noqa: E402
-from tetra_tf.mpnet_encoder import MPNetEncoder  # noqa: E402
-from tetra_tf.export_format import SpecialTokens  # noqa: E402
-from tetra_tf.tokenization import SubwordTokenizer  # noqa: E402
+from tetra_tf import default_encoder, export_format
+from tetra_tf.mpnet_encoder import MPNetEncoder
+from tetra_tf.export_format import SpecialTokens
+from tetra_tf.tokenization import SubwordTokenizer
 
 
 ACTIVATIONS = ("gelu", "gelu_approximate", "relu")

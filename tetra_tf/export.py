@@ -69,13 +69,11 @@ import tempfile
 import time
 from typing import Callable, Sequence
 
-from tetra_tf import extras
+from tetra_tf import train_extra  # noqa: F401  (first: the [train] extra, Keras 2)
 
-extras.require("train", "python -m tetra_tf.export" if __name__ == "__main__" else None)
-
-from absl import flags, logging  # noqa: E402
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
+from absl import flags, logging
+import numpy as np
+import tensorflow as tf
 
 from tetra_tf import chart_decoding, cli, constraints as constraints_lib, cpu, decoding
 from tetra_tf import encoders, export_format, k_best as k_best_lib, marginals, model_card

@@ -12,8 +12,9 @@ An export is a TF Serving version directory (BASE/VERSION) that `tetra_tf.export
 
 Every way in (`Parser`, the servers, Beam, Spark, spaCy, tools/eval_export.py) reads an
 export through this module; writing one stays with `tetra_tf.export` and
-`tetra_tf.model_card`. Local paths are read without TensorFlow; gs:// and the other file
-systems TensorFlow knows are read through tf.io.gfile.
+`tetra_tf.model_card`. The defaults every way in shares (`DEFAULT_BATCH_SIZE`) live here
+too. Local paths are read without TensorFlow; gs:// and the other file systems TensorFlow
+knows are read through tf.io.gfile.
 """
 
 from __future__ import annotations
@@ -131,6 +132,9 @@ K_BEST = 8
 K_BEST_OUTPUTS = (K_BEST_TREES_OUTPUT, K_BEST_SCORES_OUTPUT)
 # Outputs whose second dimension is not the batch's longest sentence.
 NOT_WORD_WIDE_OUTPUTS = frozenset(COUNTED_OUTPUTS) | frozenset(K_BEST_OUTPUTS)
+# Most sentences per call of the model, unless a caller asks otherwise: the one default of
+# every way in (`Parser`, the bulk programs' --batch_size, Beam, Spark, spaCy, the tools).
+DEFAULT_BATCH_SIZE = 64
 
 # The work bounds the graph enforces (their values: tetra_tf.tokenization), by their keys in
 # limits.json (and the SavedModel's variables of the same names).

@@ -3,9 +3,11 @@ runs."""
 
 from __future__ import annotations
 
+from tetra_tf import train_extra  # noqa: F401  (first: the [train] extra, Keras 2)
 
 import numpy as np
 import tensorflow as tf
+
 from tetra_tf import encoders
 from tetra_tf.mpnet_encoder import MASKED_SCORE_BIAS, relative_position_buckets
 

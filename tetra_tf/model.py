@@ -12,13 +12,11 @@ from __future__ import annotations
 
 import dataclasses
 
-from tetra_tf import extras
+from tetra_tf import train_extra  # noqa: F401  (first: the [train] extra, Keras 2)
 
-extras.require("train")
-
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-import tf_keras  # noqa: E402
+import numpy as np
+import tensorflow as tf
+import tf_keras
 
 from tetra_tf import records
 

@@ -18,12 +18,10 @@ import dataclasses
 import json
 import os
 
-from tetra_tf import extras
+from tetra_tf import train_extra  # noqa: F401  (first: the [train] extra, Keras 2)
 
-extras.require("train")
-
-import tensorflow as tf  # noqa: E402
-import tf_keras  # noqa: E402
+import tensorflow as tf
+import tf_keras
 
 from tetra_tf import encoders, export_format
 from tetra_tf.errors import ModelDirError

@@ -18,6 +18,8 @@ the tagger, training and the export take either.
 
 from __future__ import annotations
 
+from tetra_tf import train_extra  # noqa: F401  (first: the [train] extra, Keras 2)
+
 import tensorflow as tf
 import tf_keras
 from official.modeling import tf_utils

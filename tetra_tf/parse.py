@@ -102,6 +102,7 @@ from absl import flags
 from tqdm import tqdm
 
 from tetra_tf import bulk_options, cli, export_format, packaged_models, parse_record, sentences
+from tetra_tf import text as text_lib
 from tetra_tf.errors import InputError
 
 # --output_format: bracketed trees in columns, JSON objects, or SVG drawings.
@@ -225,7 +226,7 @@ class _Writer:
 
 
 def run(model_dir: str, input_file: IO, output_file: IO, tokenize: bool = False,
-        batch_size: int = bulk_options.DEFAULT_BATCH_SIZE, progress: bool = False,
+        batch_size: int = export_format.DEFAULT_BATCH_SIZE, progress: bool = False,
         parser=None, on_error: str = "fail", errors_file: TextIO | None = None,
         max_words: int = 0, max_line_bytes: int = sentences.DEFAULT_MAX_LINE_BYTES,
         chunk_lines: int = CHUNK_LINES, output_name: str = "the output",
@@ -287,7 +288,8 @@ def run(model_dir: str, input_file: IO, output_file: IO, tokenize: bool = False,
     summary = Summary(documents=documents)
     bar = tqdm(unit="sent", disable=not progress, file=sys.stderr)
     try:
-        lines = sentences.read_lines(input_file, own_limits, tokenize, documents)
+        lines = sentences.read_lines(input_file, own_limits, text_lib.word_splitter(tokenize),
+                                     documents)
         for chunk in chunks(lines, chunk_lines):
             summary.lines += len(chunk)
             if on_error == "fail":

@@ -17,20 +17,17 @@ The SavedModel does all the work (tokenization, tagging, decoding, the bracketed
 this class checks sentences by the sentence contract (tetra_tf/sentences.py), batches
 them by length so that each batch is padded only to its own longest sentence, and owns the
 failure policy every way in shares: a refused sentence fails alone with its reason; a
-failure of the model itself raises `ModelError` at once.
+failure of the model itself raises `ModelError` at once. Its results (`ParseResult`,
+`Constituent`, `TextSentence`) are `tetra_tf.parse_record`'s, which reads them without
+TensorFlow.
 """
 
 from __future__ import annotations
 
-import bisect
 import collections
 import concurrent.futures
-import dataclasses
 import functools
-import html
 import itertools
-import json
-import math
 import numbers
 import re
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
@@ -40,17 +37,17 @@ from absl import logging
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the tokenizer's ops the SavedModel uses)
 
-from tetra_tf import cpu, export_format, packaged_models, parse_record, sentences
+from tetra_tf import cpu, export_format, packaged_models, sentences
 from tetra_tf import text as text_lib
 from tetra_tf.constraints import Constraints
 from tetra_tf import constraints as constraints_lib
+from tetra_tf.errors import ExportError, ModelError
+from tetra_tf.parse_record import Constituent, ParseResult, TextSentence
+from tetra_tf.sentences import SentenceError, SentenceLimits
 
 if TYPE_CHECKING:
     import nltk
-from tetra_tf.errors import ExportError, ModelError
-from tetra_tf.sentences import SentenceError, SentenceLimits
 
-from tetra_tf.bulk_options import DEFAULT_BATCH_SIZE  # (no TensorFlow there: the programs read it)
 # Model calls in flight at once. On a 2-core CPU, with TensorFlow's default pools, two
 # concurrent calls parsed 1.01-1.56x the sentences per second of one call using both cores
 # (TensorFlow's per-op threading gains little on one call's small matmuls); with the pools
@@ -58,187 +55,10 @@ from tetra_tf.bulk_options import DEFAULT_BATCH_SIZE  # (no TensorFlow there: th
 # as much again at batch 1 (docs/benchmarks.md, "Parser concurrency").
 DEFAULT_CONCURRENT_CALLS = 2
 
-__all__ = ["DEFAULT_BATCH_SIZE", "Constituent", "Constraints", "ModelError", "ParseResult",
-           "Parser", "TextSentence"]
+__all__ = ["Constraints", "ModelError", "Parser"]
 # Why parse_constrained found no tree for a sentence.
 _UNSATISFIABLE_DETAIL = ("no tree the model can build has every forced span (with its "
                          "label) and none of the forbidden ones")
-
-
-@dataclasses.dataclass(frozen=True)
-class Constituent:
-    """One constituent of a parse and how sure the model is of it.
-
-    Attributes:
-      label: its label (``NP``; each label of a unary chain is a constituent of its own).
-      start, end: its first and last word (0-based, inclusive).
-      probability: the posterior probability that the sentence has a constituent with
-        this label over these words, under the model's tag distribution restricted to
-        valid trees (`tetra_tf.marginals`).
-    """
-
-    label: str
-    start: int
-    end: int
-    probability: float
-
-
-@dataclasses.dataclass(frozen=True)
-class ParseResult:
-    """One sentence's parse: the SavedModel's tree string, its score and tags.
-
-    Attributes:
-      bracketed: the one-line tree, ``(TOP (S ...))``: the predicted POS tags on the
-        leaves, words with brackets PTB-escaped (`sentences.escape_leaf`).
-      score: log-probability of the chosen leaf and internal tags under the model (the
-        decoder's objective; ≤ 0, higher is more confident; POS tags not included).
-      pos_tags, leaf_tags: one per word.
-      internal_tags: one per fencepost between words (n − 1).
-      tree_probability: with ``marginals=True``, the probability of the tag sequence that
-        builds this tree among all valid ones (exp(score) over their sum): the tree's own,
-        unless another binarization of its n-ary nodes also has some (then a lower bound);
-        else None.
-      constituent_marginals: with ``marginals=True``, each constituent's probability, in
-        the order of `constituents`; else None.
-      k_best: with ``k_best=True``, the best trees (bracketed) and their scores, best
-        first (the first is `bracketed`; at most the export's K, fewer when the sentence
-        has fewer valid tag sequences; two tag sequences may give one tree); else None.
-      span_marginals: with ``span_marginals=p``, every labelled span (in the tree or
-        not) whose probability is at least p and above 0, by first word, then last word,
-        then label; else None.
-      words: the words the model read, as given (PTB tokens; None for a result made
-        without them).
-
-    A result shows itself as a drawing in Jupyter (`_repr_svg_`); `to_svg` gives the
-    drawing, `to_dict` and `to_json` the JSON object every way in writes
-    (`tetra_tf.parse_record`).
-
-    Example:
-        ```python
-        result = parser.parse_each([["Hello", "!"]])[0]
-        result.bracketed   # '(TOP (ADVP (INTJ (NN Hello)) (. !)))'
-        result.score       # -4.4551...
-        result.pos_tags    # ['RB', '.']
-        result.tree        # the same tree as an nltk.Tree
-        ```
-    """
-
-    bracketed: str
-    score: float
-    pos_tags: list[str]
-    leaf_tags: list[str]
-    internal_tags: list[str]
-    tree_probability: float | None = None
-    constituent_marginals: tuple[float, ...] | None = None
-    k_best: tuple[tuple[str, float], ...] | None = None
-    span_marginals: tuple[Constituent, ...] | None = None
-    words: tuple[str, ...] | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """The parse as a JSON object: words, pos_tags, tree, score, and the marginals,
-        spans or k best trees it was parsed with (fields: `tetra_tf.parse_record`)."""
-        return parse_record.result_fields(self)
-
-    def to_json(self) -> str:
-        """`to_dict` as one line of JSON (UTF-8 text, not ASCII-escaped)."""
-        return json.dumps(self.to_dict(), ensure_ascii=False)
-
-    def to_svg(self, words: Sequence[str] | None = None) -> str:
-        """The tree drawn as an SVG document (`tetra_tf.drawing.tree_svg`): each
-        constituent's probability as a number and a shade when parsed with marginals.
-
-        Args:
-          words: the words to write under the tree (default: `words`, else the tree's
-            leaves), e.g. as they were written in a raw text.
-        """
-        from tetra_tf import drawing  # pylint: disable=import-outside-toplevel
-
-        return drawing.tree_svg(self.bracketed, words if words is not None else self.words,
-                                self.constituent_marginals)
-
-    def _repr_svg_(self) -> str:
-        """Jupyter's drawing of the result."""
-        return self.to_svg()
-
-    @functools.cached_property
-    def constituents(self) -> list[Constituent] | None:
-        """Each bracket of the tree but the root's and the parts of speech', in the order
-        the tree string opens them, with its probability; None unless parsed with
-        ``marginals=True``. Read from the tree when first asked for."""
-        if self.constituent_marginals is None:
-            return None
-        spans = _preorder_spans(self.tree)
-        return [Constituent(label, start, end, probability) for (label, start, end),
-                probability in zip(spans, self.constituent_marginals, strict=True)]
-
-    @functools.cached_property
-    def tree(self) -> nltk.Tree:
-        """The tree as an nltk.Tree, read from `bracketed` when first asked for."""
-        # nltk is imported here, when a tree is first asked for: the programs that write
-        # bracketed strings (the CLI, Beam, Spark) start without it.
-        from tetra_tf import treebank  # pylint: disable=import-outside-toplevel
-
-        return treebank.parse_tree(self.bracketed)
-
-
-@dataclasses.dataclass(frozen=True)
-class TextSentence(text_lib.Sentence):
-    """One sentence of a raw text and its parse (`Parser.parse_text`).
-
-    Attributes:
-      start, end: its character offsets in the text (``text[start:end]``; the whitespace
-        after a sentence is its own).
-      tokens: its PTB tokens (`tetra_tf.text.Token`: word, start, end), with character
-        offsets in the whole text: ``text[token.start:token.end]`` is what was written.
-      result: its ParseResult (one leaf per token, in order), or the SentenceError that
-        refuses it (e.g. ``too_many_words``).
-      written: each token as it was written in the text (``text[token.start:token.end]``;
-        empty for a sentence made without its text).
-
-    A sentence shows itself in Jupyter (`_repr_html_`: its drawing with the words as
-    written, or its refusal); `to_svg` gives the drawing, `to_dict` and `to_json` the
-    JSON object (`tetra_tf.parse_record`).
-
-    Example:
-        ```python
-        sentence = parser.parse_text("He left (early).")[0]
-        sentence.words            # ['He', 'left', '-LRB-', 'early', '-RRB-', '.']
-        sentence.tokens[2]        # Token(word='-LRB-', start=8, end=9)
-        sentence.result.bracketed # '(TOP (S (NP (PRP He)) (VP (VBD left) ...'
-        ```
-    """
-
-    result: ParseResult | SentenceError
-    written: tuple[str, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        """The sentence as a JSON object: start, end, words, word_starts, word_ends, then
-        its parse's fields (`ParseResult.to_dict`) or its refusal's (reason, error)."""
-        return {parse_record.START: self.start, parse_record.END: self.end,
-                parse_record.WORDS: self.words,
-                parse_record.WORD_STARTS: [token.start for token in self.tokens],
-                parse_record.WORD_ENDS: [token.end for token in self.tokens],
-                **parse_record.outcome_fields(self.result)}
-
-    def to_json(self) -> str:
-        """`to_dict` as one line of JSON (UTF-8 text, not ASCII-escaped)."""
-        return json.dumps(self.to_dict(), ensure_ascii=False)
-
-    def to_svg(self) -> str:
-        """The sentence's tree drawn as SVG (`ParseResult.to_svg`), its words as written.
-
-        Raises:
-          SentenceError: the sentence was refused (it has no tree).
-        """
-        if isinstance(self.result, SentenceError):
-            raise self.result
-        return self.result.to_svg(self.written or None)
-
-    def _repr_html_(self) -> str:
-        """Jupyter's view: the drawing, or the refusal's reason (escaped)."""
-        if isinstance(self.result, SentenceError):
-            return f"<p>refused: {html.escape(str(self.result))}</p>"
-        return self.to_svg()
 
 
 class Parser:
@@ -382,7 +202,7 @@ class Parser:
         return self.parse_sents([words])[0]
 
     def parse_sents(self, word_lists: Sequence[Sequence[str]],
-                    batch_size: int = DEFAULT_BATCH_SIZE,
+                    batch_size: int = export_format.DEFAULT_BATCH_SIZE,
                     progress: Callable[[int], None] | None = None) -> list[nltk.Tree]:
         """Parses sentences in batches of similar length; returns trees in input order.
 
@@ -414,7 +234,7 @@ class Parser:
         return [result.tree for result in results]  # type: ignore[union-attr]
 
     def parse_each(self, word_lists: Sequence[Sequence[str]],
-                   batch_size: int = DEFAULT_BATCH_SIZE,
+                   batch_size: int = export_format.DEFAULT_BATCH_SIZE,
                    limits: SentenceLimits | None = None,
                    progress: Callable[[int], None] | None = None,
                    marginals: bool = False,
@@ -488,7 +308,7 @@ class Parser:
                                 constraints=constraints, min_span_probability=span_marginals)
 
     def parse_text(self, text: str, split_sentences: bool = True,
-                   batch_size: int = DEFAULT_BATCH_SIZE,
+                   batch_size: int = export_format.DEFAULT_BATCH_SIZE,
                    limits: SentenceLimits | None = None,
                    marginals: bool = False,
                    span_marginals: float | None = None,
@@ -530,7 +350,7 @@ class Parser:
                                 k_best=k_best)[0]
 
     def parse_texts(self, texts: Sequence[str], split_sentences: bool = True,
-                    batch_size: int = DEFAULT_BATCH_SIZE,
+                    batch_size: int = export_format.DEFAULT_BATCH_SIZE,
                     limits: SentenceLimits | None = None,
                     progress: Callable[[int], None] | None = None,
                     marginals: bool = False,
@@ -874,21 +694,6 @@ def _extra_signature(marginals: bool, k_best: bool, constrained: bool = False,
     if constrained:
         return export_format.PARSE_CONSTRAINED_SIGNATURE
     return export_format.PARSE_K_BEST_SIGNATURE if k_best else None
-
-
-def _preorder_spans(tree: nltk.Tree) -> list[tuple[str, int, int]]:
-    """(label, first word, last word) of each bracket but the root's and the parts of
-    speech', in the order the tree string opens them (preorder)."""
-    leaves = tree.treepositions("leaves")
-    spans = []
-    for position in tree.treepositions():
-        node = tree[position]
-        if not position or not hasattr(node, "label") or not hasattr(node[0], "label"):
-            continue  # the root, a word, or a part of speech
-        first = bisect.bisect_left(leaves, position)
-        last = bisect.bisect_left(leaves, position + (math.inf,)) - 1
-        spans.append((node.label(), first, last))
-    return spans
 
 
 def _decode(values: np.ndarray) -> list[str]:

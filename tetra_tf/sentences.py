@@ -355,14 +355,15 @@ def check_words(words: Any, limits: SentenceLimits = SentenceLimits()) -> list[s
 
 
 def text_to_words(text: str, limits: SentenceLimits = SentenceLimits(),
-                  tokenize: bool = False) -> list[str]:
+                  split: Callable[[str], list[str]] = split_words) -> list[str]:
     """One sentence given as text (a line, a request's string) → its words, checked.
 
     Args:
       text: the sentence.
       limits: the bounds to check against.
-      tokenize: the text is raw: split it into PTB tokens (`ptb_tokenize`) instead of on
-        whitespace.
+      split: how the text becomes words: on whitespace (`split_words`: PTB tokens already
+        split), or as raw text (`tetra_tf.text.ptb_tokenize`); `tetra_tf.text.word_splitter`
+        picks one for a --tokenize option.
 
     Returns:
       Its words.
@@ -373,11 +374,14 @@ def text_to_words(text: str, limits: SentenceLimits = SentenceLimits(),
 
     Example:
         ```python
-        text_to_words("It works .")                         # ['It', 'works', '.']
-        text_to_words("(It) works.", tokenize=True)         # ['-LRB-', 'It', '-RRB-', 'works', '.']
+        from tetra_tf import text as text_lib
+
+        text_to_words("It works .")                              # ['It', 'works', '.']
+        text_to_words("(It) works.", split=text_lib.ptb_tokenize)
+        # ['-LRB-', 'It', '-RRB-', 'works', '.']
         ```
     """
-    words = ptb_tokenize(text) if tokenize else split_words(text)
+    words = split(text)
     if not words:
         raise SentenceError(EMPTY, "no words (give one sentence per line)")
     _check_count(len(words), limits)
@@ -385,13 +389,13 @@ def text_to_words(text: str, limits: SentenceLimits = SentenceLimits(),
 
 
 def bytes_to_words(data: bytes, limits: SentenceLimits = SentenceLimits(),
-                   tokenize: bool = False) -> list[str]:
+                   split: Callable[[str], list[str]] = split_words) -> list[str]:
     """`text_to_words` on UTF-8 bytes (a server's decoded request string).
 
     Args:
       data: the sentence as UTF-8 bytes.
       limits: the bounds to check against.
-      tokenize: as for `text_to_words`.
+      split: as for `text_to_words`.
 
     Returns:
       Its words.
@@ -399,7 +403,7 @@ def bytes_to_words(data: bytes, limits: SentenceLimits = SentenceLimits(),
     Raises:
       SentenceError: NOT_UTF8, or as `text_to_words`.
     """
-    return text_to_words(decode_utf8(data), limits, tokenize)
+    return text_to_words(decode_utf8(data), limits, split)
 
 
 def decode_utf8(data: bytes) -> str:
@@ -459,30 +463,6 @@ def _describe(value: Any) -> str:
     return f"{type(value).__name__} {text if len(text) <= 40 else text[:37] + '...'}"
 
 
-def ptb_tokenize(text: str) -> list[str]:
-    """Splits one sentence of raw text into PTB tokens (`tetra_tf.text.tokenize`, the
-    tokenization every way in uses).
-
-    Brackets become -LRB-/-RRB-/-LSB-/..., straight and curly double quotes ``` `` ``` and
-    '', and the sentence-final period is split off.
-
-    Args:
-      text: raw text, one sentence.
-
-    Returns:
-      Its PTB tokens (none for blank text).
-
-    Example:
-        ```python
-        ptb_tokenize('He said "hi" (twice).')
-        # ['He', 'said', '``', 'hi', "''", '-LRB-', 'twice', '-RRB-', '.']
-        ```
-    """
-    from tetra_tf import text as text_lib  # pylint: disable=import-outside-toplevel  (it imports this)
-
-    return [token.word for token in text_lib.tokenize(text)]
-
-
 # --------------------------------------------------------------------------------------
 # Reading lines
 
@@ -521,7 +501,8 @@ def _is_damage(error: BaseException) -> bool:
 
 
 def read_lines(input_file: IO, limits: SentenceLimits = SentenceLimits(),
-               tokenize: bool = False, documents: bool = False) -> Iterator[Line]:
+               split: Callable[[str], list[str]] = split_words,
+               documents: bool = False) -> Iterator[Line]:
     """Yields the input's lines one at a time, each with its words or its SentenceError.
 
     input_file is a binary stream (UTF-8 bytes; decoded line by line, so that a bad byte
@@ -534,7 +515,7 @@ def read_lines(input_file: IO, limits: SentenceLimits = SentenceLimits(),
     Args:
       input_file: the input, binary or text.
       limits: the bounds each line is checked against (max_line_bytes, max_words, ...).
-      tokenize: each line is raw text: split it into PTB tokens (`ptb_tokenize`).
+      split: how a line becomes words, as for `text_to_words` (on whitespace by default).
       documents: each line is a document of raw text: its Line holds the decoded `text`
         (words None) for the caller to split into sentences; a blank line is a document
         without sentences, not an error.
@@ -600,7 +581,7 @@ def read_lines(input_file: IO, limits: SentenceLimits = SentenceLimits(),
                 if documents:
                     yield Line(number, None, text=text)
                 else:
-                    yield Line(number, text_to_words(text, limits, tokenize))
+                    yield Line(number, text_to_words(text, limits, split))
             except SentenceError as e:
                 yield Line(number, None, e)
     except _Damaged as damaged:

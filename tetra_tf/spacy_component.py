@@ -150,7 +150,7 @@ from tetra_tf import export_format, sentences
 from tetra_tf import text as text_lib
 
 if TYPE_CHECKING:
-    from tetra_tf.parser import Constituent
+    from tetra_tf.parse_record import Constituent
 
 DATA_ATTRIBUTE = "tetra_tf"
 """The Doc extension holding the parse as plain lists (`doc._.tetra_tf`)."""
@@ -268,7 +268,7 @@ class TetraTfComponent:
                 tetra_tf.export`'s `--export_dir`); None: the packaged default model
                 (`tetra_tf.packaged_models.DEFAULT_MODEL`).
             batch_size: sentences per call of the model (None:
-                `tetra_tf.bulk_options.DEFAULT_BATCH_SIZE`).
+                `tetra_tf.export_format.DEFAULT_BATCH_SIZE`).
             disable_tagger: leave `token.tag_` alone instead of writing the parser's POS
                 tags into it (benepar's option).
             marginals: also set `Span._.constituent_probability` and
@@ -281,11 +281,10 @@ class TetraTfComponent:
             ValueError: batch_size is not positive, or span_marginals is no probability.
             tetra_tf.errors.ExportError: model_dir holds no usable export.
         """
-        from tetra_tf.bulk_options import DEFAULT_BATCH_SIZE  # pylint: disable=C0415
         from tetra_tf.parser import Parser  # pylint: disable=import-outside-toplevel
 
         if batch_size is None:
-            batch_size = DEFAULT_BATCH_SIZE
+            batch_size = export_format.DEFAULT_BATCH_SIZE
         if batch_size < 1:
             raise ValueError(f"tetra_tf: batch_size must be positive, got {batch_size}")
         if span_marginals is not None:
@@ -778,7 +777,7 @@ def get_constituent_probability(span: Span) -> float | None:
     Returns:
         With the component's `marginals`, the probability of the span's constituent:
         that of its outermost label (`_.labels[0]`) over its words, under the model
-        (`tetra_tf.parser.Constituent`). None without marginals, for a word without a
+        (`tetra_tf.parse_record.Constituent`). None without marginals, for a word without a
         label, a sentence's `TOP` root, a span with no parse and a span that is no
         constituent (never raises NonConstituentError).
 

@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import io
 import itertools
+import logging
 import os
 import socket
 import sys
@@ -59,7 +60,8 @@ import warnings
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
 from tetra_tf import bulk_options, cpu, export_format, packaged_models, parse_record, sentences
-from tetra_tf.bulk_options import DEFAULT_BATCH_SIZE
+from tetra_tf import text as text_lib
+from tetra_tf.export_format import DEFAULT_BATCH_SIZE
 
 if TYPE_CHECKING:  # pyspark and TensorFlow are imported where they are used
     import pyarrow as pa
@@ -101,6 +103,35 @@ DOCUMENTS_SCHEMA = ("file string, line long, sentence_number long, start long, `
                     "sentence string, reason string, error string")
 """The schema of `read_files(documents=True)`' rows: one per sentence of each line (a line
 the reader refuses: one row, its sentence_number, start and end null)."""
+
+# Each Python worker logs its loads on its stderr (the executor's log), as
+# "tetra_tf.spark: MESSAGE" (`_log_on_stderr`).
+_log = logging.getLogger(__name__)
+
+
+class _StderrHandler(logging.StreamHandler):
+    """Writes "LOGGER: MESSAGE" to sys.stderr as it is when a record comes."""
+
+    def __init__(self):
+        super().__init__()
+        self.setFormatter(logging.Formatter("%(name)s: %(message)s"))
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value):
+        pass  # always the current sys.stderr
+
+
+def _log_on_stderr() -> None:
+    """Gives this module's log a stderr handler at INFO where nothing would handle its
+    records (a Spark Python worker configures no logging); else leaves logging alone."""
+    if not _log.hasHandlers():
+        _log.addHandler(_StderrHandler())
+        _log.setLevel(logging.INFO)
+
 
 # This Python worker's parsers by model directory; the threads loading one ahead of the
 # parse (`warm_workers`); the loads not yet added to a `loads` accumulator.
@@ -198,9 +229,10 @@ def _load(model_dir: str, cores: int | None, ahead: bool) -> None:
     seconds = time.perf_counter() - start
     host, pid = socket.gethostname(), os.getpid()
     _unreported_loads.setdefault(model_dir, []).append((host, pid, seconds))
-    print(f"tetra_tf.spark: loaded the parser from {model_dir} in {seconds:.1f} s (host {host}, "
-          f"process {pid}; {_cores_text(cores, sized)}"
-          f"{'; ahead of the parse' if ahead else ''})", file=sys.stderr, flush=True)
+    _log_on_stderr()
+    _log.info("loaded the parser from %s in %.1f s (host %s, process %d; %s%s)", model_dir,
+              seconds, host, pid, _cores_text(cores, sized),
+              "; ahead of the parse" if ahead else "")
 
 
 def _cores_text(cores: int | None, sized: bool) -> str:
@@ -218,7 +250,7 @@ def get_parser(model_dir: str, loads: "Accumulator | None" = None) -> "Parser":
     once per worker process. Inside a Spark task, TensorFlow's threads and the parser's
     concurrent model calls are sized to the task's cores (see `cpu.share_cores`); elsewhere
     the parser's defaults apply. A load `warm_workers` began is waited for. Each load is
-    reported on stderr.
+    logged (on the worker's stderr where its logging is not configured).
 
     Args:
       model_dir: the export's directory; the cache's key (the same export under another
@@ -250,9 +282,9 @@ def _load_ahead(model_dir: str, cores: int | None) -> None:
             try:
                 _load(model_dir, cores, ahead=True)
             except Exception as e:  # pylint: disable=broad-except
-                print(f"tetra_tf.spark: loading the parser from {model_dir} ahead of the parse "
-                      f"failed ({type(e).__name__}: {e}); the parse will load it",
-                      file=sys.stderr, flush=True)
+                _log_on_stderr()
+                _log.warning("loading the parser from %s ahead of the parse failed (%s: %s); "
+                             "the parse will load it", model_dir, type(e).__name__, e)
 
 
 class _StartLoading:
@@ -338,7 +370,7 @@ def parse_texts(parser: "Parser", texts: Sequence[str | None],
       batch_size: most sentences per model call (default `DEFAULT_BATCH_SIZE`, 64).
       max_words: a text of more words is refused (``too_many_words``); 0 (the default):
         only the export's own limit (``too_many_pieces``).
-      tokenize: each text is raw: split it into PTB tokens (`sentences.ptb_tokenize`)
+      tokenize: each text is raw: split it into PTB tokens (`tetra_tf.text.ptb_tokenize`)
         instead of on whitespace. Default False.
       marginals: parse with `Parser.parse_each(marginals=True)` and give each parsed text
         its marginals too. Default False.
@@ -377,6 +409,7 @@ def parse_texts(parser: "Parser", texts: Sequence[str | None],
         ```
     """
     limits = parser.sentence_limits.lowered(max_words=max_words)
+    split = text_lib.word_splitter(tokenize)
     results: list[Any] = [None] * len(texts)
     todo: list[int] = []
     words: list[list[str]] = []
@@ -385,7 +418,7 @@ def parse_texts(parser: "Parser", texts: Sequence[str | None],
             results[index] = sentences.SentenceError(sentences.EMPTY, "no text (null)")
             continue
         try:
-            words.append(sentences.text_to_words(text, limits, tokenize))
+            words.append(sentences.text_to_words(text, limits, split))
             todo.append(index)
         except sentences.SentenceError as e:
             results[index] = e
@@ -491,7 +524,7 @@ def parse_column(df: "DataFrame", model_dir: str | None = None, text_column: str
       batch_size: most sentences per model call (default `DEFAULT_BATCH_SIZE`, 64).
       max_words: a sentence of more words is refused (``too_many_words``); 0 (the default):
         only the export's limit (``too_many_pieces``).
-      tokenize: the texts are raw: split them into PTB tokens (`sentences.ptb_tokenize`)
+      tokenize: the texts are raw: split them into PTB tokens (`tetra_tf.text.ptb_tokenize`)
         instead of on whitespace. Default False.
       loads: a `loads_accumulator`, to count the model loads; None (the default): not
         counted.
@@ -582,7 +615,8 @@ class _ReadFile:
     def __call__(self, item: tuple[str, bytes]) -> Iterator[tuple]:
         path, data = item
         stream = sentences.decompressed(io.BytesIO(data), path)
-        for line in sentences.read_lines(stream, self.limits, self.tokenize, self.documents):
+        split = text_lib.word_splitter(self.tokenize)
+        for line in sentences.read_lines(stream, self.limits, split, self.documents):
             if line.error is not None:
                 place = (None, None, None) if self.documents else ()
                 yield (path, line.number, *place, None, line.error.reason, line.error.detail)
@@ -593,8 +627,6 @@ class _ReadFile:
 
     def _document(self, path: str, line: sentences.Line) -> Iterator[tuple]:
         """A document line's sentences, each checked as a line of words is."""
-        from tetra_tf import text as text_lib  # pylint: disable=import-outside-toplevel
-
         checked = text_lib.checked_document(line.text, self.limits)
         for index, (sentence, error) in enumerate(checked, start=1):
             place = (path, line.number, index, sentence.start, sentence.end)
@@ -622,7 +654,7 @@ def read_files(session: "SparkSession", paths: Sequence[str], max_words: int = 0
         limit here (the export's is applied by `parse_column`).
       max_line_bytes: a line of more bytes is refused (``too_long``) without being held
         whole; default `sentences.DEFAULT_MAX_LINE_BYTES` (1 MiB).
-      tokenize: each line is raw text: split it into PTB tokens (`sentences.ptb_tokenize`);
+      tokenize: each line is raw text: split it into PTB tokens (`tetra_tf.text.ptb_tokenize`);
         the ``sentence`` column then holds the tokens. Default False.
       partitions: the lines are spread over this many partitions (0, the default: 4 per
         core of ``defaultParallelism``).
@@ -733,185 +765,3 @@ def write_ordered(results: "DataFrame", folder: str, files: Sequence[str]) -> li
         if file not in written:
             writer.write(file, [])
     return sorted(set(files) | written)
-
-
-# --------------------------------------------------------------------------------------
-# A standalone cluster on this machine (for trying the CLI, the tests and bench/spark.py)
-
-
-class LocalCluster:
-    """A Spark standalone master and `workers` workers on 127.0.0.1, each a separate JVM
-    started with pyspark's bundled ``spark-class`` in its own process group; `stop` ends
-    those groups (the workers' executors and Python workers with them).
-
-    For trying the CLI, the tests and bench/spark.py on one machine; needs pyspark and a
-    Java runtime. A context manager: leaving the ``with`` block calls `stop`.
-
-    Example:
-        ```python
-        from pyspark.sql import SparkSession
-        from tetra_tf import spark as tetra_spark
-
-        with tetra_spark.LocalCluster("/tmp/cluster", workers=2, cores=1) as cluster:
-            session = SparkSession.builder.master(cluster.url).getOrCreate()
-            ...
-        ```
-
-    Attributes:
-      url: the master's URL (spark://127.0.0.1:PORT).
-      work_dir: the workers' folder: app-*/N/stderr holds each executor's (and its Python
-        workers') stderr.
-      pids: the started processes' ids.
-    """
-
-    def __init__(self, root: str, workers: int = 2, cores: int = 1, memory: str = "2g",
-                 timeout: float = 120, env: dict[str, str] | None = None,
-                 wait: bool = True):
-        """Starts the master; with wait, also `wait` (else the caller calls it later).
-
-        Args:
-          root: a folder for the cluster's files (made if missing): each process's log
-            (``master.log``, ``workerN.log``), Spark's logs and the workers' work_dir.
-          workers: how many workers to start (default 2).
-          cores: cores each worker offers (default 1).
-          memory: memory each worker offers, in Spark's notation (default ``"2g"``).
-          timeout: seconds each process may take to come up (default 120).
-          env: variables added to the processes' environment (e.g. PYTHONPATH), over
-            os.environ and the ones set here (SPARK_HOME, SPARK_LOCAL_IP, PYSPARK_PYTHON, ...).
-          wait: also wait for the master, start the workers and wait for them (`wait`) before
-            returning (default True); False lets the caller do other work first.
-
-        Raises:
-          RuntimeError: with wait, as `wait`.
-        """
-        import subprocess  # pylint: disable=import-outside-toplevel
-
-        import pyspark  # pylint: disable=import-outside-toplevel
-
-        self._subprocess = subprocess
-        self.root, self.timeout = root, timeout
-        os.makedirs(root, exist_ok=True)
-        self._processes: list[Any] = []
-        self._pids: list[int] = []
-        self._logs: list[str] = []
-        spark_home = os.path.dirname(pyspark.__file__)
-        self._spark_class = os.path.join(spark_home, "bin", "spark-class")
-        self.work_dir = os.path.join(root, "work")
-        self._env = dict(os.environ, SPARK_HOME=spark_home, SPARK_LOCAL_IP="127.0.0.1",
-                         PYSPARK_PYTHON=sys.executable, TF_CPP_MIN_LOG_LEVEL="3",
-                         SPARK_LOG_DIR=os.path.join(root, "logs"), **(env or {}))
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
-        self.url = f"spark://127.0.0.1:{port}"
-        self._port, self._workers, self._cores, self._memory = port, workers, cores, memory
-        self._start("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                    "--port", str(port), "--webui-port", "0")
-        if wait:
-            self.wait()
-
-    def wait(self) -> None:
-        """Waits for the master, starts the workers, waits for them to register.
-
-        Call it once, after the constructor with ``wait=False``.
-
-        Raises:
-          RuntimeError: a process exited or did not come up within the timeout (the
-            cluster is stopped).
-        """
-        try:
-            self._wait(0, "I have been elected leader")
-            for i in range(self._workers):
-                self._start(f"worker{i}", "org.apache.spark.deploy.worker.Worker", self.url,
-                            "--host", "127.0.0.1", "--cores", str(self._cores), "--memory",
-                            self._memory, "--webui-port", "0", "--work-dir", self.work_dir)
-            for i in range(self._workers):
-                self._wait(1 + i, "Successfully registered with master")
-        except BaseException:
-            self.stop()
-            raise
-
-    @property
-    def pids(self) -> list[int]:
-        """The started processes' ids (master first, then the workers), each its own process
-        group's leader."""
-        return list(self._pids)
-
-    def _start(self, name: str, *args: str) -> None:
-        log = os.path.join(self.root, f"{name}.log")
-        with open(log, "wb") as out:
-            self._processes.append(self._subprocess.Popen(
-                [self._spark_class, *args], stdout=out, stderr=self._subprocess.STDOUT,
-                env=self._env, start_new_session=True))
-        self._pids.append(self._processes[-1].pid)
-        self._logs.append(log)
-
-    def _wait(self, index: int, text: str) -> None:
-        deadline = time.monotonic() + self.timeout
-        while time.monotonic() < deadline:
-            with open(self._logs[index], encoding="utf-8", errors="replace") as f:
-                if text in f.read():
-                    return
-            if self._processes[index].poll() is not None:
-                break
-            time.sleep(0.25)
-        with open(self._logs[index], encoding="utf-8", errors="replace") as f:
-            tail = " | ".join(f.read().strip().splitlines()[-5:])
-        raise RuntimeError(f"{os.path.basename(self._logs[index])}: no {text!r} within "
-                           f"{self.timeout:.0f} s: {tail[-1500:]}")
-
-    def stop(self) -> None:
-        """Ends each started process group (the JVM, its executors and their Python workers):
-        SIGTERM, then SIGKILL for what is left after 20 s.
-
-        Safe to call more than once (a later call has nothing to end).
-        """
-        import signal  # pylint: disable=import-outside-toplevel
-
-        groups = [process.pid for process in reversed(self._processes)]
-        for group in groups:
-            _signal_group(group, signal.SIGTERM)
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            for process in self._processes:
-                process.poll()  # reaps a leader that exited (a zombie still counts)
-            if not any(_signal_group(group, 0) for group in groups):
-                break
-            time.sleep(0.2)
-        for group in groups:
-            _signal_group(group, signal.SIGKILL)
-        for process in self._processes:
-            process.wait(timeout=10)
-        self._processes.clear()
-
-    def worker_stderr(self) -> str:
-        """The executors' stderr logs, concatenated: where the Python workers' messages go.
-
-        Returns:
-          The text of every ``work_dir/app-*/*/stderr``, in path order ("" if none), e.g.
-          to find `get_parser`'s "loaded the parser" lines.
-        """
-        import glob  # pylint: disable=import-outside-toplevel
-
-        text = ""
-        for path in sorted(glob.glob(os.path.join(self.work_dir, "app-*", "*", "stderr"))):
-            with open(path, encoding="utf-8", errors="replace") as f:
-                text += f.read()
-        return text
-
-    def __enter__(self) -> "LocalCluster":
-        """Returns the cluster itself."""
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        """Stops the cluster (`stop`); an exception is not suppressed."""
-        self.stop()
-
-
-def _signal_group(group: int, signal_number: int) -> bool:
-    """Sends a signal to a process group; whether it still had a process."""
-    try:
-        os.killpg(group, signal_number)
-        return True
-    except ProcessLookupError:
-        return False

@@ -178,7 +178,7 @@ def check_paths(spark, inputs: list[str], outputs: list[str], overwrite: bool) -
 def run(spark, model_dir: str, inputs: list[str], output: str, output_format: str = "parquet",
         ordered: bool = False, tokenize: bool = False, max_words: int = 0,
         max_line_bytes: int = sentences.DEFAULT_MAX_LINE_BYTES,
-        batch_size: int = bulk_options.DEFAULT_BATCH_SIZE,
+        batch_size: int = export_format.DEFAULT_BATCH_SIZE,
         partitions: int = 0, overwrite: bool = False, documents: bool = False,
         marginals: bool = False, span_marginals: float | None = None) -> dict:
     """Reads, parses and writes (see the module doc); returns a summary: rows (lines, or

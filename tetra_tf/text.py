@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from tetra_tf import sentences
 
@@ -224,6 +224,31 @@ def tokenize(text: str) -> list[Token]:
         ends.append(piece.end() - markers)
     return [Token(word, start, end)
             for word, start, end in zip(ptb_words(surfaces, starts, ends), starts, ends)]
+
+
+def ptb_tokenize(text: str) -> list[str]:
+    """One sentence of raw text → its PTB tokens (`tokenize`'s words, without offsets).
+
+    Args:
+      text: raw text, one sentence.
+
+    Returns:
+      Its PTB tokens (none for blank text).
+
+    Example:
+        ```python
+        ptb_tokenize('He said "hi" (twice).')
+        # ['He', 'said', '``', 'hi', "''", '-LRB-', 'twice', '-RRB-', '.']
+        ```
+    """
+    return [token.word for token in tokenize(text)]
+
+
+def word_splitter(tokenize_text: bool) -> Callable[[str], list[str]]:
+    """How a line becomes words, for `sentences.read_lines` and `sentences.text_to_words`:
+    raw text split into PTB tokens (`ptb_tokenize`, the bulk programs' --tokenize), or PTB
+    tokens already separated by whitespace (`sentences.split_words`)."""
+    return ptb_tokenize if tokenize_text else sentences.split_words
 
 
 def split_sentences(text: str) -> list[tuple[int, int]]:

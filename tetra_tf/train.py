@@ -29,10 +29,7 @@ import tempfile
 import time
 from typing import Callable, Iterator
 
-from tetra_tf import extras
-
-extras.require("train", "python -m tetra_tf.train" if __name__ == "__main__" else None)
-
+from tetra_tf import train_extra  # noqa: F401  (first: the [train] extra, Keras 2)
 
 from absl import flags, logging
 import nltk
@@ -44,6 +41,7 @@ from tqdm import tqdm
 from tetra_tf import (cli, decoding, encoders, input_pipeline, model_card, records,
                       scoring)
 from tetra_tf import model_dir as model_dir_lib
+from tetra_tf.errors import InputError
 from tetra_tf.model import ENCODER_INPUTS, HeadsConfig, TetraTagger, tagging_loss_terms
 from tetra_tf.model_dir import TaggerSpec, build_tagger
 from tetra_tf.tags import TagVocabularies, tags_to_tree
@@ -51,8 +49,8 @@ from tetra_tf.tokenization import SubwordTokenizer
 
 MODEL_INPUTS = ENCODER_INPUTS + ("word_end_positions",)
 
-
-UsageError = cli.UsageError  # the one usage error of every program (exit code 2)
+# The library's parameters that the program's flags of other names give (cli.run).
+FLAG_NAMES = {"data_dir": "evaluate"}
 
 
 @dataclasses.dataclass
@@ -110,7 +108,8 @@ def get_strategy(tpu: str | None, strategy: str) -> tf.distribute.Strategy:
         return tf.distribute.MirroredStrategy()
     if strategy == "multi_worker":
         return tf.distribute.MultiWorkerMirroredStrategy()
-    raise UsageError(f"unknown --strategy {strategy!r}: use default, mirrored or multi_worker")
+    raise InputError(f"unknown strategy {strategy!r}: use default, mirrored or multi_worker",
+                     ["strategy"])
 
 
 KEEP_CHOICES = ("best", "last")
@@ -129,24 +128,24 @@ def effective_warmup_steps(warmup_steps: int, total_steps: int) -> int:
 def plan_warmup(config: TrainingConfig, total_steps: int) -> int:
     """Checks that the run's learning rates can move the weights; returns the warmup steps.
 
-    Raises UsageError when nothing would be learned (negative or only zero peaks, fewer
+    Raises InputError when nothing would be learned (negative or only zero peaks, fewer
     than 2 steps: the schedule's last step has rate 0) or the warmup is negative; says on
     stderr when the warmup is shortened or one part of the model stays frozen.
     """
-    for flag, peak in (("--learning_rate", config.learning_rate),
-                       ("--head_learning_rate", config.head_learning_rate)):
+    for name, peak in (("learning_rate", config.learning_rate),
+                       ("head_learning_rate", config.head_learning_rate)):
         if not peak >= 0.0:  # Also catches NaN.
-            raise UsageError(f"{flag}={peak}: a peak learning rate must be >= 0")
+            raise InputError(f"{name}={peak}: a peak learning rate must be >= 0", [name])
     if config.warmup_steps < 0:
-        raise UsageError(f"--warmup_steps={config.warmup_steps}: must be >= 0")
+        raise InputError(f"warmup_steps={config.warmup_steps}: must be >= 0", ["warmup_steps"])
     if config.learning_rate == 0.0 and config.head_learning_rate == 0.0:
-        raise UsageError("--learning_rate and --head_learning_rate are both 0: "
-                         "nothing would be learned")
+        raise InputError("learning_rate and head_learning_rate are both 0: nothing would be "
+                         "learned", ["learning_rate", "head_learning_rate"])
     if total_steps < MIN_TRAINING_STEPS:
-        raise UsageError(
-            f"--epochs={config.epochs} makes {max(total_steps, 0)} training step(s) of "
+        raise InputError(
+            f"epochs={config.epochs} makes {max(total_steps, 0)} training step(s) of "
             f"{config.batch_size} sentences: at least {MIN_TRAINING_STEPS} are needed, as the "
-            "learning rate decays to 0 at a run's last step")
+            "learning rate decays to 0 at a run's last step", ["epochs"])
     for what, flag, peak in (("encoder weights", "--learning_rate", config.learning_rate),
                              ("tag head weights", "--head_learning_rate",
                               config.head_learning_rate)):
@@ -416,31 +415,32 @@ def load_training_data(data_dir: str | list[str], vocabs: TagVocabularies,
                        what: str, teacher_log_probs: bool = False):
     """Reads, tokenizes and checks one data directory (or several, as one data set);
     returns (cached dataset, summary). With `teacher_log_probs`, the examples also hold
-    their teacher's log-probabilities (records written by tetra_tf.distillation)."""
+    their teacher's log-probabilities (records written by tetra_tf.distillation). `what`
+    names the data in errors: the caller's parameter that gave it (e.g. train_data)."""
     sizes = records.tag_vocabulary_sizes(vocabs)
     if teacher_log_probs:
         for directory in split_data_dirs(data_dir):
             if not records.has_teacher_log_probs(directory):
-                raise UsageError(f"{what}: {directory} holds no teacher log-probabilities "
-                                 "(write them with python -m tetra_tf.distillation)")
+                raise InputError(f"{what}: {directory} holds no teacher log-probabilities "
+                                 "(write them with python -m tetra_tf.distillation)", [what])
     try:
         tokenized = input_pipeline.tokenize_examples(
             input_pipeline.read_examples(data_dir, sizes if teacher_log_probs else None),
             tokenizer).cache()
         summary = input_pipeline.summarize(tokenized, config)
     except FileNotFoundError as e:
-        raise UsageError(f"{what}: {e}") from None
+        raise InputError(f"{what}: {e}", [what]) from None
     except tf.errors.DataLossError as e:
-        raise UsageError(f"{what}: {_names(data_dir)} holds a corrupt TFRecord file "
-                         f"({e.message})") from None
+        raise InputError(f"{what}: {_names(data_dir)} holds a corrupt TFRecord file "
+                         f"({e.message})", [what]) from None
     if summary.num_examples == 0:
-        raise UsageError(f"{what}: {_names(data_dir)} holds no examples")
+        raise InputError(f"{what}: {_names(data_dir)} holds no examples", [what])
     for key, size in sizes.items():
         if summary.max_tag_ids[key] >= size:
-            raise UsageError(
+            raise InputError(
                 f"{what}: {_names(data_dir)} has {key} up to {summary.max_tag_ids[key]}, "
                 f"beyond the vocabulary's {size} tags: the records were converted with "
-                "another vocabulary")
+                "another vocabulary", [what])
     return tokenized, summary
 
 
@@ -449,7 +449,7 @@ def _names(data_dir: str | list[str]) -> str:
 
 
 def split_data_dirs(train_data: str | list[str]) -> list[str]:
-    """--train_data's directories: one, or several joined by commas (e.g. train,dev for a
+    """train_data's directories: one, or several joined by commas (e.g. train,dev for a
     final fit on both)."""
     dirs = train_data.split(",") if isinstance(train_data, str) else list(train_data)
     return [d for d in dirs if d]
@@ -461,9 +461,10 @@ def check_same_vocabulary(data_dir: str, vocabs: TagVocabularies, what: str) -> 
     except FileNotFoundError:
         return  # Records without vocabulary files: the id range check still applies.
     if other != vocabs:
-        raise UsageError(
+        raise InputError(
             f"{what}: {data_dir} was converted with another tag vocabulary than the model's; "
-            "convert it again with tools/convert_ptb.py --vocab_from=<training data dir>")
+            "convert it again with tools/convert_ptb.py --vocab_from=<training data dir>",
+            [what])
 
 
 # What a resumed run may change: how long it runs, what it keeps and how it computes, not
@@ -499,19 +500,19 @@ def check_resumed_recipe(model_dir: str, spec: TaggerSpec, config: TrainingConfi
     one."""
     for name in ("mixed_layers", "internal_uses_next_word"):  # the model's shape
         if getattr(spec.heads, name) != getattr(config, name):
-            raise UsageError(f"{model_dir} was trained with --{name}="
+            raise InputError(f"{model_dir} was trained with {name}="
                              f"{getattr(spec.heads, name)}: resume with the same, or use a "
-                             "new --model_dir")
+                             "new model_dir", [name, "model_dir"])
     began = recipe_began_with(model_dir)
     if began is None:
         return
     changed = [name for name, value in dataclasses.asdict(config).items()
                if name not in RESUMABLE_CHANGES and began.get(name, value) != value]
     if changed:
-        then = " ".join(f"--{name}={began[name]}" for name in changed)
-        now = " ".join(f"--{name}={getattr(config, name)}" for name in changed)
-        raise UsageError(f"{model_dir} was trained with {then} (this run: {now}): resume "
-                         "with the same, or use a new --model_dir")
+        then = " ".join(f"{name}={began[name]}" for name in changed)
+        now = " ".join(f"{name}={getattr(config, name)}" for name in changed)
+        raise InputError(f"{model_dir} was trained with {then} (this run: {now}): resume "
+                         "with the same, or use a new model_dir", [*changed, "model_dir"])
 
 
 def prepare_model_dir(model_dir: str, train_data: str, encoder_path: str | None,
@@ -529,9 +530,9 @@ def prepare_model_dir(model_dir: str, train_data: str, encoder_path: str | None,
     if os.path.isfile(os.path.join(model_dir, model_dir_lib.CONFIG_FILE)):
         saved = TagVocabularies.load(vocab_dir)
         if saved != vocabs:
-            raise UsageError(
+            raise InputError(
                 f"{model_dir} holds a model trained with another tag vocabulary than "
-                f"{train_data}'s; use a new --model_dir")
+                f"{train_data}'s; use a new model_dir", ["model_dir"])
         # A run killed before its first checkpoint left nothing to resume: start afresh
         # from the pretrained encoder (not from the random weights of the saved config).
         if tf.train.latest_checkpoint(
@@ -542,8 +543,8 @@ def prepare_model_dir(model_dir: str, train_data: str, encoder_path: str | None,
     pretrained = encoders.load_pretrained_encoder(encoder_path)
     heads = heads_config(vocabs, config)
     if config.mixed_layers > pretrained.config.num_layers:
-        raise UsageError(f"--mixed_layers={config.mixed_layers}: the encoder has only "
-                         f"{pretrained.config.num_layers} layers")
+        raise InputError(f"mixed_layers={config.mixed_layers}: the encoder has only "
+                         f"{pretrained.config.num_layers} layers", ["mixed_layers"])
     spec = TaggerSpec(pretrained.config, heads, config.max_stack_depth)
     if not write:
         return vocabs, spec, pretrained
@@ -577,30 +578,12 @@ def train(train_data: str | list[str], dev_data: str | None, model_dir: str,
     """
     train_dirs = split_data_dirs(train_data)
     if not train_dirs:
-        raise UsageError("--train_data is empty")
+        raise InputError("train_data is empty", ["train_data"])
     for directory in train_dirs:
         if not os.path.isdir(directory):
-            raise UsageError(f"--train_data: {directory} is not a directory (make one with "
-                             "tools/convert_ptb.py)")
-    if config.keep not in KEEP_CHOICES:
-        raise UsageError(f"--keep={config.keep}: use one of {', '.join(KEEP_CHOICES)}")
-    if not 0.0 <= config.ema_decay < 1.0:
-        raise UsageError(f"--ema_decay={config.ema_decay}: must be in [0, 1) (0: no average)")
-    if not 0.0 <= config.distillation_weight <= 1.0:
-        raise UsageError(f"--distillation_weight={config.distillation_weight}: must be in "
-                         "[0, 1] (0: gold tags alone)")
-    if not 0.0 <= config.label_smoothing < 1.0:
-        raise UsageError(f"--label_smoothing={config.label_smoothing}: must be in [0, 1) "
-                         "(0: one-hot gold tags)")
-    if config.pos_loss_weight < 0.0:
-        raise UsageError(f"--pos_loss_weight={config.pos_loss_weight}: must be >= 0 (0: no "
-                         "POS loss, 1: as much as each tag head's)")
-    if config.mixed_layers < 1:
-        raise UsageError(f"--mixed_layers={config.mixed_layers}: must be >= 1 (1: the last "
-                         "layer alone)")
-    if not 0.0 < config.layer_decay <= 1.0:
-        raise UsageError(f"--layer_decay={config.layer_decay}: must be in (0, 1] (1: one "
-                         "learning rate for the whole encoder)")
+            raise InputError(f"train_data: {directory} is not a directory (make one with "
+                             "tools/convert_ptb.py)", ["train_data"])
+    _check_recipe(config)
     # XLA compiles, and TPUs need, one program per shape: keep batch shapes static there.
     static_shapes = config.jit_compile or isinstance(strategy, tf.distribute.TPUStrategy)
     input_config = dataclasses.replace(input_config or input_pipeline.InputConfig(),
@@ -619,6 +602,29 @@ def train(train_data: str | list[str], dev_data: str | None, model_dir: str,
                           start_step))
     finally:
         tf_keras.mixed_precision.set_global_policy(previous_policy)
+
+
+# The recipe's values that train() refuses: field → (the values it takes, what to say).
+_RECIPE_RANGES = {
+    "ema_decay": (lambda v: 0.0 <= v < 1.0, "must be in [0, 1) (0: no average)"),
+    "distillation_weight": (lambda v: 0.0 <= v <= 1.0, "must be in [0, 1] (0: gold tags alone)"),
+    "label_smoothing": (lambda v: 0.0 <= v < 1.0, "must be in [0, 1) (0: one-hot gold tags)"),
+    "pos_loss_weight": (lambda v: v >= 0.0,
+                        "must be >= 0 (0: no POS loss, 1: as much as each tag head's)"),
+    "mixed_layers": (lambda v: v >= 1, "must be >= 1 (1: the last layer alone)"),
+    "layer_decay": (lambda v: 0.0 < v <= 1.0,
+                    "must be in (0, 1] (1: one learning rate for the whole encoder)"),
+}
+
+
+def _check_recipe(config: TrainingConfig) -> None:
+    """Raises InputError naming the first field of the recipe out of its range."""
+    if config.keep not in KEEP_CHOICES:
+        raise InputError(f"keep={config.keep}: use one of {', '.join(KEEP_CHOICES)}", ["keep"])
+    for name, (allowed, rule) in _RECIPE_RANGES.items():
+        value = getattr(config, name)
+        if not allowed(value):
+            raise InputError(f"{name}={value}: {rule}", [name])
 
 
 @dataclasses.dataclass
@@ -644,27 +650,28 @@ def _prepare_run(train_dirs, dev_data, model_dir, config, strategy, encoder_path
         vocabs, spec, pretrained = prepare_model_dir(
             model_dir, train_dirs[0], encoder_path, config, write=is_chief(strategy))
     for directory in train_dirs:
-        check_same_vocabulary(directory, vocabs, "--train_data")
+        check_same_vocabulary(directory, vocabs, "train_data")
     encoder_vocab = (pretrained.vocab_path if pretrained
                      else model_dir_lib.encoder_vocab_path(model_dir))
     tokenizer = spec.encoder.tokenizer(encoder_vocab)
     train_set, train_summary = load_training_data(
-        train_dirs, vocabs, tokenizer, input_config, "--train_data",
+        train_dirs, vocabs, tokenizer, input_config, "train_data",
         teacher_log_probs=config.distillation_weight > 0)
     if train_summary.too_long:
         logging.warning("%d training sentences exceed %d subwords and are left out",
                         train_summary.too_long, max(input_config.bucket_lengths) - 2)
     dev_batches = None
     if dev_data:
-        check_same_vocabulary(dev_data, vocabs, "--dev_data")
+        check_same_vocabulary(dev_data, vocabs, "dev_data")
         dev_set, dev_summary = load_training_data(dev_data, vocabs, tokenizer, input_config,
-                                                  "--dev_data")
+                                                  "dev_data")
         dev_batches = list(input_pipeline.evaluation_batches(dev_set, tokenizer, input_config,
                                                              dev_summary))
 
     steps_per_epoch = train_summary.steps_per_epoch(input_config)
     if steps_per_epoch == 0:
-        raise UsageError(f"--train_data: fewer sentences than one batch of {config.batch_size}")
+        raise InputError(f"train_data: fewer sentences than one batch of {config.batch_size}",
+                         ["train_data"])
     total_steps = steps_per_epoch * config.epochs
     plan_warmup(config, total_steps)
     with strategy.scope():
@@ -806,7 +813,7 @@ class ModelOnData:
 
 
 def load_model_on_data(model_dir: str, data_dir: str, checkpoint: str | None = None,
-                       batch_size: int = 32, what: str = "--evaluate") -> ModelOnData:
+                       batch_size: int = 32, what: str = "data_dir") -> ModelOnData:
     """Loads a trained model and reads a data set of its tag vocabulary for it.
 
     Args:
@@ -815,7 +822,7 @@ def load_model_on_data(model_dir: str, data_dir: str, checkpoint: str | None = N
       data_dir: a convert_ptb output directory with the model's tag vocabulary.
       checkpoint: a checkpoint prefix; default the best weights (else the latest).
       batch_size: sentences per batch.
-      what: the flag that named the data, for error messages.
+      what: the name of the data in errors (the caller's parameter that gave it).
     """
     if checkpoint is None:
         model_dir, checkpoint = model_dir_lib.resolve_checkpoint(model_dir)
@@ -950,16 +957,16 @@ def recipe_of_command_line(args: list[str]) -> TrainingConfig:
     training (so that a recipe's record survives a change of the defaults).
 
     Raises:
-      UsageError: ARGS are not flags of this program.
+      cli.UsageError: ARGS are not flags of this program.
     """
     flag_values = flags.FlagValues()
     define_flags(flag_values)
     try:
         arguments = flag_values(["tetra_tf.train", *args])[1:]
     except flags.Error as error:
-        raise UsageError(f"{error} (flags of python -m tetra_tf.train)") from None
+        raise cli.UsageError(f"{error} (flags of python -m tetra_tf.train)") from None
     if arguments:
-        raise UsageError(f"unexpected arguments {' '.join(arguments)} (python -m "
+        raise cli.UsageError(f"unexpected arguments {' '.join(arguments)} (python -m "
                          "tetra_tf.train takes flags only)")
     return config_from_flags(flag_values)
 
@@ -968,7 +975,7 @@ def main(argv) -> int:
     del argv
     if FLAGS.evaluate:
         if not FLAGS.model_dir:
-            raise UsageError("--evaluate needs --model_dir (see --help)")
+            raise cli.UsageError("--evaluate needs --model_dir (see --help)")
         scores = evaluate_model(FLAGS.model_dir, FLAGS.evaluate)
         model_card.record_evaluation(FLAGS.model_dir, FLAGS.evaluate, scores)
         print(json.dumps(scores, indent=2))
@@ -994,4 +1001,4 @@ def main(argv) -> int:
 
 if __name__ == "__main__":
     define_flags()
-    cli.run(main, user_errors=(ValueError,))
+    cli.run(main, user_errors=(ValueError,), flag_names=FLAG_NAMES)

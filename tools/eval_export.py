@@ -18,14 +18,12 @@ from __future__ import annotations
 
 import sys
 
-import tetra_tf  # noqa: F401  (selects Keras 2 before TensorFlow loads)
-
 from absl import flags
 import nltk
 from tqdm import tqdm
 
 from tetra_tf import cli, evalb
-from tetra_tf.bulk_options import DEFAULT_BATCH_SIZE
+from tetra_tf.export_format import DEFAULT_BATCH_SIZE
 
 FLAGS = flags.FLAGS
 
