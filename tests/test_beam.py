@@ -362,7 +362,7 @@ def test_cli_model_failure_is_exit_1_in_one_line(export_dir, corpus, tmp_path, m
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--input=X", "--output=Y"], "--model_dir"),
+    (["--input=X", "--output=Y"], "--input: X matches no file"),  # the packaged default model
     (["--model_dir=MISSING/1", "--input=X", "--output=Y"], "holds no SavedModel"),
     (["--model_dir=MISSING", "--input=X", "--output=Y"],
      "MISSING is neither an export's path nor a packaged model's name"),

@@ -509,8 +509,9 @@ def test_bad_config_is_reported(tiny_export_dir, tmp_path):
     nlp = spacy.blank("en")
     with pytest.raises(ExportError, match="no SavedModel"):
         nlp.add_pipe("tetra_tf", config={"model_dir": str(tmp_path)})
-    with pytest.raises(Exception, match="model_dir"):
-        spacy.blank("en").add_pipe("tetra_tf")
+    with pytest.raises(ExportError, match="^nowhere is neither an export's path nor a "
+                       "packaged model's name"):
+        spacy.blank("en").add_pipe("tetra_tf", config={"model_dir": "nowhere"})
     for key, value in (("disable_tagger", "maybe"), ("batch_size", "many"),
                        ("marginals", "maybe"), ("span_marginals", "maybe")):
         with pytest.raises(Exception, match=key):  # spaCy checks the factory's annotations
