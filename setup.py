@@ -25,7 +25,7 @@ setup(
         "nltk>=3.8",
         "absl-py",
         "tqdm",
-        # Trees drawn as SVG (tetra_tf/drawing.py): svgling lays them out (pure Python,
+        # Trees drawn as SVG (tetra_tf/trees/drawing.py): svgling lays them out (pure Python,
         # with svgwrite; NLTK's notebooks draw with it too).
         "svgling>=0.5",
     ],
@@ -54,9 +54,9 @@ setup(
         # WSGI server (waitress), TF Serving's gRPC API, metrics.
         "serving": ["waitress>=3.0", "grpcio", "tensorflow-serving-api==2.20.*",
                     "prometheus_client"],
-        # Corpus-scale parsing (tetra_tf.beam); resolves protobuf to 6.x next to TF 2.20.
+        # Corpus-scale parsing (integrations/beam.py); resolves protobuf to 6.x next to TF 2.20.
         "beam": ["apache-beam==2.77.*"],
-        # Parsing on Apache Spark (tetra_tf.spark): pyspark's [sql] extra brings pandas and
+        # Parsing on Apache Spark (integrations/spark.py): pyspark's [sql] extra brings pandas and
         # pyarrow (mapInArrow); they resolve next to TF 2.20 and Beam 2.77 (pip check clean
         # with pyspark 4.3, pandas 3.1, pyarrow 25). Spark needs a Java 17+ runtime.
         "spark": ["pyspark[sql]>=3.5"],

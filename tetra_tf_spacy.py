@@ -3,7 +3,7 @@
 spaCy imports every installed ``spacy_factories`` entry point whenever it creates any
 pipeline. A spaCy user who never adds the component should pay nothing for it (no nltk, no
 TensorFlow, no tetra_tf module), so this module only registers the factory, and tetra_tf
-loads when the component is added. The component itself is tetra_tf/spacy_component.py.
+loads when the component is added. The component itself is tetra_tf/integrations/spacy_component.py.
 """
 
 # No `from __future__ import annotations` here: spaCy validates a component's config
@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Optional
 from spacy.language import Language
 
 if TYPE_CHECKING:
-    from tetra_tf.spacy_component import TetraTfComponent
+    from tetra_tf.integrations.spacy_component import TetraTfComponent
 
 FACTORY_NAME = "tetra_tf"
 """The component's name for `nlp.add_pipe`."""
@@ -43,7 +43,7 @@ def make_tetra_tf(nlp: Language, name: str, model_dir: Optional[str], batch_size
             tetra_tf.export``'s ``--export_dir``); None: the model packaged with tetra-tf
             (``tetra_tf.packaged_models.DEFAULT_MODEL``).
         batch_size: sentences per call of the model (None: every way in's default,
-            `tetra_tf.export_format.DEFAULT_BATCH_SIZE`).
+            `tetra_tf.contract.export_format.DEFAULT_BATCH_SIZE`).
         disable_tagger: leave ``token.tag_`` alone instead of writing the parser's POS
             tags into it (benepar's option of the same name).
         marginals: also give constituents and sentences their probabilities
@@ -53,14 +53,14 @@ def make_tetra_tf(nlp: Language, name: str, model_dir: Optional[str], batch_size
             marginals gives (None: not).
 
     Returns:
-        The component (`tetra_tf.spacy_component.TetraTfComponent`).
+        The component (`tetra_tf.integrations.spacy_component.TetraTfComponent`).
 
     Example:
         ```python
         nlp.add_pipe("tetra_tf", config={"model_dir": "models/tetra/1", "batch_size": 32})
         ```
     """
-    from tetra_tf.spacy_component import TetraTfComponent  # pylint: disable=import-outside-toplevel
+    from tetra_tf.integrations.spacy_component import TetraTfComponent  # noqa: PLC0415
 
     return TetraTfComponent(nlp, name, model_dir, batch_size, disable_tagger, marginals,
                             span_marginals)

@@ -1,4 +1,4 @@
-"""Sentences per second of the Beam pipeline (tetra_tf.beam) next to `Parser.parse_sents`.
+"""Sentences per second of the Beam pipeline (integrations/beam.py) next to `Parser.parse_sents`.
 
 The NLTK sample's sentences (all splits, cleaned trees' words), shuffled and repeated to
 --sentences, written to one file. Then, one run each, in this order:
@@ -117,7 +117,7 @@ def time_beam(export_dir: str, corpus: str, output: str, batch_size: int, worker
     # pylint: disable=import-outside-toplevel
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from tetra_tf import beam  # pylint: disable=import-outside-toplevel
+    from tetra_tf.integrations import beam  # pylint: disable=import-outside-toplevel
 
     args = ["--runner=FnApiRunner", "--default_sdk_harness_log_level=WARNING"]
     if workers > 1:

@@ -59,7 +59,7 @@ def constituents(tree) -> list[tuple[str, int, int]]:
 def forced_gold(rng: random.Random, gold, labels: set[str], share: float):
     """Constraints forcing each gold constituent with probability `share` and forbidding up
     to three spans that are not gold constituents."""
-    from tetra_tf.constraints import Constraints
+    from tetra_tf.decode.constraints import Constraints
 
     spans = constituents(gold)
     forced = [(first, last, label if label in labels else None)
@@ -90,10 +90,10 @@ def timed(function) -> float:
 def main(argv) -> int:
     del argv
     cli.require("export_dir")
-    from tetra_tf import scoring, treebank
-    from tetra_tf.constraints import Constraints
+    from tetra_tf.contract.sentences import SentenceError
+    from tetra_tf.decode.constraints import Constraints
     from tetra_tf.parser import Parser
-    from tetra_tf.sentences import SentenceError
+    from tetra_tf.trees import scoring, treebank
 
     gold_trees = [treebank.clean_tree(entry.tree)
                   for entry in treebank.read_nltk_sample(FLAGS.split) if entry.tree is not None]

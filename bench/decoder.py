@@ -31,7 +31,7 @@ import numpy as np  # noqa: E402
 from absl import app, flags  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from tetra_tf import decoding  # noqa: E402
+from tetra_tf.decode import decoding  # noqa: E402
 from bench.reference_decoder import reference_beam_search  # noqa: E402
 
 _QUICK = flags.DEFINE_bool("quick", False, "Smaller sweep and fewer repeats.")

@@ -48,12 +48,12 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from absl import app, flags, logging  # noqa: E402
 
-from tetra_tf import export_format  # noqa: E402
-from tetra_tf.export_format import saved_model_file  # noqa: E402
+from tetra_tf.contract import export_format  # noqa: E402
+from tetra_tf.contract.export_format import saved_model_file  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import tensorflow_text  # noqa: E402,F401
 
-from tetra_tf import tokenization  # noqa: E402
+from tetra_tf.data import tokenization  # noqa: E402
 from bench.minilm_model import default_export, test_split_sentences  # noqa: E402
 
 _EXPORT_DIR = flags.DEFINE_string("export_dir", None, "An exported SavedModel (BASE/VERSION).")

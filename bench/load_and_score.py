@@ -28,7 +28,8 @@ import nltk  # noqa: E402
 import numpy as np  # noqa: E402
 from absl import app, flags  # noqa: E402
 
-from tetra_tf import encoders, evalb  # noqa: E402
+from tetra_tf.training import encoders  # noqa: E402
+from tetra_tf.trees import evalb
 
 _REPEATS = flags.DEFINE_integer("repeats", 3, "Timed runs per measurement (median).")
 NUM_PAIRS = 2500

@@ -79,8 +79,8 @@ def timed(function) -> float:
 def main(argv) -> int:
     del argv
     cli.require("export_dir")
-    from tetra_tf import treebank
     from tetra_tf.parser import Parser
+    from tetra_tf.trees import treebank
 
     splits = [split.strip() for split in FLAGS.splits.split(",") if split.strip()]
     gold_trees = [treebank.clean_tree(entry.tree) for split in splits

@@ -13,10 +13,13 @@ import shutil
 from tetra_tf import train_extra  # noqa: F401  (first: Keras 2 before TensorFlow loads)
 import tensorflow as tf
 
-from tetra_tf import encoders, export, tags as tags_lib, treebank
-from tetra_tf.model import HeadsConfig
-from tetra_tf.model_dir import (BEST_CHECKPOINT, ENCODER_VOCAB_FILE, VOCAB_DIR, TaggerSpec,
-                                build_tagger)
+from tetra_tf.savedmodel import exporter as export
+from tetra_tf.training import encoders
+from tetra_tf.training.model import HeadsConfig
+from tetra_tf.training.model_dir import (BEST_CHECKPOINT, ENCODER_VOCAB_FILE, VOCAB_DIR, TaggerSpec,
+                                         build_tagger)
+from tetra_tf.trees import tags as tags_lib
+from tetra_tf.trees import treebank
 
 
 def default_model_dir(directory: str) -> str:

@@ -26,7 +26,8 @@ import sys
 
 from absl import flags
 
-from tetra_tf import cli, sentences
+from tetra_tf import cli
+from tetra_tf.contract import sentences
 
 FLAGS = flags.FLAGS
 _BRACKETS = {escape: bracket for bracket, escape in sentences.PTB_BRACKET_ESCAPES.items()}
@@ -36,7 +37,7 @@ def gold_and_raw(split: str):
     """(file, gold tree, raw text) per tree of a sample split (cleaned as for training)."""
     from nltk.tokenize.treebank import TreebankWordDetokenizer
 
-    from tetra_tf import treebank
+    from tetra_tf.trees import treebank
 
     detokenizer = TreebankWordDetokenizer()
     for entry in treebank.read_nltk_sample(split):
@@ -80,8 +81,8 @@ def graph_agreement(parser, documents: list[str], host) -> tuple[int, int]:
 def main(argv) -> int:
     del argv
     cli.require("export_dir")
-    from tetra_tf import scoring
     from tetra_tf.parser import Parser
+    from tetra_tf.trees import scoring
 
     items = list(gold_and_raw(FLAGS.split))
     parser = Parser(FLAGS.export_dir)

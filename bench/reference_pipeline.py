@@ -9,7 +9,7 @@ Reproduces the kind of pipeline BASELINES.md measured for the reference (tetra_t
    `torch.inference_mode()`, 2 threads; one random linear head (hidden → internal + leaf tag
    scores) on each word's last subword; log-softmax per tag kind on the CPU;
 3. decoding: per sentence, the reference's NumPy beam search (bench/reference_decoder.py);
-4. trees: per sentence, an nltk.Tree from the tags (`tetra_tf.tags.tags_to_tree`).
+4. trees: per sentence, an nltk.Tree from the tags (`tetra_tf.trees.tags.tags_to_tree`).
 
 The head is random (tag vocabularies from --vocab_dir, by default the converted NLTK-sample
 training split, else synthetic ones of 40 leaf and 85 internal tags): the speed is a trained
@@ -55,7 +55,7 @@ SYNTHETIC_LEAF_TAGS = 40
 SYNTHETIC_INTERNAL_TAGS = 85
 POS_PLACEHOLDER = "XX"
 
-# Whole-token PTB escapes (as tetra_tf.tokenization, which cannot be imported without TF).
+# Whole-token PTB escapes (as tetra_tf.data.tokenization, which cannot be imported without TF).
 PTB_TOKEN_ESCAPES = {
     "-LRB-": "(", "-RRB-": ")", "-LSB-": "[", "-RSB-": "]", "-LCB-": "{", "-RCB-": "}",
     "``": '"', "''": '"', "`": "'",
@@ -165,7 +165,7 @@ class ReferencePipeline:
         import torch
         import transformers
 
-        from tetra_tf import tags as tags_lib
+        from tetra_tf.trees import tags as tags_lib
 
         self._np, self._torch, self._tags_lib = np, torch, tags_lib
         self.tokenizer = transformers.BertTokenizerFast.from_pretrained(model_dir)

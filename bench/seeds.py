@@ -171,7 +171,7 @@ def check_recipe(runs_dir: str, name: str, train_flags: list[str], final_fit: bo
 def resolved_recipe(train_flags: list[str]) -> dict:
     """What `python -m tetra_tf.train <train_flags>` trains, every default spelled out (but
     the seed, which bench/seeds.py sets per run)."""
-    from tetra_tf import train  # noqa: PLC0415  (TensorFlow and the trainer: only to train)
+    from tetra_tf.training import trainer as train  # noqa: PLC0415  (TensorFlow: only to train)
 
     return without_seed(dataclasses.asdict(train.recipe_of_command_line(train_flags)))
 
@@ -185,7 +185,7 @@ def with_trained_recipes(recorded: dict, recipe_dir: str, recipe: dict) -> dict:
     """A recipe record of before resolution, completed by what its trained runs record
     (the seeds', and the teachers' of a distillation); by this run's resolution if none
     has trained yet."""
-    from tetra_tf import train  # noqa: PLC0415
+    from tetra_tf.training import trainer as train  # noqa: PLC0415
 
     def trained(subdir: str, fallback: dict) -> dict:
         seed_dirs = sorted(d for d in os.listdir(recipe_dir) if d.startswith("seed"))
@@ -301,7 +301,7 @@ def run_seed(name: str, seed: int, train_flags: list[str], final_fit: bool, data
 
 def kept_epoch(model_dir: str) -> str:
     """Which epoch a finished run kept, 'best' (dev F1) or 'last', from its training.json."""
-    from tetra_tf import model_dir as model_dir_lib  # noqa: PLC0415
+    from tetra_tf.training import model_dir as model_dir_lib  # noqa: PLC0415
 
     training = model_dir_lib.read_json(os.path.join(model_dir, model_dir_lib.TRAINING_FILE))
     return training["runs"][-1]["recipe"]["keep"]
@@ -328,7 +328,8 @@ def score(model_dir: str, data_dir: str, final_fit: bool, last_weights: bool = F
     """
     import tensorflow as tf  # noqa: PLC0415  (TensorFlow only when scoring)
 
-    from tetra_tf import model_dir as model_dir_lib, train  # noqa: PLC0415
+    from tetra_tf.training import model_dir as model_dir_lib  # noqa: PLC0415
+    from tetra_tf.training import trainer as train
 
     checkpoint = None
     if last_weights:
@@ -364,9 +365,11 @@ def ensemble_parser(model_dirs: list[str]):
     """A function that parses a converted data set with the runs' averaged tag log-probabilities."""
     import tensorflow as tf  # noqa: PLC0415
 
-    from tetra_tf import input_pipeline, model_dir as model_dir_lib, train  # noqa: PLC0415
-    from tetra_tf.model import mean_log_probabilities  # noqa: PLC0415
-    from tetra_tf.tags import TagVocabularies  # noqa: PLC0415
+    from tetra_tf.data import input_pipeline  # noqa: PLC0415
+    from tetra_tf.training import model_dir as model_dir_lib
+    from tetra_tf.training import trainer as train
+    from tetra_tf.training.model import mean_log_probabilities  # noqa: PLC0415
+    from tetra_tf.trees.tags import TagVocabularies  # noqa: PLC0415
 
     taggers = [model_dir_lib.load_tagger(*model_dir_lib.resolve_checkpoint(model_dir))
                for model_dir in model_dirs]
@@ -393,7 +396,7 @@ def ensemble_parser(model_dirs: list[str]):
 
 def score_parsed(parsed: dict) -> dict:
     """EVALB figures per split, and for dev and test pooled when both were parsed."""
-    from tetra_tf import scoring  # noqa: PLC0415
+    from tetra_tf.trees import scoring  # noqa: PLC0415
 
     if "dev" in parsed:
         parsed["pooled"] = tuple(parsed["dev"][i] + parsed["test"][i] for i in range(2))

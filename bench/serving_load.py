@@ -83,7 +83,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 
-from tetra_tf import export_format  # noqa: E402
+from tetra_tf.contract import export_format  # noqa: E402
 
 DEFAULT_EXPORT = os.path.join(REPO_ROOT, "models", "tetra", "1")
 BATCH_SIZE_METRIC = "tetra_serving_batch_size"
@@ -453,7 +453,7 @@ def main(argv: list[str]) -> int:
         return 2
     export_dir = args.export_dir or (DEFAULT_EXPORT if os.path.isdir(DEFAULT_EXPORT)
                                      else None)
-    from tetra_tf.export_format import saved_model_file  # pylint: disable=C0415
+    from tetra_tf.contract.export_format import saved_model_file  # pylint: disable=C0415
 
     if args.export_dir and saved_model_file(args.export_dir) is None:
         print(f"serving_load.py: error: no saved_model.pb in {args.export_dir}",

@@ -9,7 +9,8 @@ The NLTK sample's sentences (all splits, cleaned trees' words), shuffled and rep
   call), timed the same way, once before Spark and once after it (the machine's speed
   drifts over minutes: "vs parse_sents" is against the two passes' mean);
 * Spark: a standalone master and --workers workers of one core each on 127.0.0.1
-  (`tetra_tf.spark_cluster.LocalCluster`), the driver's session started (not timed), then
+  (`tetra_tf.integrations.spark_cluster.LocalCluster`), the driver's session started (not
+  timed), then
   `spark_parse.run` timed: read the file, spread the lines, parse, write Parquet, count;
 * Beam: the Beam pipeline (bench/beam.py's `time_beam`) on FnApiRunner with --workers
   worker processes (--beam=false: not run).
@@ -47,7 +48,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before tetra_tf sets 2
 from tetra_tf import train_extra  # noqa: E402,F401  (first: Keras 2 before TensorFlow loads)
 
 from bench.beam import prepare_run, run_arguments  # noqa: E402
-from tetra_tf.treebank import parse_tree  # noqa: E402
+from tetra_tf.trees.treebank import parse_tree  # noqa: E402
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -108,7 +109,7 @@ def time_spark(export_dir: str, corpus: str, output: str, batch_size: int, worke
                partitions: int, scratch: str) -> dict:
     """spark_parse.run on a local standalone cluster: seconds, first result, loads, trees."""
     from tetra_tf import spark_parse  # pylint: disable=import-outside-toplevel
-    from tetra_tf.spark_cluster import LocalCluster  # pylint: disable=C0415
+    from tetra_tf.integrations.spark_cluster import LocalCluster  # pylint: disable=C0415
 
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
     os.environ["PYSPARK_PYTHON"] = sys.executable

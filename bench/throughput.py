@@ -79,11 +79,15 @@ import tensorflow as tf  # noqa: E402
 
 from bench import reference_pipeline  # noqa: E402  (imports neither torch nor TF)
 from bench.minilm_model import default_model_dir, test_split_sentences  # noqa: E402
-from tetra_tf import cpu, encoders, export, export_format, treebank  # noqa: E402
-from tetra_tf import model_dir as model_dir_lib  # noqa: E402
-from tetra_tf.model import ENCODER_INPUTS  # noqa: E402
+from tetra_tf import cpu  # noqa: E402
+from tetra_tf.contract import export_format
 from tetra_tf.parser import DEFAULT_CONCURRENT_CALLS, Parser  # noqa: E402
-from tetra_tf.model_dir import TaggerSpec  # noqa: E402
+from tetra_tf.savedmodel import exporter as export
+from tetra_tf.training import encoders
+from tetra_tf.training import model_dir as model_dir_lib  # noqa: E402
+from tetra_tf.training.model import ENCODER_INPUTS  # noqa: E402
+from tetra_tf.training.model_dir import TaggerSpec  # noqa: E402
+from tetra_tf.trees import treebank
 
 _EXPORT_DIR = flags.DEFINE_string("export_dir", None, "An exported SavedModel to measure.")
 # Not --model_dir: tetra_tf.train (imported by export) defines that flag.

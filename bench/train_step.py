@@ -32,8 +32,11 @@ from absl import app, flags  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import tf_keras  # noqa: E402
 
-from tetra_tf import cpu, encoders, input_pipeline, train  # noqa: E402
-from tetra_tf.tags import TagVocabularies  # noqa: E402
+from tetra_tf import cpu  # noqa: E402
+from tetra_tf.data import input_pipeline
+from tetra_tf.training import encoders
+from tetra_tf.training import trainer as train
+from tetra_tf.trees.tags import TagVocabularies  # noqa: E402
 
 _TRAIN_DATA = flags.DEFINE_string("train_data", "data/ptb_sample/train",
                                   "Converted training data (`make data`).")

@@ -11,7 +11,11 @@ The server is the package tetra_tf.serving (pip install 'tetra-tf[serving]'); th
 its entry point (`--help` lists the flags).
 """
 
-from tetra_tf.serving.main import run
+from tetra_tf import cli
+
+cli.quiet_tensorflow()  # before TensorFlow loads
+
+from tetra_tf.serving.main import run  # noqa: E402
 
 if __name__ == "__main__":
     run()

@@ -50,7 +50,7 @@ def free_port() -> int:
 
 
 def nltk_sample_available() -> bool:
-    from tetra_tf import treebank
+    from tetra_tf.trees import treebank
 
     try:
         treebank.find_nltk_sample()
@@ -76,7 +76,7 @@ def write_tiny_bert(directory: str, hidden: int = 32, layers: int = 2, heads: in
     import numpy as np
     from safetensors.numpy import save_file
 
-    from tetra_tf import encoders
+    from tetra_tf.training import encoders
 
     vocab_path = os.path.join(encoders.default_encoder_dir(), "vocab.txt")
     with open(vocab_path, encoding="utf-8") as f:
@@ -138,7 +138,7 @@ def write_tiny_mpnet(directory: str, hidden: int = 16, layers: int = 2, heads: i
     import numpy as np
     from safetensors.numpy import save_file
 
-    from tetra_tf import encoders
+    from tetra_tf.training import encoders
 
     with open(os.path.join(encoders.default_encoder_dir(), "vocab.txt"), encoding="utf-8") as f:
         vocab = ["<s>", "<pad>", "</s>", "<unk>"] + f.read().splitlines() + ["<mask>"]
@@ -229,14 +229,14 @@ def tiny_mpnet_dir(tmp_path_factory) -> str:
 def convert(input_path: str, output_dir: str, vocab_from: str | None = None) -> None:
     """Converts treebank lines to TFRecords, in this process (tools/convert_ptb.py's work;
     tests/test_convert.py runs the program itself)."""
-    from tetra_tf import convert as convert_ptb
+    from tetra_tf.data import convert as convert_ptb
 
     convert_ptb.run(input_path=str(input_path), output_dir=str(output_dir),
                     vocab_from=vocab_from, progress=False)
 
 
 def _write_small_data(root: str) -> None:
-    from tetra_tf import treebank
+    from tetra_tf.trees import treebank
 
     for split, count in (("train", 96), ("dev", 24)):
         lines = []
@@ -263,7 +263,7 @@ def small_data_dirs(tmp_path_factory) -> dict[str, str]:
 
 def _tiny_export_root(tmp_path_factory) -> str:
     import tiny_model
-    from tetra_tf import export
+    from tetra_tf.savedmodel import exporter as export
 
     def build(root):
         # A stack depth other than the default 8, so that a reader assuming 8 fails.
@@ -281,7 +281,7 @@ def tiny_export_dir(tmp_path_factory) -> str:
 
 def _tiny_mpnet_export_root(tmp_path_factory) -> str:
     import tiny_model
-    from tetra_tf import export
+    from tetra_tf.savedmodel import exporter as export
 
     def build(root):
         tiny_model.make_model_dir(os.path.join(root, "model"), max_stack_depth=6,
@@ -498,7 +498,8 @@ def trained_run(tiny_encoder_dir, small_data_dirs, tmp_path_factory) -> dict:
     import json
     import shutil
 
-    from tetra_tf import export, train
+    from tetra_tf.savedmodel import exporter as export
+    from tetra_tf.training import trainer as train
 
     def build(root):
         model_dir = os.path.join(root, "run")

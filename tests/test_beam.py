@@ -1,4 +1,4 @@
-"""Tests for tetra_tf/beam.py and tetra_tf/beam_parse.py: the Apache Beam parsing pipeline.
+"""Tests for tetra_tf/integrations/beam.py and tetra_tf/beam_parse.py: the Apache Beam parsing pipeline.
 
 One pipeline run (module-scoped) over several files, a .gz, a truncated .gz, bad lines and
 a model that refuses one sentence serves most assertions; Beam's start-up is slow. Runs
@@ -26,9 +26,11 @@ from apache_beam.options.pipeline_options import PipelineOptions  # noqa: E402
 
 import tensorflow as tf  # noqa: E402
 
-from tetra_tf import beam, beam_parse, cli, parse, sentences  # noqa: E402
+from tetra_tf import beam_parse, cli, parse  # noqa: E402
+from tetra_tf.contract import sentences
+from tetra_tf.contract.sentences import SentenceError, escape_leaf  # noqa: E402
+from tetra_tf.integrations import beam
 from tetra_tf.parser import Parser  # noqa: E402
-from tetra_tf.sentences import SentenceError, escape_leaf  # noqa: E402
 from conftest import assert_spans_are_the_parsers, parse_with_copies_of, run_cli  # noqa: E402
 
 MAX_WORDS = 12
@@ -469,7 +471,7 @@ def test_the_handler_gives_the_parsers_marginals_and_spans(export_dir, parser, t
     span_marginals (which implies them), gives each sentence the Parser's; a sentence over
     parse_span_marginals' bound is refused alone (too_many_words), its dead letter as any
     other; a floor outside 0..1 is refused before any work."""
-    from tetra_tf.export_format import MAX_MARGINALS_WORDS
+    from tetra_tf.contract.export_format import MAX_MARGINALS_WORDS
 
     word_lists = [["The", "cat", "sat", "on", "the", "mat", "."],
                   [f"w{i}" for i in range(MAX_MARGINALS_WORDS + 1)], ["Hi", "!"]]

@@ -84,7 +84,8 @@ def test_report_pairs_kept_weights_with_the_same_runs_last_weights(tmp_path):
 def test_last_weights_are_the_final_rolling_checkpoint(tmp_path, monkeypatch):
     import tensorflow as tf
 
-    from tetra_tf import model_dir as model_dir_lib, train
+    from tetra_tf.training import model_dir as model_dir_lib
+    from tetra_tf.training import trainer as train
 
     manager = tf.train.CheckpointManager(
         tf.train.Checkpoint(step=tf.Variable(0)),
@@ -194,7 +195,7 @@ def test_a_recipe_recorded_before_resolution_is_what_its_runs_trained(tmp_path):
     (recipe_dir / "seed1").mkdir(parents=True)
     (recipe_dir / seeds.RECIPE_FILE).write_text(json.dumps(
         {"train_flags": ["--keep=last"], "final_fit": False, "data_dir": str(tmp_path)}))
-    from tetra_tf import train
+    from tetra_tf.training import trainer as train
 
     began = dataclasses.asdict(train.TrainingConfig(seed=1))
     del began["internal_uses_next_word"]  # the record of a run older than the option

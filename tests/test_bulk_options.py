@@ -1,4 +1,4 @@
-"""Tests for tetra_tf/bulk_options.py: the bulk programs' common options and ordered output."""
+"""Tests for tetra_tf/integrations/bulk_options.py: the bulk programs' common options and ordered output."""
 
 import io
 import os
@@ -6,7 +6,9 @@ import os
 import pytest
 from absl import flags
 
-from tetra_tf import bulk_options, cli, export_format, packaged_models
+from tetra_tf import cli, packaged_models
+from tetra_tf.contract import export_format
+from tetra_tf.integrations import bulk_options
 from conftest import run_python
 
 CORPUS_OPTIONS = ("model_dir", "corpus_input", "corpus_output", "tokenize", "batch_size",
@@ -157,5 +159,5 @@ def test_ordered_writer_uses_the_given_opener():
 
 
 def test_importing_it_loads_no_tensorflow():
-    assert run_python("import sys\nimport tetra_tf.bulk_options\n"
+    assert run_python("import sys\nimport tetra_tf.integrations.bulk_options\n"
                       "print('tensorflow' in sys.modules)") == "False"

@@ -1,4 +1,4 @@
-"""Tests for tetra_tf/chart_decoding.py: the best tree under span rules, against brute force."""
+"""Tests for tetra_tf/decode/chart_decoding.py: the best tree under span rules, against brute force."""
 
 import itertools
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tetra_tf import chart_decoding, decoding
+from tetra_tf.decode import chart_decoding, decoding
 
 LEAF_DIRECTIONS = np.array([0, 1, 0, 1])
 INTERNAL_DIRECTIONS = np.array([1, 0, 0, 1])

@@ -1,4 +1,4 @@
-"""Tests for tetra_tf/constraints.py and the parse it constrains (the export's
+"""Tests for tetra_tf/decode/constraints.py and the parse it constrains (the export's
 parse_constrained signature, through the Parser)."""
 
 import random
@@ -8,12 +8,14 @@ import pytest
 import tensorflow as tf
 
 from conftest import preorder_constituents
-from tetra_tf import constraints as constraints_lib, export_format, sentences, tags as tags_lib
-from tetra_tf import treebank
-from tetra_tf.constraints import Constraints, Span
-from tetra_tf.parse_record import ParseResult
+from tetra_tf.contract import export_format, sentences
+from tetra_tf.contract.parse_record import ParseResult
+from tetra_tf.contract.sentences import SentenceError
+from tetra_tf.decode import constraints as constraints_lib
+from tetra_tf.decode.constraints import Constraints, Span
 from tetra_tf.parser import Parser
-from tetra_tf.sentences import SentenceError
+from tetra_tf.trees import tags as tags_lib
+from tetra_tf.trees import treebank
 
 LABELS = ["NP", "S", "VP"]
 POS_TAGS = ["DT", "NN", "VBD"]

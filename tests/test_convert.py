@@ -13,7 +13,9 @@ import tensorflow as tf
 
 from conftest import nltk_sample_available
 
-from tetra_tf import convert as convert_ptb, records, tags, treebank
+from tetra_tf.data import convert as convert_ptb
+from tetra_tf.data import records
+from tetra_tf.trees import tags, treebank
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(REPO_ROOT, "tools", "convert_ptb.py")

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tetra_tf import decoding
-from tetra_tf import tags as tags_lib
-from tetra_tf import treebank
+from tetra_tf.decode import decoding
+from tetra_tf.trees import tags as tags_lib
+from tetra_tf.trees import treebank
 
 # Small vocabularies with labels: two l/r or L/R ids per direction, interleaved.
 LEAF_DIRECTIONS = np.array([1, 0, 1, 0, 0])

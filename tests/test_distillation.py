@@ -8,8 +8,11 @@ import pytest
 import tensorflow as tf
 
 from conftest import convert, run_cli
-from tetra_tf import distillation, errors, input_pipeline, records, train
-from tetra_tf.tags import TagVocabularies
+from tetra_tf import errors
+from tetra_tf.data import input_pipeline, records
+from tetra_tf.training import distillation
+from tetra_tf.training import trainer as train
+from tetra_tf.trees.tags import TagVocabularies
 
 
 def _serialized(directory):
@@ -45,7 +48,8 @@ def test_folds_keep_their_sources_licence_for_the_model_card(small_data_dirs, tm
     import json
     import shutil
 
-    from tetra_tf import model_card, treebank
+    from tetra_tf.training import model_card
+    from tetra_tf.trees import treebank
 
     source = str(tmp_path / "train")
     shutil.copytree(small_data_dirs["train"], source)

@@ -136,7 +136,7 @@ SPACY_SENTENCE = "The time for action is now ."
 
 def _leaves(tree: str, words: str, top: bool = True) -> None:
     """Asserts that tree is one bracketed tree (with a TOP root if top) over words."""
-    from tetra_tf import treebank
+    from tetra_tf.trees import treebank
 
     parsed = treebank.parse_tree(tree)
     assert (parsed.label() == "TOP") == top, tree

@@ -1,12 +1,12 @@
-"""Tests for tetra_tf/drawing.py: trees drawn as SVG by svgling."""
+"""Tests for tetra_tf/trees/drawing.py: trees drawn as SVG by svgling."""
 
 import itertools
 import xml.etree.ElementTree as ElementTree
 
 import pytest
 
-from tetra_tf import drawing, treebank
 from tetra_tf.parser import Parser
+from tetra_tf.trees import drawing, treebank
 
 from conftest import requires_nltk_sample
 
@@ -98,7 +98,7 @@ def test_mismatched_words_or_probabilities_are_refused(words, probabilities, mes
 def test_a_text_sentence_draws_its_words_as_written_and_shows_a_refusal(tiny_export_dir):
     """TextSentence.to_svg: the tokens as written ("(" not -LRB-, the typed markup as
     text); a refused sentence's Jupyter view is its reason, escaped."""
-    from tetra_tf.sentences import SentenceError
+    from tetra_tf.contract.sentences import SentenceError
 
     parser = Parser(tiny_export_dir)
     text = "He left (early) & <b>then</b>. Word " + " ".join(["word"] * 15) + "."

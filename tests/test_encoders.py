@@ -13,7 +13,7 @@ import tensorflow as tf
 from official.nlp.modeling import networks
 from safetensors.numpy import load_file, save_file
 
-from tetra_tf import encoders
+from tetra_tf.training import encoders
 
 SENTENCES = [
     "Pierre Vinken, 61 years old, will join the board as a nonexecutive director Nov. 29.",

@@ -15,8 +15,8 @@ import sys
 import nltk
 import pytest
 
-from tetra_tf import evalb
-from tetra_tf.evalb import COLLINS, evaluate_lines, evaluate_trees, tree_to_line
+from tetra_tf.trees import evalb
+from tetra_tf.trees.evalb import COLLINS, evaluate_lines, evaluate_trees, tree_to_line
 
 EVALB_DIR = os.path.abspath(os.path.join(
     os.path.dirname(__file__), "..", "..", "shared", "data", "evalb"))
@@ -380,7 +380,7 @@ def _brute_force_crossing(gold_spans, test_spans):
 
 
 def test_crossing_count_of_large_sentences_equals_evalbs_pairwise_count():
-    from tetra_tf.evalb import _count_crossing
+    from tetra_tf.trees.evalb import _count_crossing
 
     rng = random.Random(3)
     for _ in range(20):

@@ -48,7 +48,7 @@ def test_bfloat16_export_keeps_f1(trained_run, tmp_path):
     """The trained model exported with a bfloat16 encoder parses every sentence of the
     split, within 0.1 F1 of its float32 export (gold POS, the WSJ standard; this barely
     trained tagger's predicted POS fail EVALB's length check in both)."""
-    from tetra_tf import export
+    from tetra_tf.savedmodel import exporter as export
 
     bf16_dir = str(tmp_path / "bf16" / "1")
     export.export(trained_run["model_dir"], bf16_dir, encoder_dtype="bfloat16")

@@ -12,15 +12,21 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tetra_tf import (cpu, decoding, encoders, export, export_format, tags as tags_lib,
-                      tokenization, treebank)
-from tetra_tf.sentences import WHITESPACE, escape_leaf, split_words
-from tetra_tf.inference_encoder import InferenceEncoder
-from tetra_tf.tree_writer import TreeWriter
-from tetra_tf.parser import Parser
-from tetra_tf.tags import TagVocabularies
+from tetra_tf import cpu
+from tetra_tf.contract import export_format
+from tetra_tf.contract.sentences import WHITESPACE, escape_leaf, split_words
+from tetra_tf.data import tokenization
+from tetra_tf.decode import decoding
+from tetra_tf.decode.tree_writer import TreeWriter
 from tetra_tf.errors import InputError
-from tetra_tf.model_dir import ModelDirError, TaggerSpec, build_tagger
+from tetra_tf.parser import Parser
+from tetra_tf.savedmodel import exporter as export
+from tetra_tf.savedmodel.inference_encoder import InferenceEncoder
+from tetra_tf.training import encoders
+from tetra_tf.training.model_dir import ModelDirError, TaggerSpec, build_tagger
+from tetra_tf.trees import tags as tags_lib
+from tetra_tf.trees import treebank
+from tetra_tf.trees.tags import TagVocabularies
 
 sys.path.insert(0, os.path.dirname(__file__))
 import tiny_model  # noqa: E402
@@ -328,7 +334,7 @@ def test_parse_marginals_equal_the_numpy_lattice_on_the_exports_own_logits(loade
     """The parse_marginals signature: serving_default's outputs unchanged, and each
     constituent's probability (and the tree's) as marginals.Lattice computes them from the
     export's own tag log-probabilities."""
-    from tetra_tf import marginals
+    from tetra_tf.decode import marginals
 
     words, _, _, _, leaf, internal = _tag_log_probabilities(loaded, SENTENCES)
     out = _outputs_beside_the_defaults(loaded, "parse_marginals")
@@ -369,7 +375,7 @@ def test_parse_span_marginals_give_every_labelled_span_of_the_exports_own_logits
     whose probability (as marginals.Lattice computes it from the export's own tag
     log-probabilities) is at least the row's floor, by first word, last word and label:
     none left out, none added."""
-    from tetra_tf import marginals
+    from tetra_tf.decode import marginals
 
     words, _, _, _, leaf, internal = _tag_log_probabilities(loaded, SENTENCES)
     floors = np.array([0.0, 0.05, 0.0, 0.3, 0.01], np.float32)
@@ -450,7 +456,7 @@ def test_parse_span_marginals_refuses_bad_floors_and_calls_over_its_cells(loaded
 def test_parse_k_best_gives_the_k_best_trees_of_the_exports_own_logits(loaded, vocabs):
     """parse_k_best: serving_default's outputs unchanged, and the K best trees with their
     scores, as k_best_numpy finds them from the export's tag log-probabilities."""
-    from tetra_tf import k_best
+    from tetra_tf.decode import k_best
 
     words, _, lengths, _, leaf, internal = _tag_log_probabilities(loaded, SENTENCES)
     out = _outputs_beside_the_defaults(loaded, "parse_k_best")

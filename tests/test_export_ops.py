@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 
 from conftest import subprocess_env
-from tetra_tf import export_format
+from tetra_tf.contract import export_format
 
 # Run in a fresh process that imports tensorflow alone first: which of the export's op types
 # TensorFlow's registry lacks, and which of those tensorflow-text registers.

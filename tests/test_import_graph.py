@@ -57,7 +57,7 @@ def _imported_names(node: ast.AST, module: str, is_package: bool) -> list[str]:
 
 def _known_module(name: str, files: dict[str, str]) -> str | None:
     """The module of the sources that importing name loads (its longest known prefix:
-    `from tetra_tf import sentences` loads tetra_tf.sentences, `from tetra_tf import
+    `from tetra_tf import sentences` loads tetra_tf.contract.sentences, `from tetra_tf import
     __version__` the package tetra_tf); None for another project's."""
     while name and name not in files:
         name = name.rpartition(".")[0]
@@ -199,17 +199,86 @@ def test_no_import_circles():
         " → ".join(cycle) for cycle in found)
 
 
+# The layers, lowest first (docs/architecture.md draws them). A module imports its own
+# folder's modules and lower layers' only; folders side by side in one layer stay apart.
+LAYERS = (
+    ("base", (("tetra_tf.errors", "tetra_tf.extras", "tetra_tf.cpu", "tetra_tf.cli",
+               "tetra_tf.version", "tetra_tf.default_encoder", "tetra_tf.train_extra"),)),
+    ("trees", (("tetra_tf.trees",),)),
+    ("contract", (("tetra_tf.contract",),)),
+    ("data, decode", (("tetra_tf.data",), ("tetra_tf.decode",))),
+    ("runtime", (("tetra_tf.parser", "tetra_tf.packaged_models"),)),
+    ("training", (("tetra_tf.training",),)),
+    ("savedmodel", (("tetra_tf.savedmodel",),)),
+    ("integrations", (("tetra_tf.integrations",),)),
+    ("serving", (("tetra_tf.serving", "serving"),)),
+    ("programs and the face", (("tetra_tf", "tetra_tf.parse", "tetra_tf.train", "tetra_tf.export",
+                                "tetra_tf.beam_parse", "tetra_tf.spark_parse", "tetra_tf.evalb",
+                                "tetra_tf.distillation", "tetra_tf.convert", "tetra_tf._moved",
+                                "tetra_tf_spacy"),)),
+)
+
+
+def _in(module: str, prefixes: tuple[str, ...]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in prefixes
+               if p != "tetra_tf" or module == "tetra_tf")
+
+
+def place(module: str) -> tuple[int, int] | None:
+    """(layer, folder within it) of a module; None if no layer holds it."""
+    for rank, (_, folders) in enumerate(LAYERS):
+        for folder, prefixes in enumerate(folders):
+            if _in(module, prefixes):
+                return rank, folder
+    return None
+
+
+def layer_breaks(graph: dict[str, dict[str, int]]) -> list[str]:
+    """`module:line → target (layer → layer)` for each import of a higher layer, or of a
+    sibling folder in the same layer."""
+    breaks = []
+    for module, edges in sorted(graph.items()):
+        here = place(module)
+        for target, line in sorted(edges.items()):
+            there = place(target)
+            if there[0] > here[0] or (there[0] == here[0] and there[1] != here[1]):
+                breaks.append(f"{module}:{line} → {target} ({LAYERS[here[0]][0]} → "
+                              f"{LAYERS[there[0]][0]})")
+    return breaks
+
+
+def test_every_module_has_a_layer():
+    homeless = [module for module in import_graph(REPO_ROOT) if place(module) is None]
+    assert not homeless, f"modules in no layer of LAYERS: {homeless}"
+
+
+def test_imports_run_down_the_layers():
+    found = layer_breaks(import_graph(REPO_ROOT))
+    assert not found, "imports of a higher layer (module:line → target):\n" + "\n".join(found)
+
+
+def test_a_layer_break_is_named():
+    """An import up the layers, and one across sibling folders, are both found."""
+    graph = {"tetra_tf.contract.sentences": {"tetra_tf.parser": 3},
+             "tetra_tf.data.records": {"tetra_tf.decode.decoding": 7, "tetra_tf.trees.tags": 2},
+             "tetra_tf.parser": {"tetra_tf.contract.sentences": 1}, "tetra_tf.decode.decoding": {},
+             "tetra_tf.trees.tags": {}}
+    assert layer_breaks(graph) == [
+        "tetra_tf.contract.sentences:3 → tetra_tf.parser (contract → runtime)",
+        "tetra_tf.data.records:7 → tetra_tf.decode.decoding (data, decode → data, decode)"]
+
+
 def test_the_graph_sees_every_kind_of_import():
     """The reader finds imports at module level, inside functions and for type hints, of
     modules, of packages' names and across subpackages (else the test above could not fail)."""
     graph = import_graph(REPO_ROOT)
-    assert {"tetra_tf.sentences", "tetra_tf.export_format", "tetra_tf.parse_record"} <= set(
-        graph["tetra_tf.parser"])                                # module level
+    assert {"tetra_tf.contract.sentences", "tetra_tf.contract.export_format",
+            "tetra_tf.contract.parse_record"} <= set(graph["tetra_tf.parser"])  # module level
     assert "tetra_tf.parser" in graph["tetra_tf.parse"]          # inside a function
-    assert "tetra_tf.parser" in graph["tetra_tf.beam"]           # if TYPE_CHECKING
-    assert "tetra_tf" in graph["tetra_tf.model_card"]            # the package's __version__
+    assert "tetra_tf.parser" in graph["tetra_tf.integrations.beam"]           # if TYPE_CHECKING
+    assert "tetra_tf.version" in graph["tetra_tf.training.model_card"]
     assert "tetra_tf.serving.main" in graph["serving.server"]    # the scripts, subpackages
-    assert "tetra_tf.spacy_component" in graph["tetra_tf_spacy"]
+    assert "tetra_tf.integrations.spacy_component" in graph["tetra_tf_spacy"]
     assert len(graph) >= 60
 
 
@@ -245,8 +314,8 @@ def test_training_code_selects_keras_2_before_tensorflow_loads():
     imports = import_time_imports(REPO_ROOT)
     loads_tensorflow = _reaches(imports, TENSORFLOW_PACKAGES)
     training = _reaches(imports, KERAS_2_PACKAGES) - {SWITCH}
-    assert {"tetra_tf.train", "tetra_tf.export", "tetra_tf.model", "tetra_tf.model_card",
-            "tetra_tf.mpnet_encoder"} <= training
+    assert {"tetra_tf.train", "tetra_tf.export", "tetra_tf.training.model",
+            "tetra_tf.training.model_card", "tetra_tf.training.mpnet_encoder"} <= training
     late = {}
     for module in sorted(training):
         first_tensorflow = next(i for i, name in enumerate(imports[module])
@@ -256,7 +325,7 @@ def test_training_code_selects_keras_2_before_tensorflow_loads():
             late[module] = first
     assert not late, f"TensorFlow loaded before {SWITCH} (module: its first import that " \
         f"loads it): {late}"
-    assert not _reaches(imports, (SWITCH,)) & {"tetra_tf", "tetra_tf.parser",
-                                                "tetra_tf.serving.main", "tetra_tf.beam",
-                                                "tetra_tf.spark", "tetra_tf.spacy_component"}
+    assert not _reaches(imports, (SWITCH,)) & {
+        "tetra_tf", "tetra_tf.parser", "tetra_tf.serving.main", "tetra_tf.integrations.beam",
+        "tetra_tf.integrations.spark", "tetra_tf.integrations.spacy_component"}
 

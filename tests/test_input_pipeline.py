@@ -5,8 +5,8 @@ import collections
 
 import pytest
 
-from tetra_tf import input_pipeline, records
-from tetra_tf.tokenization import SubwordTokenizer
+from tetra_tf.data import input_pipeline, records
+from tetra_tf.data.tokenization import SubwordTokenizer
 
 # Narrow buckets: the 96 training trees spread over them but leave the first (one piece)
 # empty, and the longest sentences overflow the last, so evaluation also yields windows.

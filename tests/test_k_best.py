@@ -1,11 +1,11 @@
-"""Tests for tetra_tf/k_best.py: the k best sequences against brute-force enumeration."""
+"""Tests for tetra_tf/decode/k_best.py: the k best sequences against brute-force enumeration."""
 
 import itertools
 
 import numpy as np
 import pytest
 
-from tetra_tf import decoding, k_best
+from tetra_tf.decode import decoding, k_best
 
 LEAF_DIRECTIONS = np.array([0, 1, 0, 1])
 INTERNAL_DIRECTIONS = np.array([1, 0, 0, 1])

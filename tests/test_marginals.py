@@ -1,4 +1,4 @@
-"""Tests for tetra_tf/marginals.py: forward-backward sums against brute-force enumeration."""
+"""Tests for tetra_tf/decode/marginals.py: forward-backward sums against brute-force enumeration."""
 
 import itertools
 
@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from conftest import preorder_constituents
-from tetra_tf import decoding, marginals
-from tetra_tf import tags as tags_lib
+from tetra_tf.decode import decoding, marginals
+from tetra_tf.trees import tags as tags_lib
 
 # Vocabularies with two tags per direction, so that labels are summed over.
 LEAF_DIRECTIONS = np.array([0, 1, 0, 1])
@@ -259,7 +259,7 @@ def test_constituent_marginals_equal_brute_force_over_every_tag_sequence(n):
     each constituent of the decoded tree, and each labelled span of `every_span`, gets
     the probability mass of the trees that hold it (same label, same span)."""
     tf = pytest.importorskip("tensorflow")
-    from tetra_tf import tree_writer
+    from tetra_tf.decode import tree_writer
 
     rng = np.random.default_rng(n)
     vocabs = tags_lib.TagVocabularies(tags_lib.TagVocabulary(LABELLED_LEAF_TAGS),

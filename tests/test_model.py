@@ -5,11 +5,13 @@ import pytest
 
 import tensorflow as tf
 
-from tetra_tf import encoders, input_pipeline, model_dir, records, train
-from tetra_tf import model as model_lib
-from tetra_tf.model import HeadsConfig, tagging_loss_terms
-from tetra_tf.tags import TagVocabularies
-from tetra_tf.tokenization import SubwordTokenizer
+from tetra_tf.data import input_pipeline, records
+from tetra_tf.data.tokenization import SubwordTokenizer
+from tetra_tf.training import encoders, model_dir
+from tetra_tf.training import trainer as train
+from tetra_tf.training import model as model_lib
+from tetra_tf.training.model import HeadsConfig, tagging_loss_terms
+from tetra_tf.trees.tags import TagVocabularies
 
 
 @pytest.fixture(scope="module")
@@ -158,8 +160,8 @@ def test_every_encoder_variable_trains(batch, tiny_encoder_dir, small_data_dirs)
     encoder_variables = model.encoder.trainable_variables
     assert len(encoder_variables) == len(model.encoder.variables)
     assert len(model.trainable_variables) == len(encoder_variables) + 6
-    trainer = train.Trainer(model, train.TrainingConfig(warmup_steps=0, weight_decay=0.0), total_steps=10,
-                            strategy=tf.distribute.get_strategy())
+    trainer = train.Trainer(model, train.TrainingConfig(warmup_steps=0, weight_decay=0.0),
+                            total_steps=10, strategy=tf.distribute.get_strategy())
     trained = trainer.encoder_variables + trainer.head_variables
     pooler = [v for v in model.trainable_variables if "pooler_transform" in v.name]
     assert len(trained) + len(pooler) == len(model.trainable_variables) and len(pooler) == 2

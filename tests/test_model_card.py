@@ -1,4 +1,4 @@
-"""Tests for tetra_tf/model_card.py: training records, the card in every export, --describe."""
+"""Tests for tetra_tf/training/model_card.py: training records, the card in every export, --describe."""
 
 import json
 import os
@@ -8,8 +8,9 @@ import pytest
 
 import tetra_tf
 from conftest import TRAINED_RUN_EPOCHS, run_module
-from tetra_tf import export_format, model_card
+from tetra_tf.contract import export_format
 from tetra_tf.parser import Parser
+from tetra_tf.training import model_card
 
 
 @pytest.fixture(scope="module")
@@ -134,7 +135,7 @@ def test_card_without_training_records_says_what_is_missing(tiny_export_dir):
 
 
 def test_a_card_names_its_training_datas_licence(tiny_export_dir):
-    from tetra_tf import treebank
+    from tetra_tf.trees import treebank
 
     card = export_format.read_card(tiny_export_dir)
     card["training"] = {"train_data": {"path": "data/ptb_sample/train", "trees_written": 3396,
@@ -148,7 +149,7 @@ def test_a_card_names_its_training_datas_licence(tiny_export_dir):
 def test_an_ensembles_card_lists_its_members_and_not_their_scores_as_its_own(trained_run,
                                                                              trained_parser,
                                                                              tmp_path):
-    from tetra_tf import export  # noqa: PLC0415  (the training extra)
+    from tetra_tf.savedmodel import exporter as export  # noqa: PLC0415  (the training extra)
 
     model_dir, single = trained_run["model_dir"], trained_parser
     ensemble_dir = str(tmp_path / "ensemble" / "1")

@@ -1,4 +1,4 @@
-"""Tests for tetra_tf/model_dir.py: the model directory's layout and checkpoint resolution."""
+"""Tests for tetra_tf/training/model_dir.py: the model directory's layout and checkpoint resolution."""
 
 import os
 import shutil
@@ -8,8 +8,8 @@ import pytest
 import tensorflow as tf
 
 import tiny_model
-from tetra_tf import model_dir as model_dir_lib
-from tetra_tf.model_dir import CONFIG_FILE, ModelDirError, TaggerSpec
+from tetra_tf.training import model_dir as model_dir_lib
+from tetra_tf.training.model_dir import CONFIG_FILE, ModelDirError, TaggerSpec
 
 
 @pytest.fixture(scope="module")

@@ -12,8 +12,8 @@ import pytest
 import tensorflow as tf
 from safetensors.numpy import load_file
 
-from tetra_tf import encoders
-from tetra_tf.inference_encoder import InferenceEncoder
+from tetra_tf.savedmodel.inference_encoder import InferenceEncoder
+from tetra_tf.training import encoders
 
 from conftest import MPNET_SPECIAL_TOKENS, write_tiny_mpnet
 

@@ -9,7 +9,9 @@ import sys
 import pytest
 
 from conftest import load_tool, run_cli
-from tetra_tf import export_format, packaged_models, treebank
+from tetra_tf import packaged_models
+from tetra_tf.contract import export_format
+from tetra_tf.trees import treebank
 
 sys.path.insert(0, os.path.dirname(__file__))
 import tiny_model  # noqa: E402

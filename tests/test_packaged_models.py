@@ -10,9 +10,11 @@ import types
 
 import pytest
 
-from tetra_tf import export_format, packaged_models, parse, treebank
+from tetra_tf import packaged_models, parse
+from tetra_tf.contract import export_format
 from tetra_tf.errors import ExportError
 from tetra_tf.parser import Parser
+from tetra_tf.trees import treebank
 from conftest import run_cli, subprocess_env
 
 SENTENCES = [s.split() for s in ("The cat sat on the mat .", "She says he even left early .",
@@ -187,7 +189,7 @@ def test_the_parse_cli_describes_the_packaged_default(as_default, home):
 def test_the_beam_handler_loads_the_packaged_default_without_a_model(as_default, home,
                                                                       source_parser):
     pytest.importorskip("apache_beam")
-    from tetra_tf import beam as tetra_beam
+    from tetra_tf.integrations import beam as tetra_beam
 
     parser = tetra_beam.ParseModelHandler().load_model()
     assert parser.export_dir == packaged_models.export_dir("tiny")
@@ -236,7 +238,7 @@ def test_the_server_serves_the_packaged_default_without_a_base_path(as_default, 
 
 def test_a_users_export_overrides_the_default_in_every_way_in(as_default, home,
                                                               tiny_export_dir, tmp_path):
-    from tetra_tf import bulk_options
+    from tetra_tf.integrations import bulk_options
 
     assert Parser(tiny_export_dir).export_dir == tiny_export_dir
     base_path = str(tmp_path / "base")

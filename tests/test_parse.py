@@ -16,11 +16,14 @@ import nltk
 import pytest
 import tensorflow as tf
 
-from tetra_tf import bulk_options, evalb, export_format, parse, sentences
+from tetra_tf import parse
+from tetra_tf.contract import export_format, sentences
+from tetra_tf.contract.parse_record import Constituent, ParseResult
 from tetra_tf.errors import ExportError
-from tetra_tf.parse_record import Constituent, ParseResult
+from tetra_tf.integrations import bulk_options
 from tetra_tf.parser import Parser
-from tetra_tf.treebank import with_pos_tags
+from tetra_tf.trees import evalb
+from tetra_tf.trees.treebank import with_pos_tags
 
 sys.path.insert(0, os.path.dirname(__file__))
 import tiny_model  # noqa: E402
@@ -643,7 +646,7 @@ def test_cli_usage_errors(tmp_path):
 
 
 def test_cli_checks_the_bulk_programs_common_options(tmp_path):
-    """The checks of tetra_tf/bulk_options.py, which Beam and Spark share."""
+    """The checks of tetra_tf/integrations/bulk_options.py, which Beam and Spark share."""
     for args, message in ((["--max_words=-1"], "--max_words must be 0 or more"),
                           (["--batch_size=0"], "--batch_size must be positive"),
                           ([], f"--model_dir: {tmp_path} holds no SavedModel")):

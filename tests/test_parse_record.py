@@ -1,4 +1,4 @@
-"""Tests for tetra_tf/parse_record.py: the result types of a parse, their JSON object, and
+"""Tests for tetra_tf/contract/parse_record.py: the result types of a parse, their JSON object, and
 the names Beam's records and Spark's columns share with it."""
 
 import json
@@ -6,8 +6,8 @@ import json
 import pytest
 
 from conftest import run_python
-from tetra_tf import parse_record, sentences
-from tetra_tf.parse_record import Constituent, ParseResult
+from tetra_tf.contract import parse_record, sentences
+from tetra_tf.contract.parse_record import Constituent, ParseResult
 
 TREE = "(TOP (S (NP (DT a)) (VP (VB b))))"
 
@@ -53,8 +53,8 @@ def test_a_refusal():
 def test_beam_records_and_spark_columns_use_the_same_names_and_values(fields):
     """What Beam writes and Spark fills for a parse is the JSON object's fields of the same
     names, with the same values, in Spark's column order."""
-    beam = pytest.importorskip("tetra_tf.beam")
-    from tetra_tf import spark
+    beam = pytest.importorskip("tetra_tf.integrations.beam")
+    from tetra_tf.integrations import spark
 
     result = _result(**fields)
     record = result.to_dict()
@@ -75,7 +75,7 @@ def test_beam_records_and_spark_columns_use_the_same_names_and_values(fields):
 def test_the_results_load_without_tensorflow_and_keep_their_parser_path():
     """Beam, Spark and the programs read results without the parser's TensorFlow; code
     that imports them from tetra_tf.parser gets the same classes."""
-    assert run_python("import sys\nimport tetra_tf.parse_record\n"
+    assert run_python("import sys\nimport tetra_tf.contract.parse_record\n"
                       "print('tensorflow' in sys.modules)") == "False"
     from tetra_tf import parser
 

@@ -6,20 +6,21 @@ import threading
 import time
 import types
 
-import tetra_tf.text
+import tetra_tf.contract.text
 
 import nltk
 import pytest
 import tensorflow as tf
 
-from tetra_tf import sentences as sentences_lib, treebank
 from tetra_tf import parser as parser_lib
+from tetra_tf.contract import sentences as sentences_lib
+from tetra_tf.contract.parse_record import ParseResult
+from tetra_tf.contract.sentences import SentenceError, escape_leaf
 from tetra_tf.errors import ExportError
-from tetra_tf.parse_record import ParseResult
 from tetra_tf.parser import ModelError, Parser
-from tetra_tf.sentences import SentenceError, escape_leaf
-from tetra_tf.treebank import with_pos_tags
-from tetra_tf.tags import TagVocabularies
+from tetra_tf.trees import treebank
+from tetra_tf.trees.tags import TagVocabularies
+from tetra_tf.trees.treebank import with_pos_tags
 
 SENTENCES = [
     ["The", "cat", "sat", "on", "the", "mat", "."],
@@ -239,7 +240,7 @@ def test_parse_text_gives_each_sentence_its_tokens_offsets_and_parse(parser):
     assert found[0].result.bracketed == parser.parse_each([["It", "rained", "."]])[0].bracketed
     assert isinstance(found[1].result, SentenceError)  # refused alone: 31 words
     assert found[1].result.reason == sentences_lib.TOO_MANY_WORDS
-    assert found[2].tokens[2] == tetra_tf.text.Token("-LRB-", 170, 171)
+    assert found[2].tokens[2] == tetra_tf.contract.text.Token("-LRB-", 170, 171)
     assert _leaves(found[2].words) == found[2].result.tree.leaves()
     # Many texts at once: the same sentences; one sentence when not split (blank: refused).
     def summary(sentences):
@@ -337,7 +338,7 @@ def test_span_marginals_of_texts_are_those_of_their_words(parser):
 def test_span_marginals_batches_stay_within_the_signatures_cells(parser, monkeypatch):
     """parse_span_marginals refuses a call of more than its cells (sentences × longest
     words² × the larger of labels and 2 · (depth + 1)): the Parser's batches stay within."""
-    from tetra_tf import export_format
+    from tetra_tf.contract import export_format
 
     per_word_squared = max(len(parser.phrase_labels), 2 * (parser.max_stack_depth + 1))
     monkeypatch.setattr(export_format, "MAX_SPAN_MARGINAL_CELLS", 2000 * per_word_squared)
@@ -361,7 +362,7 @@ def test_span_marginals_batches_stay_within_the_signatures_cells(parser, monkeyp
 
 
 def test_k_best_trees_start_with_the_best_and_come_best_first(parser):
-    from tetra_tf.export_format import K_BEST
+    from tetra_tf.contract.export_format import K_BEST
 
     word_lists = [["The", "cat", "sat", "on", "the", "mat", "."], ["Hi"], []]
     plain = parser.parse_each(word_lists)
@@ -380,7 +381,7 @@ def test_k_best_trees_start_with_the_best_and_come_best_first(parser):
 
 
 def test_marginals_refuse_a_sentence_over_their_word_bound_alone(parser):
-    from tetra_tf.export_format import MAX_MARGINALS_WORDS
+    from tetra_tf.contract.export_format import MAX_MARGINALS_WORDS
 
     long = [f"w{i}" for i in range(MAX_MARGINALS_WORDS + 1)]
     results = parser.parse_each([["a", "b"], long], marginals=True)

@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 from tetra_tf import parse
-from tetra_tf.parse_record import ParseResult
+from tetra_tf.contract.parse_record import ParseResult
 from tetra_tf.parser import Parser
 
 SENTENCES = [

@@ -1,4 +1,4 @@
-"""Tests for tetra_tf.records: the tf.train.Example schema, writing and parsing."""
+"""Tests for tetra_tf.data.records: the tf.train.Example schema, writing and parsing."""
 
 import fnmatch
 import os
@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tetra_tf import records, tags, treebank
+from tetra_tf.data import records
+from tetra_tf.trees import tags, treebank
 
 TREES = [
     "(TOP (S (S (NP (PRP She)) (VP (VBZ enjoys) (S (VP (VBG playing) (NP (NN tennis)))))) "

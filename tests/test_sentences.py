@@ -1,4 +1,4 @@
-"""The sentence contract (tetra_tf/sentences.py): whitespace, escapes, reasons, reading."""
+"""The sentence contract (tetra_tf/contract/sentences.py): whitespace, escapes, reasons, reading."""
 
 import bz2
 import gzip
@@ -10,8 +10,8 @@ import unicodedata
 
 import pytest
 
-from tetra_tf import sentences
-from tetra_tf.sentences import SentenceError, SentenceLimits
+from tetra_tf.contract import sentences
+from tetra_tf.contract.sentences import SentenceError, SentenceLimits
 
 # Unicode's White_Space property (PropList.txt), listed here as the oracle.
 UNICODE_WHITE_SPACE = {chr(c) for c in [*range(0x09, 0x0E), 0x20, 0x85, 0xA0, 0x1680,

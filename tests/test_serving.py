@@ -1055,7 +1055,7 @@ def test_new_version_is_warmed_up_before_it_serves(tmp_path):
 def test_limits_come_from_the_export_and_flags_only_lower_them(tmp_path):
     """assets.extra/limits.json's max_pieces_per_call bounds a sentence (each word is at
     least one piece) even with a higher --max_pieces_per_request."""
-    from tetra_tf import sentences
+    from tetra_tf.contract import sentences
 
     base = tmp_path / "models" / MODEL_NAME
     base.mkdir(parents=True)
@@ -1162,7 +1162,7 @@ def test_real_export_over_rest_matches_parser(tetra_export, tmp_path):
         # Subword pieces are counted before the model runs: "!" * 20 is 20 pieces, of which
         # the graph keeps 8 (tokenization.MAX_PIECES_PER_WORD), so 25 such words are 200
         # pieces (allowed) and 26 are 208 (400), although both are far under the word limits.
-        from tetra_tf import tokenization
+        from tetra_tf.data import tokenization
 
         assert tokenization.MAX_PIECES_PER_WORD * 25 == MAX_PIECES
         for num_words, expected_status in [(25, 200), (26, 400)]:
@@ -1246,7 +1246,7 @@ def test_refused_sentence_carries_its_reason_over_rest_and_grpc(batching_server)
     import grpc
     from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
-    from tetra_tf import sentences
+    from tetra_tf.contract import sentences
 
     port, _, grpc_port = batching_server
     status, body = _http(port, "POST", _PREDICT, {"instances": ["ok", "\u3000\u2029"]})

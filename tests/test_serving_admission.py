@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tetra_tf import sentences
+from tetra_tf.contract import sentences
 from tetra_tf.serving import admission, codecs
 from tetra_tf.serving.errors import RequestError
 

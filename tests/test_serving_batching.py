@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 
-from tetra_tf import export_format
+from tetra_tf.contract import export_format
 from tetra_tf.serving import batching
 
 

@@ -13,8 +13,7 @@ import pytest
 
 from tetra_tf.serving import admission, batching
 from tetra_tf.serving.errors import RequestError
-from tetra_tf.serving.manager import (ModelManager, Models, VersionLabel,
-                                      find_latest_version)
+from tetra_tf.serving.manager import ModelManager, Models, VersionLabel, find_latest_version
 from tetra_tf.serving.model_config import (ConfigError, check_model_server_config,
                                            parse_model_server_config)
 from tetra_tf.serving.runners import BatchingRunner

@@ -22,9 +22,11 @@ for _module in ("waitress", "grpc", "tensorflow_serving"):
                         "'.[serving]'")
 
 from conftest import REPO_ROOT, free_port, served_until_done, subprocess_env  # noqa: E402
-from tetra_tf import drawing, text as text_lib, treebank  # noqa: E402
+from tetra_tf.contract import text as text_lib
 from tetra_tf.serving import page  # noqa: E402
 from tetra_tf.serving.errors import RequestError  # noqa: E402
+from tetra_tf.trees import drawing  # noqa: E402
+from tetra_tf.trees import treebank
 
 SERVER_SCRIPT = os.path.join(REPO_ROOT, "serving", "server.py")
 MODEL_NAME = "tetra"

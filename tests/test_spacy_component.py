@@ -1,4 +1,4 @@
-"""Tests for tetra_tf/spacy_component.py: the spaCy v3 component on a tiny export."""
+"""Tests for tetra_tf/integrations/spacy_component.py: the spaCy v3 component on a tiny export."""
 
 import math
 import os
@@ -14,12 +14,12 @@ import nltk  # noqa: E402
 
 from conftest import REPO_ROOT, parse_with_copies_of, requires_nltk_sample  # noqa: E402
 import tetra_tf_spacy  # noqa: E402
-from tetra_tf.parser import ModelError, Parser  # noqa: E402
-from tetra_tf.sentences import escape_leaf  # noqa: E402
+from tetra_tf.contract.sentences import escape_leaf  # noqa: E402
 from tetra_tf.errors import ExportError  # noqa: E402
-from tetra_tf.spacy_component import (MissingSentencesError, NonConstituentError,  # noqa: E402
-                                      NonConstituentException, TetraTfComponent,
-                                      sentence_words)
+from tetra_tf.integrations.spacy_component import (  # noqa: E402
+    MissingSentencesError, NonConstituentError, NonConstituentException, TetraTfComponent,
+    sentence_words)
+from tetra_tf.parser import ModelError, Parser  # noqa: E402
 
 TEXTS = [
     'She said "hello (and goodbye)" to me. The cat sat on the mat!',
@@ -87,7 +87,7 @@ def _spans_of(tree: nltk.Tree, token_indices: list[int]) -> list[tuple[int, int,
 def test_sentence_words_are_the_tokens_written_as_the_treebank_writes_them():
     """One word per non-whitespace token (spaCy's boundaries kept), spelled as the model's
     training data spells it: the raw-text tokenizer's `ptb_words`."""
-    from tetra_tf import text
+    from tetra_tf.contract import text
 
     nlp = spacy.blank("en")
     doc = nlp('"Hi (there)," he said, "it\u2019s [a] {test}" \u201cok\u201d \u2014 :-)')
@@ -111,7 +111,7 @@ def test_a_doc_of_ptb_words_gives_the_parser_those_words():
     included, as the parse CLI reads them from a line."""
     from spacy.tokens import Doc
 
-    from tetra_tf import treebank
+    from tetra_tf.trees import treebank
 
     vocab = spacy.blank("en").vocab
     quotes = 0
@@ -624,7 +624,7 @@ def test_a_failing_model_goes_to_the_error_handler(tiny_export_dir):
 
 
 def test_default_batch_size_is_every_way_in_s(tiny_export_dir):
-    from tetra_tf.export_format import DEFAULT_BATCH_SIZE
+    from tetra_tf.contract.export_format import DEFAULT_BATCH_SIZE
 
     nlp = spacy.blank("en")
     nlp.add_pipe("sentencizer")

@@ -1,4 +1,4 @@
-"""Tests for tetra_tf/spark.py and tetra_tf/spark_parse.py on a real Spark standalone cluster.
+"""Tests for tetra_tf/integrations/spark.py and tetra_tf/spark_parse.py on a real Spark standalone cluster.
 
 The module starts one master and two workers of one core each on 127.0.0.1 (separate JVM
 processes, pyspark's bundled `spark-class`; their process groups are ended at teardown) and
@@ -25,10 +25,12 @@ import pytest
 
 pyspark = pytest.importorskip("pyspark", reason="pyspark is not installed (the [spark] extra)")
 
-from tetra_tf import bulk_options, sentences, spark_parse  # noqa: E402
-from tetra_tf import spark as tetra_spark  # noqa: E402
-from tetra_tf.spark_cluster import LocalCluster  # noqa: E402
-from tetra_tf.parse_record import ParseResult  # noqa: E402
+from tetra_tf import spark_parse  # noqa: E402
+from tetra_tf.contract import sentences
+from tetra_tf.contract.parse_record import ParseResult  # noqa: E402
+from tetra_tf.integrations import bulk_options
+from tetra_tf.integrations import spark as tetra_spark  # noqa: E402
+from tetra_tf.integrations.spark_cluster import LocalCluster  # noqa: E402
 from conftest import (REPO_ROOT, assert_spans_are_the_parsers, run_module,  # noqa: E402
                       subprocess_env)
 
@@ -445,7 +447,7 @@ def test_parse_texts_gives_the_parsers_marginals_and_spans(parser):
     """parse_texts (what each Arrow batch goes through) with marginals, or span_marginals
     (which implies them): each parsed text's values are the Parser's; a sentence over
     parse_span_marginals' bound is refused alone (too_many_words)."""
-    from tetra_tf.export_format import MAX_MARGINALS_WORDS
+    from tetra_tf.contract.export_format import MAX_MARGINALS_WORDS
 
     texts = ["The cat sat on the mat .", " ".join(["w"] * (MAX_MARGINALS_WORDS + 1)), None,
              "Hi !"]

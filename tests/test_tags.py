@@ -1,4 +1,4 @@
-"""Tests for tetra_tf.tags: trees ⇄ tetra-tags, stack depths, vocabularies."""
+"""Tests for tetra_tf.trees.tags: trees ⇄ tetra-tags, stack depths, vocabularies."""
 
 import string
 
@@ -8,8 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tetra_tf import tags
-from tetra_tf import treebank
+from tetra_tf.trees import tags, treebank
 
 FIGURE_1 = ("(TOP (S (S (NP (PRP She)) (VP (VBZ enjoys) (S (VP (VBG playing) "
             "(NP (NN tennis)))))) (. .)))")

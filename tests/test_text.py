@@ -1,4 +1,4 @@
-"""Tests for tetra_tf/text.py: raw text to sentences and PTB tokens with offsets."""
+"""Tests for tetra_tf/contract/text.py: raw text to sentences and PTB tokens with offsets."""
 
 import collections
 import io
@@ -8,7 +8,7 @@ import re
 import pytest
 
 from conftest import requires_nltk_sample
-from tetra_tf import sentences, text
+from tetra_tf.contract import sentences, text
 
 # Text a user could send: Unicode quotes and dashes, URLs, emoji, CJK, numbers, ellipses,
 # abbreviations, brackets, clitics, empty and whitespace-only lines.
@@ -30,7 +30,7 @@ def _gold_and_raw(split: str):
     detokenization of the leaves, as a user would have written it."""
     from nltk.tokenize.treebank import TreebankWordDetokenizer
 
-    from tetra_tf import treebank
+    from tetra_tf.trees import treebank
 
     detokenizer = TreebankWordDetokenizer()
     for entry in treebank.read_nltk_sample(split):
@@ -110,7 +110,7 @@ def test_ptb_words_keep_the_words_of_text_tokenized_once():
 def test_ptb_words_of_the_sample_leaves_are_the_leaves():
     """Gold PTB tokens written out with a space between come back as themselves (brackets
     escaped as the treebank escapes them), whatever their quotes."""
-    from tetra_tf import treebank
+    from tetra_tf.trees import treebank
 
     quotes = 0
     for entry in treebank.read_nltk_sample("test"):

@@ -9,9 +9,10 @@ import pytest
 import tensorflow as tf
 import tokenizers  # the oracle, from the [dev] extra
 
-from tetra_tf import encoders, tokenization
-from tetra_tf.sentences import unescape_token as unescape_ptb_token
-from tetra_tf.tokenization import SubwordTokenizer, pack_windows
+from tetra_tf.contract.sentences import unescape_token as unescape_ptb_token
+from tetra_tf.data import tokenization
+from tetra_tf.data.tokenization import SubwordTokenizer, pack_windows
+from tetra_tf.training import encoders
 
 SENTENCES = [
     "Pierre Vinken , 61 years old , will join the board as a nonexecutive director Nov. 29 .",

@@ -20,10 +20,13 @@ import tf_keras
 
 from conftest import (REPO_ROOT, TRAINED_RUN_EPOCHS, convert, free_port, run_cli,
                       subprocess_env)
-from tetra_tf import encoders, errors, input_pipeline, train
-from tetra_tf.model import HeadsConfig
-from tetra_tf.tags import TagVocabularies
-from tetra_tf.tokenization import SubwordTokenizer
+from tetra_tf import errors
+from tetra_tf.data import input_pipeline
+from tetra_tf.data.tokenization import SubwordTokenizer
+from tetra_tf.training import encoders
+from tetra_tf.training import trainer as train
+from tetra_tf.training.model import HeadsConfig
+from tetra_tf.trees.tags import TagVocabularies
 
 TINY = dict(epochs=30, batch_size=8, warmup_steps=2, checkpoint_every_steps=2)
 
@@ -301,9 +304,9 @@ def test_bfloat16_keeps_float32_variables_and_trains_like_float32(
 @pytest.mark.slow
 def test_an_mpnet_encoder_trains_in_bfloat16_and_exports_on_the_same_path(
         tiny_mpnet_dir, small_data_dirs, tmp_path):
-    from tetra_tf import export
-    from tetra_tf.model_dir import TaggerSpec
     from tetra_tf.parser import Parser
+    from tetra_tf.savedmodel import exporter as export
+    from tetra_tf.training.model_dir import TaggerSpec
 
     model_dir = str(tmp_path / "run")
     config = train.TrainingConfig(batch_size=8, epochs=2, learning_rate=1e-3, warmup_steps=2,
@@ -556,7 +559,9 @@ def test_final_fit_trains_on_several_directories_and_keeps_the_last_epoch(
     assert runs[0]["dev_data"] is None
     # The export's card says what the weights were trained on and how they were kept (the
     # card export() writes, built without saving the SavedModel around it).
-    from tetra_tf import export, export_format, model_card  # noqa: PLC0415
+    from tetra_tf.contract import export_format
+    from tetra_tf.savedmodel import exporter as export  # noqa: PLC0415
+    from tetra_tf.training import model_card
     checkpoints = [export.resolve_checkpoint(model_dir)]
     card = model_card.build(checkpoints, export.build_module(checkpoints))
     assert card["scores"]["dev"] is None

@@ -1,4 +1,4 @@
-"""Tests for tetra_tf.treebank: reading, cleaning and the NLTK sample splits."""
+"""Tests for tetra_tf.trees.treebank: reading, cleaning and the NLTK sample splits."""
 
 import random
 
@@ -7,7 +7,7 @@ import pytest
 
 from conftest import nltk_sample_available
 
-from tetra_tf import treebank
+from tetra_tf.trees import treebank
 
 
 

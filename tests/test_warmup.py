@@ -12,7 +12,8 @@ import pytest
 import tensorflow as tf
 from tensorflow_serving.apis import prediction_log_pb2
 
-from tetra_tf import export, export_format
+from tetra_tf.contract import export_format
+from tetra_tf.savedmodel import exporter as export
 from tetra_tf.serving.manager import ModelManager
 from tetra_tf.serving.servable import ServedModel
 

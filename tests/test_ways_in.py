@@ -16,7 +16,7 @@ import pytest
 
 from conftest import (REPO_ROOT, free_port, parse_with_copies_of, served_until_done,
                       subprocess_env)
-from tetra_tf import export_format, sentences
+from tetra_tf.contract import export_format, sentences
 
 SERVER_SCRIPT = os.path.join(REPO_ROOT, "serving", "server.py")
 PIECE_LIMIT_WORD = "!" * 8  # 8 pieces: the per-word cap
@@ -42,7 +42,7 @@ def odd_lines(max_pieces: int) -> list[str]:
 
 def _without_top(tree: str) -> str:
     """A tree string without its TOP root when TOP has one child (as spaCy shows it)."""
-    from tetra_tf import treebank
+    from tetra_tf.trees import treebank
 
     parsed = treebank.parse_tree(tree)
     if parsed.label() == "TOP" and len(parsed) == 1:
@@ -180,7 +180,7 @@ def _cli(parser, lines: list[str]) -> list[tuple]:
 def _beam(export_dir: str, lines: list[str], tmp_path) -> list[tuple]:
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    from tetra_tf import beam
+    from tetra_tf.integrations import beam
 
     input_path = tmp_path / "beam_in" / "lines.txt"
     input_path.parent.mkdir()
@@ -210,7 +210,7 @@ def _spacy(export_dir: str, lines: list[str]) -> list[tuple | None]:
     spacy = pytest.importorskip("spacy")
     from spacy.tokens import Doc
 
-    from tetra_tf import treebank
+    from tetra_tf.trees import treebank
 
     nlp = spacy.blank("en")
     nlp.add_pipe("tetra_tf", config={"model_dir": export_dir})
@@ -271,7 +271,7 @@ def test_graph_splits_exactly_as_the_host_on_every_code_point():
     import numpy as np
     import tensorflow as tf
 
-    from tetra_tf.export import split_sentences
+    from tetra_tf.savedmodel.exporter import split_sentences
 
     code_points = [c for c in range(sys.maxunicode + 1) if not 0xD800 <= c <= 0xDFFF]
     lines = np.array([f"a{chr(c)}b".encode("utf-8") for c in code_points], dtype=object)
@@ -518,8 +518,8 @@ def test_constrained_parses_are_the_same_from_the_parser_rest_and_grpc(ways_in_s
     import tensorflow as tf
     from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
-    from tetra_tf import constraints as constraints_lib
-    from tetra_tf.constraints import Constraints
+    from tetra_tf.decode import constraints as constraints_lib
+    from tetra_tf.decode.constraints import Constraints
     from tetra_tf.parser import Parser
 
     parser = Parser(tiny_export_dir)

@@ -15,9 +15,10 @@ import nltk
 import tensorflow as tf
 import tf_keras
 
-from tetra_tf import encoders, tags as tags_lib
-from tetra_tf.model import HeadsConfig
-from tetra_tf.model_dir import ENCODER_VOCAB_FILE, VOCAB_DIR, TaggerSpec, build_tagger
+from tetra_tf.training import encoders
+from tetra_tf.training.model import HeadsConfig
+from tetra_tf.training.model_dir import ENCODER_VOCAB_FILE, VOCAB_DIR, TaggerSpec, build_tagger
+from tetra_tf.trees import tags as tags_lib
 
 TREES = [
     "(TOP (S (NP (DT The) (NN cat)) (VP (VBD sat) (PP (IN on) (NP (DT the) (NN mat)))) (. .)))",

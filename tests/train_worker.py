@@ -21,10 +21,13 @@ tf.config.set_logical_device_configuration(
 
 import numpy as np  # noqa: E402
 
-from tetra_tf import encoders, input_pipeline, model_dir, train  # noqa: E402
-from tetra_tf.model import HeadsConfig  # noqa: E402
-from tetra_tf.tags import TagVocabularies  # noqa: E402
-from tetra_tf.tokenization import SubwordTokenizer  # noqa: E402
+from tetra_tf.data import input_pipeline
+from tetra_tf.data.tokenization import SubwordTokenizer  # noqa: E402
+from tetra_tf.training import encoders  # noqa: E402
+from tetra_tf.training import model_dir
+from tetra_tf.training import trainer as train
+from tetra_tf.training.model import HeadsConfig  # noqa: E402
+from tetra_tf.trees.tags import TagVocabularies  # noqa: E402
 
 STEPS = 3  # All at positive learning rates (warmup 1 step, then decay over 10).
 

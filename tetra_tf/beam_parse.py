@@ -6,7 +6,7 @@ r"""Parses a corpus with an Apache Beam pipeline: a tree per line, dead letters 
 
 Input: files or globs (--input may be repeated; .gz and other compressions by extension),
 one sentence per line, PTB tokens separated by whitespace (or raw text with --tokenize), as
-for `python -m tetra_tf.parse` (both read and check lines with tetra_tf.sentences: the same
+for `python -m tetra_tf.parse` (both read and check lines with tetra_tf.contract.sentences: the same
 bad lines, the same reasons). A damaged compressed file keeps its readable lines and gives
 one `damaged` dead letter where the damage starts. A line over --max_line_bytes is skipped
 without being held, except that Beam's own reader inflates a .deflate file 16 MiB of
@@ -14,7 +14,7 @@ compressed input at a time. Output, sharded as Beam writes it:
 
   OUTPUT-SSSSS-of-NNNNN.jsonl         {"file", "line", "tree", "score"} per parsed line
   OUTPUT-errors-SSSSS-of-NNNNN.jsonl  {"file", "line", "reason", "error"} per rejected line
-                                      (reason: a code of tetra_tf.sentences: empty,
+                                      (reason: a code of tetra_tf.contract.sentences: empty,
                                       not_utf8, too_long, damaged, too_many_words,
                                       too_many_pieces, rejected)
   OUTPUT-ordered/PATH.trees           with --ordered: per input file (PATH below the input
@@ -31,7 +31,7 @@ least P, [{"label", "start", "end", "probability"}, ...] (start and end: first a
 word, 0-based, inclusive; by start, end, label), as Parser.parse_each(span_marginals=P)
 gives them; a sentence of more than 256 words is then a too_many_words dead letter.
 
-With --documents each line is a document of raw text, split into sentences (tetra_tf.text,
+With --documents each line is a document of raw text, split into sentences (tetra_tf.contract.text,
 as `python -m tetra_tf.parse --documents` splits it): each sentence is a record or a dead
 letter of its own, with "sentence_number" (in the line, from 1), "start" and "end" (its
 character offsets in the line); a blank line has none (not with --ordered).
@@ -57,13 +57,15 @@ import sys
 # TensorFlow's C++ notices and Beam's import-time warnings (e.g. no GCP libraries) are
 # noise here; pipeline failures are reported from their exceptions.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-from tetra_tf import bulk_options, cli, extras, sentences  # noqa: E402
+from tetra_tf import cli, extras  # noqa: E402
 from tetra_tf.cli import UsageError  # noqa: E402
+from tetra_tf.contract import sentences
+from tetra_tf.integrations import bulk_options
 
 LOCAL_RUNNER = "FnApiRunner"
 
 
-# The common options of the bulk programs (tetra_tf/bulk_options.py) this program has.
+# The common options of the bulk programs (tetra_tf/integrations/bulk_options.py) this program has.
 BULK_OPTIONS = ("model_dir", "corpus_input", "corpus_output", "tokenize", "documents",
                 "max_words", "max_line_bytes", "batch_size", "ordered", "marginals",
                 "span_marginals")
@@ -101,7 +103,7 @@ def parse_args(argv: list[str]):
     from apache_beam.options.pipeline_options import (  # pylint: disable=import-outside-toplevel
         PipelineOptions, StandardOptions)
 
-    from tetra_tf import beam  # pylint: disable=import-outside-toplevel
+    from tetra_tf.integrations import beam  # pylint: disable=import-outside-toplevel
 
     args, rest = _parser().parse_known_args(argv)
     unknown = unknown_pipeline_args(rest)
@@ -130,7 +132,7 @@ def main(argv: list[str]) -> int:
     logging.getLogger().setLevel(logging.ERROR)
     logging.getLogger("apache_beam").setLevel(logging.CRITICAL)
     extras.require("beam", "python -m tetra_tf.beam_parse")
-    from tetra_tf import beam  # pylint: disable=import-outside-toplevel
+    from tetra_tf.integrations import beam  # pylint: disable=import-outside-toplevel
     options, pipeline_options = parse_args(argv)
     try:
         totals = beam.run(options, pipeline_options)

@@ -112,6 +112,13 @@ def guarded(main: Callable[[list[str]], int | None], argv: list[str],
     return EXIT_OK if code is None else code
 
 
+def adopt_program_flags(library: str) -> None:
+    """Lists the flags that the module `library` defined in the running program's --help
+    (absl shows the main module's own: a program's driver, tetra_tf/train.py, defines none)."""
+    for flag in flags.FLAGS.get_key_flags_for_module(library):
+        flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
+
+
 def run(main: Callable[[list[str]], int | None],
         user_errors: tuple[type[BaseException], ...] = (), takes_arguments: bool = False,
         flag_names: Mapping[str, str] | None = None) -> None:

@@ -5,7 +5,7 @@ unreadable input), said in the library's words (its parameters' names, never a p
 flags); the command-line layer (`tetra_tf.cli`) alone turns it into one line and exit code
 2, naming the program's flags where an `InputError` names their parameters. `ModelError` is
 the model itself failing, which no input can fix. A refused sentence is a
-`tetra_tf.sentences.SentenceError` and fails alone.
+`tetra_tf.contract.sentences.SentenceError` and fails alone.
 """
 
 from __future__ import annotations

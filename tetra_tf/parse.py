@@ -12,8 +12,8 @@ packaged model by its name, or your own export's directory (tetra_tf.export's --
 Input (stdin by default, or --input=FILE; FILE.gz, .bz2, .xz and .lzma are decompressed):
 one sentence per line, pre-tokenized Penn Treebank tokens separated by whitespace (-LRB-,
 ``, 1\/2 ... as in the treebank; whitespace is what Python's str.split splits on, Unicode
-spaces included: see tetra_tf/sentences.py, which every way into the parser shares); with
---tokenize, one sentence of raw text per line, split into PTB tokens by tetra_tf/text.py
+spaces included: see tetra_tf/contract/sentences.py, which every way into the parser shares); with
+--tokenize, one sentence of raw text per line, split into PTB tokens by tetra_tf/contract/text.py
 (NLTK's Treebank rules: brackets become -LRB- etc., double quotes `` and '', n't split
 off), as the SavedModel's parse_text signature splits it. Output (stdout by default): one
 bracketed tree per input line, in order, ``(TOP (S ...))`` with the predicted POS tags,
@@ -32,7 +32,7 @@ training data, dev/test F1) instead of parsing.
 
 Documents (--documents): each input line is a document of raw text (a paragraph, or a
 text of up to --max_line_bytes on one line), split into sentences and PTB tokens by
-tetra_tf/text.py.
+tetra_tf/contract/text.py.
 Each sentence gets one output line: the input line's number, the sentence's number in
 it (from 1), its start and end character offsets in the line, and its tree (with
 --scores, --marginals or --span_marginals, their columns, then the tree), tab-separated;
@@ -41,14 +41,14 @@ below, named "line N: sentence M"; with --on_error=skip its output line has an e
 tree, and a refused line (not_utf8, too_long) writes nothing (both are reported).
 
 Formats (--output_format): text, the lines above; json, one JSON object per output line
-instead (`json_record`, field names from tetra_tf/parse_record.py, the same as Beam's
+instead (`json_record`, field names from tetra_tf/contract/parse_record.py, the same as Beam's
 records and Spark's columns): ``line`` (and with --documents ``sentence_number``,
 ``start``, ``end``, ``word_starts``, ``word_ends``), ``words``, ``pos_tags``, ``tree``,
 ``score``; with --marginals ``tree_probability``, ``constituent_marginals`` and
 ``constituents`` ([{label, start, end, probability}]); with --span_marginals
 ``span_marginals``; with --k_best ``k_best`` ([{tree, score}], best first); a refused line
 or sentence (with --on_error=skip) gets an object with ``reason`` and ``error`` instead of
-an empty line. svg: each tree drawn by tetra_tf/drawing.py into its own file in the folder
+an empty line. svg: each tree drawn by tetra_tf/trees/drawing.py into its own file in the folder
 --output names (made if missing), line-N.svg, or line-N-sentence-M.svg with --documents
 (whose drawings show the words as written); with --marginals each constituent shows its
 probability; nothing goes to stdout.
@@ -64,7 +64,7 @@ Encodings and line ends: input is UTF-8 bytes; only \n ends a line (line N is th
 any other \r is whitespace; a UTF-8 byte order mark at the very start of the input is
 dropped. Output is UTF-8 with \n line ends, whatever the locale.
 
-Bad lines, each with a reason code (the same codes in every way in: tetra_tf/sentences.py):
+Bad lines, each with a reason code (the same codes in every way in: tetra_tf/contract/sentences.py):
 an empty or whitespace-only line (empty), a line that is not valid UTF-8 (not_utf8), a
 line longer than --max_line_bytes (too_long), a sentence of more than --max_words words
 after --tokenize (too_many_words), a sentence of more subword pieces than the model takes
@@ -101,9 +101,11 @@ from typing import IO, Any, Iterator, Sequence, TextIO
 from absl import flags
 from tqdm import tqdm
 
-from tetra_tf import bulk_options, cli, export_format, packaged_models, parse_record, sentences
-from tetra_tf import text as text_lib
+from tetra_tf import cli, packaged_models
+from tetra_tf.contract import export_format, parse_record, sentences
+from tetra_tf.contract import text as text_lib
 from tetra_tf.errors import InputError
+from tetra_tf.integrations import bulk_options
 
 # --output_format: bracketed trees in columns, JSON objects, or SVG drawings.
 TEXT, JSON, SVG = "text", "json", "svg"
@@ -382,7 +384,7 @@ def json_record(number: int, index: int | None, sentence, result) -> dict[str, A
     """One --output_format=json object: the line's number, and with documents the
     sentence's number, then the sentence's fields (`TextSentence.to_dict`) or the
     result's (`ParseResult.to_dict`, or a refusal's reason and error); names:
-    `tetra_tf.parse_record`.
+    `tetra_tf.contract.parse_record`.
 
     Args:
       number: the input line's number.
@@ -411,7 +413,7 @@ def _write_svg(folder: str, name: str, result, sentence) -> None:
     Raises:
       OutputError: the tree cannot be drawn, or the file cannot be written.
     """
-    from tetra_tf import drawing  # pylint: disable=import-outside-toplevel
+    from tetra_tf.trees import drawing  # pylint: disable=import-outside-toplevel
 
     path = os.path.join(folder, name)
     try:
@@ -534,7 +536,7 @@ def _closing(stream: IO, name: str) -> Iterator[IO]:
 FLAGS = flags.FLAGS
 
 
-# The common options of the bulk programs (tetra_tf/bulk_options.py) this program has.
+# The common options of the bulk programs (tetra_tf/integrations/bulk_options.py) this program has.
 BULK_OPTIONS = ("model_dir", "input", "output", "tokenize", "documents", "batch_size",
                 "on_error", "errors", "max_words", "max_line_bytes")
 

@@ -14,11 +14,11 @@ parser.card                                        # the export's model card (or
 ```
 
 The SavedModel does all the work (tokenization, tagging, decoding, the bracketed tree);
-this class checks sentences by the sentence contract (tetra_tf/sentences.py), batches
+this class checks sentences by the sentence contract (tetra_tf/contract/sentences.py), batches
 them by length so that each batch is padded only to its own longest sentence, and owns the
 failure policy every way in shares: a refused sentence fails alone with its reason; a
 failure of the model itself raises `ModelError` at once. Its results (`ParseResult`,
-`Constituent`, `TextSentence`) are `tetra_tf.parse_record`'s, which reads them without
+`Constituent`, `TextSentence`) are `tetra_tf.contract.parse_record`'s, which reads them without
 TensorFlow.
 """
 
@@ -37,13 +37,14 @@ from absl import logging
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the tokenizer's ops the SavedModel uses)
 
-from tetra_tf import cpu, export_format, packaged_models, sentences
-from tetra_tf import text as text_lib
-from tetra_tf.constraints import Constraints
-from tetra_tf import constraints as constraints_lib
+from tetra_tf import cpu, packaged_models
+from tetra_tf.contract import export_format, sentences
+from tetra_tf.contract import text as text_lib
+from tetra_tf.contract.parse_record import Constituent, ParseResult, TextSentence
+from tetra_tf.contract.sentences import SentenceError, SentenceLimits
+from tetra_tf.decode import constraints as constraints_lib
+from tetra_tf.decode.constraints import Constraints
 from tetra_tf.errors import ExportError, ModelError
-from tetra_tf.parse_record import Constituent, ParseResult, TextSentence
-from tetra_tf.sentences import SentenceError, SentenceLimits
 
 if TYPE_CHECKING:
     import nltk
@@ -65,7 +66,7 @@ class Parser:
     """Parses pre-tokenized sentences with an exported tetra-tagging SavedModel.
 
     A sentence is a list of words (PTB tokens: `-LRB-`, ``` `` ```, ...). Every method checks
-    each sentence by the sentence contract (`tetra_tf.sentences`), batches sentences of
+    each sentence by the sentence contract (`tetra_tf.contract.sentences`), batches sentences of
     similar length and keeps each model call under the export's limits. `parse_each` gives
     every sentence its own result; `parse` and `parse_sents` raise the first refusal.
 
@@ -287,7 +288,7 @@ class Parser:
 
         Example:
             ```python
-            from tetra_tf.sentences import SentenceError
+            from tetra_tf.contract.sentences import SentenceError
 
             for result in parser.parse_each([["Hello", "!"], []]):
                 if isinstance(result, SentenceError):
@@ -316,7 +317,7 @@ class Parser:
         """Parses raw text: splits it into sentences and PTB tokens, with character offsets.
 
         The text is tokenized as the SavedModel's ``parse_text`` signature tokenizes it
-        (`tetra_tf.text`: NLTK's Treebank rules, quotes by side, rule-based sentence ends),
+        (`tetra_tf.contract.text`: NLTK's Treebank rules, quotes by side, rule-based sentence ends),
         and each sentence is parsed as `parse_each` parses it, failing alone.
 
         Args:
@@ -420,7 +421,7 @@ class Parser:
             progress(len(word_lists) - len(checked))
         batches = self._batches(checked, batch_size, self._max_squared_words(extra))
         if read_trees:
-            from tetra_tf import treebank  # noqa: F401  (once, before the pool's threads)
+            from tetra_tf.trees import treebank  # noqa: F401  (once, before the pool's threads)
 
         def parse_batch(indices: list[int]) -> list[ParseResult | SentenceError]:
             results = call_batch(indices)

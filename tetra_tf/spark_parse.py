@@ -9,7 +9,7 @@ Input: files, folders or globs as Spark reads them (local paths, hdfs://, s3a://
 the cluster's connectors; --input may be repeated), one sentence per line, PTB tokens
 separated by whitespace (raw text with --tokenize); .gz, .bz2 and .xz files are decompressed
 by extension. Each file is read whole by one task (so line numbers are exact; a file must
-fit in a worker's memory), its lines split and checked by `tetra_tf.sentences.read_lines`
+fit in a worker's memory), its lines split and checked by `tetra_tf.contract.sentences.read_lines`
 (the same reasons as every other way in), then spread over --partitions partitions.
 
 Output: --output is a Parquet (default) or JSON-lines dataset with a row per input line:
@@ -19,7 +19,7 @@ Output: --output is a Parquet (default) or JSON-lines dataset with a row per inp
 `tetra_tf.beam_parse`). Every input line (with --documents, every sentence and every
 refused line) is in it exactly once; a damaged compressed file
 gives its readable lines and one ``damaged`` row at the line where the damage starts.
-With --documents each line is a document of raw text, split into sentences (tetra_tf.text,
+With --documents each line is a document of raw text, split into sentences (tetra_tf.contract.text,
 as `python -m tetra_tf.parse --documents` splits it): a row per sentence, with
 ``sentence_number`` (in the line, from 1), ``start`` and ``end`` (its character offsets in
 the line) after ``line``; a blank line has none, a refused line one row without them (not
@@ -63,10 +63,12 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 from absl import flags  # noqa: E402
 
-from tetra_tf import bulk_options, cli, export_format, extras, sentences  # noqa: E402
+from tetra_tf import cli, extras  # noqa: E402
+from tetra_tf.contract import export_format, sentences
+from tetra_tf.integrations import bulk_options
 
 FORMATS = ("parquet", "json")
-# The common options of the bulk programs (tetra_tf/bulk_options.py) this program has.
+# The common options of the bulk programs (tetra_tf/integrations/bulk_options.py) this program has.
 BULK_OPTIONS = ("model_dir", "corpus_input", "corpus_output", "ordered", "tokenize",
                 "documents", "max_words", "max_line_bytes", "batch_size", "marginals",
                 "span_marginals")
@@ -187,7 +189,7 @@ def run(spark, model_dir: str, inputs: list[str], output: str, output_format: st
     tree_probability and constituent_marginals, with span_marginals (a floor from 0 to 1)
     those and span_marginals (`tetra_spark.parse_column`'s). Raises ValueError for
     documents with ordered or span_marginals outside 0..1, before any work."""
-    from tetra_tf import spark as tetra_spark  # pylint: disable=import-outside-toplevel
+    from tetra_tf.integrations import spark as tetra_spark  # noqa: PLC0415
 
     if documents and ordered:
         raise ValueError("ordered output is one tree per line: not with documents")
@@ -226,7 +228,7 @@ def output_columns(documents: bool = False, marginals: bool = False,
     """The output's columns: file, line (with documents: sentence_number, start, end), tree,
     score (with marginals: tree_probability, constituent_marginals; with span_marginals
     those and span_marginals), reason, error."""
-    from tetra_tf import spark as tetra_spark  # pylint: disable=import-outside-toplevel
+    from tetra_tf.integrations import spark as tetra_spark  # noqa: PLC0415
 
     place = [tetra_spark.SENTENCE_NUMBER, tetra_spark.START, tetra_spark.END] if documents \
         else []
@@ -237,7 +239,7 @@ def output_columns(documents: bool = False, marginals: bool = False,
 def read_output(spark, output: str, output_format: str = "parquet", documents: bool = False,
                 marginals: bool = False, span_marginals: float | None = None):
     """The dataset `run` wrote, as a DataFrame."""
-    from tetra_tf import spark as tetra_spark  # pylint: disable=import-outside-toplevel
+    from tetra_tf.integrations import spark as tetra_spark  # noqa: PLC0415
 
     types = {"line": "long", "sentence_number": "long", "start": "long", "end": "long",
              "score": "double", "tree_probability": "double",

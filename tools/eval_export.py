@@ -22,8 +22,9 @@ from absl import flags
 import nltk
 from tqdm import tqdm
 
-from tetra_tf import cli, evalb
-from tetra_tf.export_format import DEFAULT_BATCH_SIZE
+from tetra_tf import cli
+from tetra_tf.contract.export_format import DEFAULT_BATCH_SIZE
+from tetra_tf.trees import evalb
 
 FLAGS = flags.FLAGS
 
@@ -48,8 +49,8 @@ def read_gold(path: str) -> tuple[list[str], list[nltk.Tree]]:
 def score_export(export_dir: str, gold_trees: list[nltk.Tree], gold_pos: bool = True,
                  batch_size: int = DEFAULT_BATCH_SIZE, progress: bool = False):
     """Parses the gold trees' words; returns (EvalbResult, POS accuracy %, predicted lines)."""
-    from tetra_tf import scoring  # pylint: disable=import-outside-toplevel
     from tetra_tf.parser import Parser  # pylint: disable=import-outside-toplevel
+    from tetra_tf.trees import scoring  # pylint: disable=import-outside-toplevel
 
     parser = Parser(export_dir)
     bar = tqdm(total=len(gold_trees), unit="sent", disable=not progress, file=sys.stderr)

@@ -29,7 +29,8 @@ import tempfile
 
 from absl import flags
 
-from tetra_tf import cli, export_format, packaged_models
+from tetra_tf import cli, packaged_models
+from tetra_tf.contract import export_format
 from tetra_tf.errors import InputError
 
 FLAGS = flags.FLAGS
@@ -72,8 +73,9 @@ def compare_trees(gold_path: str, source_export: str, packed_export: str) -> dic
     """Parses the gold trees' words with both exports; counts equal trees, scores both."""
     import nltk  # pylint: disable=import-outside-toplevel
 
-    from tetra_tf import evalb, scoring  # pylint: disable=import-outside-toplevel
     from tetra_tf.parser import Parser  # pylint: disable=import-outside-toplevel
+    from tetra_tf.trees import evalb  # pylint: disable=import-outside-toplevel
+    from tetra_tf.trees import scoring
 
     gold = [nltk.Tree.fromstring(line) for line in evalb.read_lines(gold_path) if line.strip()]
     words = [tree.leaves() for tree in gold]

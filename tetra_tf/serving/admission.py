@@ -3,7 +3,7 @@ limits before TensorFlow sees them.
 
 The limits of a served version are the export's (assets.extra/limits.json), lowered by
 the server's flags (`Limits`), never raised. Sentences and word rows are checked by the
-sentence contract (tetra_tf.sentences): a refused sentence's message is
+sentence contract (tetra_tf.contract.sentences): a refused sentence's message is
 "sentence N: REASON: detail", so that `sentences.reason_in` finds its reason.
 """
 
@@ -15,8 +15,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from tetra_tf import export_format, sentences
-from tetra_tf import text as text_lib
+from tetra_tf.contract import export_format, sentences
+from tetra_tf.contract import text as text_lib
 from tetra_tf.serving.errors import RequestError
 
 MAX_INPUT_RANK = 8  # Deeper inputs are rejected before they become arrays.
@@ -106,7 +106,7 @@ def prepare(signature_name: str, inputs: dict[str, np.ndarray], limits: ModelLim
     """Checks a request's input arrays against the limits, before the model runs.
 
     Sentences, word rows and raw texts (split and tokenized as the export's ``parse_text``
-    does, `tetra_tf.text`) are checked by the sentence contract, then their subword pieces
+    does, `tetra_tf.contract.text`) are checked by the sentence contract, then their subword pieces
     are counted (with the export's vocabulary, when it ships one and publishes limits).
 
     Raises:
@@ -195,7 +195,7 @@ def _check_sentences(name: str, array: np.ndarray, limits: ModelLimits) -> list[
 
 
 def _check_texts(name: str, array: np.ndarray, limits: ModelLimits) -> list[list[list[str]]]:
-    """Checks raw texts: each is split into sentences and PTB tokens (`tetra_tf.text`,
+    """Checks raw texts: each is split into sentences and PTB tokens (`tetra_tf.contract.text`,
     as the export's graph splits it), and each sentence checked by the contract; returns
     each text's sentences' words."""
     total_words = 0

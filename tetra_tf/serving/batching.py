@@ -34,7 +34,7 @@ from typing import Any, Callable, Hashable, Sequence
 
 import numpy as np
 
-from tetra_tf import export_format
+from tetra_tf.contract import export_format
 
 # TF Serving's BatchingParameters: (field, number, wrapper type); allowed_batch_sizes is a
 # repeated int64. Fields this server does not implement parse, then are refused by name

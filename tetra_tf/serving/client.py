@@ -33,7 +33,7 @@ import urllib.parse
 import urllib.request
 from typing import Any, Sequence
 
-from tetra_tf import export_format
+from tetra_tf.contract import export_format
 
 DEFAULT_SERVER = "http://127.0.0.1:8501"
 DEFAULT_MODEL_NAME = "tetra"

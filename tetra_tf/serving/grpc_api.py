@@ -21,8 +21,8 @@ from typing import Any, Callable
 from absl import logging as absl_logging
 
 from tetra_tf.serving import codecs
-from tetra_tf.serving.errors import (INFERENCE_METHOD_NAMES, STATUS_CODES, RequestError,
-                                     first_line, inference_refusal, log_safe)
+from tetra_tf.serving.errors import (INFERENCE_METHOD_NAMES, STATUS_CODES, RequestError, first_line,
+                                     inference_refusal, log_safe)
 from tetra_tf.serving.manager import VersionChoice, VersionLabel, not_available_message
 from tetra_tf.serving.metrics import Metrics
 from tetra_tf.serving.model_config import ConfigError

@@ -25,19 +25,19 @@ import time
 from concurrent import futures
 from typing import Any, Callable, Iterable
 
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # Keras 2, before TensorFlow is imported.
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+if __name__ == "__main__":  # the program: TensorFlow's C++ start-up notices off, before it loads
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from absl import flags  # noqa: E402
 from absl import logging as absl_logging  # noqa: E402
 
-from tetra_tf import cli, cpu, export_format, extras, packaged_models  # noqa: E402
+from tetra_tf import cli, cpu, extras, packaged_models  # noqa: E402
+from tetra_tf.contract import export_format  # noqa: E402
 from tetra_tf.errors import InputError, TetraError  # noqa: E402
-from tetra_tf.serving import batching  # noqa: E402
+from tetra_tf.serving import batching, model_config  # noqa: E402
 from tetra_tf.serving.admission import Limits  # noqa: E402
 from tetra_tf.serving.errors import first_line  # noqa: E402
 from tetra_tf.serving.grpc_api import create_grpc_server  # noqa: E402
-from tetra_tf.serving import model_config  # noqa: E402
 from tetra_tf.serving.manager import Models, versions_on_disk  # noqa: E402
 from tetra_tf.serving.metrics import (DEFAULT_METRICS_PATH, AccessLog, Metrics,  # noqa: E402
                                       read_monitoring_config)
@@ -94,7 +94,7 @@ def _define_flags() -> None:
     flags.DEFINE_integer("max_words_per_request", 16384,
                          "Most words in all sentences of one request.", lower_bound=1)
     flags.DEFINE_list("sentence_inputs", [export_format.SENTENCES_INPUT],
-                      "String inputs checked as sentences (tetra_tf.sentences: valid "
+                      "String inputs checked as sentences (tetra_tf.contract.sentences: valid "
                       "UTF-8, 1 to --max_words_per_sentence whitespace-separated words).")
     flags.DEFINE_list("word_inputs", [export_format.WORDS_INPUT],
                       "String inputs [batch, width] checked as pre-split sentences (width at "
@@ -104,7 +104,7 @@ def _define_flags() -> None:
     flags.DEFINE_list("text_inputs", [export_format.TEXT_INPUT],
                       "String inputs checked as raw texts: split into sentences and PTB "
                       "tokens as the export's parse_text signature splits them "
-                      "(tetra_tf.text), each sentence by the --sentence_inputs rules.")
+                      "(tetra_tf.contract.text), each sentence by the --sentence_inputs rules.")
     flags.DEFINE_integer("max_pieces_per_request", 0,
                          "Most WordPiece pieces in one request (a word counts at most the "
                          "export's max_pieces_per_word), counted with the export's own "

@@ -20,8 +20,8 @@ from typing import Any, Callable, ContextManager, Iterator, Union
 
 from absl import logging as absl_logging
 
+from tetra_tf.contract.export_format import saved_model_file
 from tetra_tf.errors import ExportError
-from tetra_tf.export_format import saved_model_file
 from tetra_tf.serving import model_config
 from tetra_tf.serving.errors import RequestError, first_line, log_safe
 from tetra_tf.serving.model_config import ConfigError

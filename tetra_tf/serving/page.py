@@ -6,7 +6,7 @@ any client does, ``/v1/models/NAME:predict`` with ``signature_name: "parse_text"
 each sentence's words to ``parse_marginals`` (and, on request, ``parse_k_best``), so it
 shows what a TF Serving client gets; a refused request shows the server's error. It draws
 each tree by posting it to ``POST /page/draw`` (`draw_json`), which answers the SVG that
-`tetra_tf.drawing` makes (svgling's layout, the same drawing as the parse command's), with
+`tetra_tf.trees.drawing` makes (svgling's layout, the same drawing as the parse command's), with
 the words as written and each constituent's probability.
 
 What a user typed is never markup: the drawings are SVG whose text is escaped, the page's
@@ -98,7 +98,7 @@ class ParsePage:
 
 
 def draw_json(body: bytes) -> dict[str, Any]:
-    """Draws the trees of a drawing request (`tetra_tf.drawing.tree_svg`).
+    """Draws the trees of a drawing request (`tetra_tf.trees.drawing.tree_svg`).
 
     Args:
       body: JSON ``{"trees": [str, ...], "words": [[str, ...] | null, ...],
@@ -114,7 +114,7 @@ def draw_json(body: bytes) -> dict[str, Any]:
         tree of more than MAX_DRAW_LEAVES leaves, or words or probabilities that do not fit
         their tree (400, naming the tree).
     """
-    from tetra_tf import drawing  # pylint: disable=import-outside-toplevel
+    from tetra_tf.trees import drawing  # pylint: disable=import-outside-toplevel
 
     try:
         request = json.loads(body)
@@ -141,7 +141,7 @@ def draw_json(body: bytes) -> dict[str, Any]:
 
 
 def _leaves(tree: str) -> int:
-    from tetra_tf import treebank  # pylint: disable=import-outside-toplevel
+    from tetra_tf.trees import treebank  # pylint: disable=import-outside-toplevel
 
     try:
         return len(treebank.parse_tree(tree).leaves())

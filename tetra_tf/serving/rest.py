@@ -30,11 +30,10 @@ from typing import Any, Callable, Iterable, NoReturn
 
 from absl import logging as absl_logging
 
-from tetra_tf import export_format
+from tetra_tf.contract import export_format
 from tetra_tf.serving import codecs
 from tetra_tf.serving.errors import STATUS_CODES, RequestError, inference_refusal, log_safe
-from tetra_tf.serving.manager import (ModelManager, VersionChoice, VersionLabel,
-                                      parse_version)
+from tetra_tf.serving.manager import ModelManager, VersionChoice, VersionLabel, parse_version
 from tetra_tf.serving.metrics import DEFAULT_METRICS_PATH, Metrics
 from tetra_tf.serving.page import ParsePage
 from tetra_tf.serving.predictor import PredictRequest, Predictor

@@ -7,7 +7,7 @@ from typing import Callable
 
 import numpy as np
 
-from tetra_tf import export_format
+from tetra_tf.contract import export_format
 from tetra_tf.serving import batching
 from tetra_tf.serving.admission import Prepared
 from tetra_tf.serving.errors import RequestError

@@ -12,7 +12,7 @@ from typing import Any, Callable
 import numpy as np
 from absl import logging as absl_logging
 
-from tetra_tf import export_format
+from tetra_tf.contract import export_format
 from tetra_tf.serving.admission import Limits, ModelLimits
 from tetra_tf.serving.errors import RequestError, first_line, log_safe
 
@@ -20,7 +20,7 @@ from tetra_tf.serving.errors import RequestError, first_line, log_safe
 class PieceCounter:
     """Counts a request's WordPiece pieces as the export's graph will, before it runs.
 
-    Uses tetra_tf.tokenization.SubwordTokenizer on the export's own vocabulary asset. A
+    Uses tetra_tf.data.tokenization.SubwordTokenizer on the export's own vocabulary asset. A
     word's pieces past max_pieces_per_word are dropped by the graph, so a word counts
     min(pieces, max_pieces_per_word). Lower-casing and the special tokens are the export's
     (`export_format.lower_case`: its model card, else its vocabulary;
@@ -37,7 +37,7 @@ class PieceCounter:
         """
         import tensorflow as tf
 
-        from tetra_tf import tokenization
+        from tetra_tf.data import tokenization
 
         self.max_pieces_per_word = max_pieces_per_word
         self._tokenizer = tokenization.SubwordTokenizer(vocab_path, lower_case=lower_case,
