@@ -57,7 +57,7 @@ def _imported_names(node: ast.AST, module: str, is_package: bool) -> list[str]:
 
 def _known_module(name: str, files: dict[str, str]) -> str | None:
     """The module of the sources that importing name loads (its longest known prefix:
-    `from tetra_tf import sentences` loads tetra_tf.contract.sentences, `from tetra_tf import
+    `from tetra_tf.contract import sentences` loads tetra_tf.contract.sentences, `from tetra_tf import
     __version__` the package tetra_tf); None for another project's."""
     while name and name not in files:
         name = name.rpartition(".")[0]

@@ -241,7 +241,8 @@ def test_the_model_is_loaded_once_per_worker_process(job, cluster):
     assert len(loads) == len(processes)  # no process loaded it twice
     assert 1 <= len(processes) <= 2  # two executors of one core: one Python worker each
     assert PARTITIONS > len(loads)  # fewer loads than parse tasks
-    logged = re.findall(r"tetra_tf\.spark: loaded the parser from .* \(host (\S+), process "
+    logged = re.findall(r"tetra_tf\.integrations\.spark: loaded the parser from .* \(host (\S+), "
+                        r"process "
                         r"(\d+); 1 core(; ahead of the parse)?\)", cluster.worker_stderr())
     assert sorted((host, int(pid)) for host, pid, _ in logged) == sorted(processes)
     # warm_workers' tasks come first, and a parse task reuses the Python worker of one
@@ -252,16 +253,18 @@ def test_the_model_is_loaded_once_per_worker_process(job, cluster):
 def test_a_load_is_logged_on_stderr_where_logging_is_not_configured(tiny_export_dir):
     """A process that configured no logging (a Spark Python worker) gets each load as one
     line on its stderr; a failed load ahead of the parse is a warning there."""
-    code = ("import sys\nfrom tetra_tf import spark\n"
+    code = ("import sys\nfrom tetra_tf.integrations import spark\n"
             "spark._load_ahead(sys.argv[2], None)\nspark.get_parser(sys.argv[1])\n")
     result = subprocess.run([sys.executable, "-c", code, tiny_export_dir, "/nowhere"],
                             capture_output=True, text=True, env=subprocess_env(), timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     lines = result.stderr.strip().splitlines()
-    assert re.fullmatch(r"tetra_tf\.spark: loading the parser from /nowhere ahead of the parse "
+    assert re.fullmatch(r"tetra_tf\.integrations\.spark: loading the parser from /nowhere ahead of "
+                        r"the parse "
                         r"failed \(ExportError: .*\); the parse will load it", lines[0]), lines
-    assert re.fullmatch(rf"tetra_tf\.spark: loaded the parser from {re.escape(tiny_export_dir)} "
-                        r"in [\d.]+ s \(host \S+, process \d+; TensorFlow's threads as they "
+    assert re.fullmatch(r"tetra_tf\.integrations\.spark: loaded the parser from "
+                        rf"{re.escape(tiny_export_dir)} in [\d.]+ s \(host \S+, process \d+; "
+                        r"TensorFlow's threads as they "
                         r"were\)", lines[-1]), lines
 
 
